@@ -1,0 +1,171 @@
+/*
+ * fissile.h — public C API of libfissile.
+ *
+ * fissile imports an ONNX model, splits every operator into primitives
+ * (operator fission), and executes the primitive graph.  This header is the
+ * only one a user includes.  All functions return an fsl_status; on failure
+ * fsl_last_error() gives a message that names the node, op and expectation.
+ *
+ * Semantics of ONNX ops follow the ONNX Operators specification
+ * (https://onnx.ai/onnx/operators/), checked against the ONNX backend node
+ * tests and ONNX Runtime.
+ */
+#ifndef FISSILE_H
+#define FISSILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Status codes.  FSL_OK is 0; every other value is an error. */
+typedef enum fsl_status {
+  FSL_OK = 0,
+  FSL_ERR_ARG,          /**< bad argument from the caller (NULL, unknown name) */
+  FSL_ERR_IO,           /**< a file could not be read or written */
+  FSL_ERR_PARSE,        /**< the model file is not a valid ONNX protobuf */
+  FSL_ERR_INVALID,      /**< the model is malformed (dangling value, cycle, bad attribute) */
+  FSL_ERR_UNSUPPORTED,  /**< an op, opset or dtype fissile does not support */
+  FSL_ERR_SHAPE,        /**< shapes or dtypes do not agree, or a dim_param is unbound */
+  FSL_ERR_NOMEM,        /**< out of memory, or a size that overflows */
+  FSL_ERR_RUNTIME,      /**< an error while executing (e.g. gather index out of range) */
+  FSL_STATUS_COUNT
+} fsl_status;
+
+/** Element types; the numeric values are ONNX's TensorProto.DataType. */
+typedef enum fsl_dtype {
+  FSL_DT_UNDEFINED = 0,
+  FSL_DT_F32 = 1, FSL_DT_U8 = 2, FSL_DT_I8 = 3, FSL_DT_U16 = 4, FSL_DT_I16 = 5,
+  FSL_DT_I32 = 6, FSL_DT_I64 = 7, FSL_DT_STRING = 8, FSL_DT_BOOL = 9,
+  FSL_DT_F16 = 10, FSL_DT_F64 = 11, FSL_DT_U32 = 12, FSL_DT_U64 = 13,
+  FSL_DT_BF16 = 16,
+  FSL_DT_COUNT = 27
+} fsl_dtype;
+
+/** Maximum tensor rank fissile handles. */
+#define FSL_MAX_RANK 12
+
+/**
+ * A dense tensor in row-major (C) order.  `data` holds numel * elem size
+ * bytes; bool is one byte per element (0 or 1).  A tensor returned by the
+ * library owns its data; free it with fsl_tensor_free().
+ */
+typedef struct fsl_tensor {
+  char name[128];               /**< graph input/output name */
+  fsl_dtype dtype;
+  int rank;
+  int64_t dims[FSL_MAX_RANK];
+  void *data;
+} fsl_tensor;
+
+typedef struct fsl_model fsl_model;
+
+/** Message of the last error on this thread ("" if none). */
+const char *fsl_last_error(void);
+/** Short name of a status code, e.g. "unsupported". */
+const char *fsl_status_name(fsl_status s);
+/** ONNX spelling of a dtype ("float", "int64", ...). */
+const char *fsl_dtype_name(fsl_dtype dt);
+/** Size of one element in bytes (0 for string/undefined). */
+size_t fsl_dtype_size(fsl_dtype dt);
+/** Number of elements of t; 0 for an empty tensor. */
+int64_t fsl_tensor_numel(const fsl_tensor *t);
+/** Frees the data a library-returned tensor owns and clears it. */
+void fsl_tensor_free(fsl_tensor *t);
+
+/**
+ * Loads an ONNX model file (ModelProto, protobuf binary).  External data is
+ * resolved relative to the model's folder; a location that escapes it is
+ * rejected.  The file is untrusted: a malformed one gives FSL_ERR_PARSE or
+ * FSL_ERR_INVALID, never a crash.
+ * Errors: FSL_ERR_IO, FSL_ERR_PARSE, FSL_ERR_INVALID, FSL_ERR_UNSUPPORTED,
+ * FSL_ERR_NOMEM.
+ */
+fsl_status fsl_model_load(const char *path, fsl_model **out);
+/** Same as fsl_model_load from bytes in memory; `dir` (may be NULL) is the
+ *  folder external data is resolved against (NULL forbids external data). */
+fsl_status fsl_model_load_bytes(const void *buf, size_t len, const char *dir, fsl_model **out);
+void fsl_model_free(fsl_model *m);
+
+/** Binds a symbolic dimension (ONNX dim_param) to a size, e.g. "batch"=1.
+ *  Errors: FSL_ERR_ARG (size < 0). Must be called before fsl_model_compile. */
+fsl_status fsl_model_bind_dim(fsl_model *m, const char *dim_param, int64_t size);
+/** Binds the full shape of graph input `input` (overrides its dims; each
+ *  fixed dim in the model must agree).  Errors: FSL_ERR_ARG (unknown input),
+ *  FSL_ERR_SHAPE (rank or fixed dim disagrees). */
+fsl_status fsl_model_bind_shape(fsl_model *m, const char *input, int rank, const int64_t *dims);
+/** Freezes graph input `t->name` to the constant value t (copied), so that
+ *  shape computations depending on it fold at compile time.
+ *  Errors: FSL_ERR_ARG, FSL_ERR_SHAPE (dtype or shape disagree). */
+fsl_status fsl_model_freeze_input(fsl_model *m, const fsl_tensor *t);
+
+/**
+ * Compiles the model: binds shapes, runs fission (which infers shapes and
+ * folds constants as it lowers), then CSE and DCE.  Afterwards inputs and
+ * outputs have static shapes.
+ * Errors: FSL_ERR_SHAPE (unbound dim_param, named), FSL_ERR_UNSUPPORTED (lists
+ * every unsupported (op, opset, node) of the model), FSL_ERR_INVALID.
+ */
+fsl_status fsl_model_compile(fsl_model *m);
+
+/** Number of graph inputs (initializers excluded, frozen ones excluded). */
+int fsl_model_num_inputs(const fsl_model *m);
+int fsl_model_num_outputs(const fsl_model *m);
+/** Describes input/output i (name, dtype, shape; data NULL).  Shapes are
+ *  static after compile; before, unbound dims are -1. */
+fsl_status fsl_model_input_info(const fsl_model *m, int i, fsl_tensor *info);
+fsl_status fsl_model_output_info(const fsl_model *m, int i, fsl_tensor *info);
+
+/**
+ * Runs the compiled model with the reference interpreter (float64
+ * accumulation).  `inputs` are matched by name, and must cover every input
+ * with the exact dtype and shape.  `outputs` (n_outputs == num_outputs)
+ * receive newly allocated tensors in graph-output order; on error nothing is
+ * written to them.
+ * Errors: FSL_ERR_ARG (missing/unknown input), FSL_ERR_SHAPE (wrong
+ * dtype/shape), FSL_ERR_RUNTIME.
+ */
+fsl_status fsl_model_run(fsl_model *m, const fsl_tensor *inputs, int n_inputs,
+                         fsl_tensor *outputs, int n_outputs);
+
+
+/* ---- tensors on disk ---- */
+/** Reads an ONNX TensorProto file (.pb, as in the ONNX backend test data)
+ *  into a newly allocated tensor (name from the proto, may be empty).
+ *  Errors: FSL_ERR_IO, FSL_ERR_PARSE, FSL_ERR_UNSUPPORTED (string dtype). */
+fsl_status fsl_tensor_load_pb(const char *path, fsl_tensor *out);
+/** Reads a NumPy .npy file (format 1.0-3.0, C order, little endian). */
+fsl_status fsl_tensor_load_npy(const char *path, fsl_tensor *out);
+/** Writes t as a NumPy .npy file (format 1.0). */
+fsl_status fsl_tensor_save_npy(const char *path, const fsl_tensor *t);
+
+/* ---- looking inside a model ---- */
+typedef enum fsl_stage {
+  FSL_STAGE_ONNX,      /**< as imported: ONNX ops */
+  FSL_STAGE_FISSION,   /**< after compile: primitives (and opaque ops) */
+} fsl_stage;
+
+/** Writes the graph of a stage as text (dot=false) or Graphviz DOT.
+ *  Errors: FSL_ERR_ARG (FSL_STAGE_FISSION before a successful compile). */
+fsl_status fsl_model_write_graph(const fsl_model *m, fsl_stage stage, bool dot, FILE *f);
+/** Op histogram of a stage: fn(ctx, op_name, kind_name, count) per op. */
+fsl_status fsl_model_op_histogram(const fsl_model *m, fsl_stage stage,
+                                  void (*fn)(void *ctx, const char *op, const char *kind, int count),
+                                  void *ctx);
+/** Number of opset imports; fsl_model_opset gives domain ("" = ai.onnx) and version. */
+int fsl_model_num_opsets(const fsl_model *m);
+void fsl_model_opset(const fsl_model *m, int i, const char **domain, int64_t *version);
+/** Lists every node whose (domain, op_type, opset) fissile cannot decompose:
+ *  fn(ctx, op_type, domain, opset, node_name). Returns the count. */
+int fsl_model_unsupported(const fsl_model *m,
+                          void (*fn)(void *ctx, const char *op, const char *domain, int64_t opset, const char *node),
+                          void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,297 @@
+/* api.c — the public model API: load, bind, compile, run, inspect. */
+#include "fissile.h"
+#include "backend/ref/ref.h"
+#include "fission/fission.h"
+#include "onnx/onnx_import.h"
+#include "passes/passes.h"
+#include <libgen.h>
+
+#define MODEL_FILE_LIMIT ((size_t)4 << 30)
+
+typedef struct dim_binding { char *name; int64_t size; } dim_binding;
+
+struct fsl_model {
+  fsl_graph *onnx;   /* as imported (frozen inputs become constants) */
+  fsl_graph *prim;   /* after compile, NULL before */
+  dim_binding *dims;
+  int n_dims;
+};
+
+fsl_status fsl_model_load_bytes(const void *buf, size_t len, const char *dir, fsl_model **out) {
+  if (!buf || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_model_load_bytes: NULL argument");
+  *out = NULL;
+  fsl_model *m = calloc(1, sizeof *m);
+  if (!m) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  fsl_status st = fsl_onnx_import(buf, len, dir, &m->onnx);
+  if (st != FSL_OK) { free(m); return st; }
+  *out = m;
+  return FSL_OK;
+}
+
+fsl_status fsl_model_load(const char *path, fsl_model **out) {
+  if (!path || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_model_load: NULL argument");
+  void *buf;
+  size_t len;
+  FSL_TRY(fsl_read_file(path, MODEL_FILE_LIMIT, &buf, &len));
+  char *pcopy = strdup(path);
+  if (!pcopy) { free(buf); return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
+  fsl_status st = fsl_model_load_bytes(buf, len, dirname(pcopy), out);
+  free(pcopy);
+  free(buf);
+  if (st != FSL_OK) return fsl_error_context(st, "%s", path);
+  return FSL_OK;
+}
+
+void fsl_model_free(fsl_model *m) {
+  if (!m) return;
+  fsl_graph_free(m->prim);
+  fsl_graph_free(m->onnx);
+  for (int i = 0; i < m->n_dims; i++) free(m->dims[i].name);
+  free(m->dims);
+  free(m);
+}
+
+static fsl_value *find_input(const fsl_model *m, const char *name, int *idx) {
+  for (int i = 0; i < m->onnx->n_inputs; i++)
+    if (!strcmp(m->onnx->inputs[i]->name, name)) {
+      if (idx) *idx = i;
+      return m->onnx->inputs[i];
+    }
+  return NULL;
+}
+
+static fsl_status no_input(const fsl_model *m, const char *name) {
+  char list[1024] = "";
+  size_t o = 0;
+  for (int i = 0; i < m->onnx->n_inputs && o < sizeof list - 1; i++) {
+    int w = snprintf(list + o, sizeof list - o, "%s'%s'", i ? ", " : "", m->onnx->inputs[i]->name);
+    if (w > 0) o += (size_t)w;
+  }
+  return fsl_errorf(FSL_ERR_ARG, "the model has no input '%s' (inputs: %s)", name, list);
+}
+
+/* Binding changes the source graph: drop a stale compiled graph. */
+static void invalidate(fsl_model *m) {
+  fsl_graph_free(m->prim);
+  m->prim = NULL;
+}
+
+fsl_status fsl_model_bind_dim(fsl_model *m, const char *dim_param, int64_t size) {
+  if (!m || !dim_param) return fsl_errorf(FSL_ERR_ARG, "fsl_model_bind_dim: NULL argument");
+  if (size < 0) return fsl_errorf(FSL_ERR_ARG, "dimension '%s' bound to negative size %lld", dim_param, (long long)size);
+  for (int i = 0; i < m->n_dims; i++)
+    if (!strcmp(m->dims[i].name, dim_param)) { m->dims[i].size = size; invalidate(m); return FSL_OK; }
+  dim_binding *nd = realloc(m->dims, sizeof *nd * (size_t)(m->n_dims + 1));
+  if (!nd) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  m->dims = nd;
+  nd[m->n_dims].name = strdup(dim_param);
+  nd[m->n_dims].size = size;
+  if (!nd[m->n_dims].name) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  m->n_dims++;
+  invalidate(m);
+  return FSL_OK;
+}
+
+static fsl_status check_shape_agrees(const fsl_value *v, int rank, const int64_t *dims) {
+  if (rank < 0 || rank > FSL_MAX_RANK)
+    return fsl_errorf(FSL_ERR_SHAPE, "input '%s': rank %d is not supported", v->name, rank);
+  if (v->rank >= 0 && v->rank != rank)
+    return fsl_errorf(FSL_ERR_SHAPE, "input '%s' has rank %d in the model, got rank %d", v->name, v->rank, rank);
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0) return fsl_errorf(FSL_ERR_SHAPE, "input '%s': dimension %d is negative", v->name, i);
+    if (v->rank >= 0 && v->dims[i] >= 0 && v->dims[i] != dims[i])
+      return fsl_errorf(FSL_ERR_SHAPE, "input '%s': dimension %d is %lld in the model, got %lld", v->name, i,
+                        (long long)v->dims[i], (long long)dims[i]);
+  }
+  if (fsl_numel(rank, dims) < 0)
+    return fsl_errorf(FSL_ERR_SHAPE, "input '%s': the element count overflows", v->name);
+  return FSL_OK;
+}
+
+fsl_status fsl_model_bind_shape(fsl_model *m, const char *input, int rank, const int64_t *dims) {
+  if (!m || !input || (rank > 0 && !dims)) return fsl_errorf(FSL_ERR_ARG, "fsl_model_bind_shape: NULL argument");
+  fsl_value *v = find_input(m, input, NULL);
+  if (!v) return no_input(m, input);
+  FSL_TRY(check_shape_agrees(v, rank, dims));
+  fsl_value_set_shape(v, rank, dims);
+  invalidate(m);
+  return FSL_OK;
+}
+
+fsl_status fsl_model_freeze_input(fsl_model *m, const fsl_tensor *t) {
+  if (!m || !t || (!t->data && fsl_tensor_numel(t) > 0)) return fsl_errorf(FSL_ERR_ARG, "fsl_model_freeze_input: NULL argument");
+  int idx;
+  fsl_value *v = find_input(m, t->name, &idx);
+  if (!v) return no_input(m, t->name);
+  if (v->dtype != t->dtype)
+    return fsl_errorf(FSL_ERR_SHAPE, "input '%s' has dtype %s, got %s", v->name, fsl_dtype_name(v->dtype),
+                      fsl_dtype_name(t->dtype));
+  FSL_TRY(check_shape_agrees(v, t->rank, t->dims));
+  int64_t nb = fsl_nbytes(t->dtype, t->rank, t->dims);
+  void *data = fsl_arena_memdup(&m->onnx->arena, t->data, (size_t)(nb > 0 ? nb : 0));
+  if (!data) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  fsl_value_set_shape(v, t->rank, t->dims);
+  v->data = data;
+  v->is_input = false;
+  memmove(&m->onnx->inputs[idx], &m->onnx->inputs[idx + 1], sizeof(fsl_value *) * (size_t)(m->onnx->n_inputs - idx - 1));
+  m->onnx->n_inputs--;
+  invalidate(m);
+  return FSL_OK;
+}
+
+static void apply_dims(fsl_model *m) {
+  for (int i = 0; i < m->onnx->n_inputs; i++) {
+    fsl_value *v = m->onnx->inputs[i];
+    if (!v->dim_param) continue;
+    for (int d = 0; d < v->rank; d++)
+      for (int k = 0; k < m->n_dims && v->dim_param[d]; k++)
+        if (v->dims[d] < 0 && !strcmp(v->dim_param[d], m->dims[k].name)) v->dims[d] = m->dims[k].size;
+  }
+}
+
+fsl_status fsl_model_compile(fsl_model *m) {
+  if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_compile: NULL model");
+  invalidate(m);
+  apply_dims(m);
+  fsl_graph *g;
+  FSL_TRY(fsl_fission(m->onnx, &g));
+  fsl_status st = fsl_pass_cse(g);
+  if (st == FSL_OK) st = fsl_pass_dce(g);
+  if (st == FSL_OK) st = fsl_graph_verify(g);
+  if (st != FSL_OK) {
+    fsl_graph_free(g);
+    return fsl_error_context(st, "after fission");
+  }
+  m->prim = g;
+  return FSL_OK;
+}
+
+int fsl_model_num_inputs(const fsl_model *m) { return m ? m->onnx->n_inputs : 0; }
+int fsl_model_num_outputs(const fsl_model *m) { return m ? m->onnx->n_outputs : 0; }
+
+static void describe(const fsl_value *v, const fsl_value *shape_from, fsl_tensor *info) {
+  memset(info, 0, sizeof *info);
+  snprintf(info->name, sizeof info->name, "%s", v->name);
+  info->dtype = shape_from->dtype ? shape_from->dtype : v->dtype;
+  info->rank = shape_from->rank;
+  for (int i = 0; i < shape_from->rank && i < FSL_MAX_RANK; i++) info->dims[i] = shape_from->dims[i];
+}
+
+fsl_status fsl_model_input_info(const fsl_model *m, int i, fsl_tensor *info) {
+  if (!m || !info || i < 0 || i >= m->onnx->n_inputs) return fsl_errorf(FSL_ERR_ARG, "input index %d out of range", i);
+  const fsl_value *v = m->onnx->inputs[i];
+  describe(v, m->prim ? m->prim->inputs[i] : v, info);
+  return FSL_OK;
+}
+
+fsl_status fsl_model_output_info(const fsl_model *m, int i, fsl_tensor *info) {
+  if (!m || !info || i < 0 || i >= m->onnx->n_outputs) return fsl_errorf(FSL_ERR_ARG, "output index %d out of range", i);
+  const fsl_value *v = m->onnx->outputs[i];
+  describe(v, m->prim ? m->prim->outputs[i] : v, info);
+  return FSL_OK;
+}
+
+fsl_status fsl_model_run(fsl_model *m, const fsl_tensor *inputs, int n_inputs, fsl_tensor *outputs, int n_outputs) {
+  if (!m || (n_inputs && !inputs) || !outputs) return fsl_errorf(FSL_ERR_ARG, "fsl_model_run: NULL argument");
+  if (!m->prim) return fsl_errorf(FSL_ERR_ARG, "fsl_model_run: the model is not compiled");
+  const fsl_graph *g = m->prim;
+  if (n_outputs != g->n_outputs)
+    return fsl_errorf(FSL_ERR_ARG, "the model has %d outputs, %d requested", g->n_outputs, n_outputs);
+  const void **in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+  void **out = calloc((size_t)g->n_outputs + 1, sizeof *out);
+  fsl_status st = FSL_OK;
+  if (!in || !out) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto done; }
+  for (int i = 0; i < n_inputs; i++) {
+    int idx;
+    if (!find_input(m, inputs[i].name, &idx)) { st = no_input(m, inputs[i].name); goto done; }
+    const fsl_value *v = g->inputs[idx];
+    char a[256], b[256];
+    if (inputs[i].dtype != v->dtype || inputs[i].rank != v->rank ||
+        memcmp(inputs[i].dims, v->dims, sizeof(int64_t) * (size_t)v->rank)) {
+      st = fsl_errorf(FSL_ERR_SHAPE, "input '%s' must be %s[%s], got %s[%s]", v->name, fsl_dtype_name(v->dtype),
+                      fsl_shape_str(v->rank, v->dims, a, sizeof a), fsl_dtype_name(inputs[i].dtype),
+                      fsl_shape_str(inputs[i].rank, inputs[i].dims, b, sizeof b));
+      goto done;
+    }
+    if (!inputs[i].data && fsl_value_numel(v) > 0) { st = fsl_errorf(FSL_ERR_ARG, "input '%s' has no data", v->name); goto done; }
+    in[idx] = inputs[i].data;
+  }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!in[i] && fsl_value_numel(g->inputs[i]) > 0) {
+      st = fsl_errorf(FSL_ERR_ARG, "input '%s' is not given", g->inputs[i]->name);
+      goto done;
+    }
+  if ((st = fsl_ref_run(g, in, out)) != FSL_OK) goto done;
+  for (int i = 0; i < g->n_outputs; i++) {
+    describe(m->onnx->outputs[i], g->outputs[i], &outputs[i]);
+    outputs[i].data = out[i];
+  }
+done:
+  free(in);
+  free(out);
+  return st;
+}
+
+/* ---- inspection ---- */
+
+static const fsl_graph *stage_graph(const fsl_model *m, fsl_stage stage) {
+  return stage == FSL_STAGE_ONNX ? m->onnx : m->prim;
+}
+
+fsl_status fsl_model_write_graph(const fsl_model *m, fsl_stage stage, bool dot, FILE *f) {
+  const fsl_graph *g = m ? stage_graph(m, stage) : NULL;
+  if (!g) return fsl_errorf(FSL_ERR_ARG, "the graph after fission exists only after a successful compile");
+  if (dot) fsl_graph_print_dot(g, f);
+  else fsl_graph_print(g, f);
+  return FSL_OK;
+}
+
+fsl_status fsl_model_op_histogram(const fsl_model *m, fsl_stage stage,
+                                  void (*fn)(void *ctx, const char *op, const char *kind, int count), void *ctx) {
+  const fsl_graph *g = m ? stage_graph(m, stage) : NULL;
+  if (!g) return fsl_errorf(FSL_ERR_ARG, "the graph after fission exists only after a successful compile");
+  int counts[FSL_OP_COUNT] = {0};
+  int n_unknown = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i]->op == FSL_OP_NONE) n_unknown++;
+    else counts[g->nodes[i]->op]++;
+  }
+  for (int op = 1; op < FSL_OP_COUNT; op++)
+    if (counts[op]) fn(ctx, fsl_op_name((fsl_op)op), fsl_kind_name(fsl_op_get((fsl_op)op)->kind), counts[op]);
+  /* unknown ops: one entry per distinct op_type */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const fsl_node *n = g->nodes[i];
+    if (n->op != FSL_OP_NONE) continue;
+    bool seen = false;
+    int c = 0;
+    for (int j = 0; j < g->n_nodes; j++) {
+      const fsl_node *o = g->nodes[j];
+      if (o->op != FSL_OP_NONE || strcmp(o->op_type, n->op_type)) continue;
+      if (j < i) { seen = true; break; }
+      c++;
+    }
+    if (!seen) fn(ctx, n->op_type, "unsupported", c);
+  }
+  (void)n_unknown;
+  return FSL_OK;
+}
+
+int fsl_model_num_opsets(const fsl_model *m) { return m ? m->onnx->n_opsets : 0; }
+
+void fsl_model_opset(const fsl_model *m, int i, const char **domain, int64_t *version) {
+  *domain = m->onnx->opsets[i].domain ? m->onnx->opsets[i].domain : "";
+  *version = m->onnx->opsets[i].version;
+}
+
+int fsl_model_unsupported(const fsl_model *m,
+                          void (*fn)(void *ctx, const char *op, const char *domain, int64_t opset, const char *node),
+                          void *ctx) {
+  int count = 0;
+  for (int i = 0; m && i < m->onnx->n_nodes; i++) {
+    const fsl_node *n = m->onnx->nodes[i];
+    if (n->op != FSL_OP_NONE) continue;
+    count++;
+    if (fn) fn(ctx, n->op_type, n->domain ? n->domain : "", fsl_graph_opset(m->onnx, n->domain), n->name);
+  }
+  return count;
+}

@@ -1,0 +1,94 @@
+/* core.h — arena, status + diagnostics, dtype helpers, checked arithmetic. */
+#ifndef FSL_CORE_H
+#define FSL_CORE_H
+
+#include "fissile.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- internal invariants (bugs, not bad input) ---- */
+#define FSL_ASSERT(c)                                                        \
+  do {                                                                       \
+    if (!(c)) {                                                              \
+      fprintf(stderr, "fissile: internal error at %s:%d: %s\n", __FILE__,    \
+              __LINE__, #c);                                                 \
+      abort();                                                               \
+    }                                                                        \
+  } while (0)
+
+#define FSL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors: a status code plus a thread-local message ---- */
+/** Sets the thread's last error message (printf-style) and returns s. */
+fsl_status fsl_errorf(fsl_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/** Prefixes the current message with "prefix: " (for context), returns s. */
+fsl_status fsl_error_context(fsl_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void fsl_error_clear(void);
+
+#define FSL_TRY(expr)                                                        \
+  do {                                                                       \
+    fsl_status fsl_try_s_ = (expr);                                          \
+    if (fsl_try_s_ != FSL_OK) return fsl_try_s_;                             \
+  } while (0)
+
+/* ---- arena: everything a graph owns, freed at once ---- */
+typedef struct fsl_arena_block fsl_arena_block;
+typedef struct fsl_arena {
+  fsl_arena_block *head;
+  size_t total;  /* bytes allocated so far */
+} fsl_arena;
+
+void fsl_arena_init(fsl_arena *a);
+void fsl_arena_free(fsl_arena *a);
+/** Zeroed, 16-byte aligned memory; NULL on OOM or overflow. */
+void *fsl_arena_alloc(fsl_arena *a, size_t n);
+char *fsl_arena_strdup(fsl_arena *a, const char *s);
+void *fsl_arena_memdup(fsl_arena *a, const void *p, size_t n);
+
+/* ---- checked arithmetic (model sizes are untrusted) ---- */
+/** *out = a*b; false on overflow or negative operands. */
+static inline bool fsl_mul_ok(int64_t a, int64_t b, int64_t *out) {
+  if (a < 0 || b < 0) return false;
+  return !__builtin_mul_overflow(a, b, out);
+}
+/** numel of dims[0..rank); -1 if it overflows int64 or a dim is < 0. */
+int64_t fsl_numel(int rank, const int64_t *dims);
+/** numel * elem size in bytes; -1 on overflow. */
+int64_t fsl_nbytes(fsl_dtype dt, int rank, const int64_t *dims);
+
+/* ---- dtypes ---- */
+bool fsl_dtype_valid(fsl_dtype dt);      /* a numeric or bool type fissile executes */
+bool fsl_dtype_is_float(fsl_dtype dt);   /* f16 bf16 f32 f64 */
+bool fsl_dtype_is_int(fsl_dtype dt);     /* signed or unsigned integer (not bool) */
+bool fsl_dtype_is_signed(fsl_dtype dt);  /* signed ints and floats */
+/** Formats "2x3x4" (or "scalar") into buf; returns buf. */
+char *fsl_shape_str(int rank, const int64_t *dims, char *buf, size_t len);
+
+/* float16 / bfloat16 <-> float (IEEE 754 binary16, round to nearest even) */
+float fsl_f16_to_f32(uint16_t h);
+uint16_t fsl_f32_to_f16(float f);
+float fsl_bf16_to_f32(uint16_t h);
+uint16_t fsl_f32_to_bf16(float f);
+
+/** Element i of a buffer of dtype dt, as double / as int64 (with C casts). */
+double fsl_load_f64(fsl_dtype dt, const void *p, int64_t i);
+int64_t fsl_load_i64(fsl_dtype dt, const void *p, int64_t i);
+uint64_t fsl_load_u64(fsl_dtype dt, const void *p, int64_t i);
+/** Stores v (converted with ONNX Cast semantics: float->int truncates,
+ *  ->bool is v != 0) as element i. */
+void fsl_store_f64(fsl_dtype dt, void *p, int64_t i, double v);
+void fsl_store_i64(fsl_dtype dt, void *p, int64_t i, int64_t v);
+void fsl_store_u64(fsl_dtype dt, void *p, int64_t i, uint64_t v);
+
+/* ---- small utilities ---- */
+/** Reads a whole file (max `limit` bytes) into malloc'd memory. */
+fsl_status fsl_read_file(const char *path, size_t limit, void **buf, size_t *len);
+/** 64-bit FNV-1a hash, chainable through `h` (start with FSL_HASH_INIT). */
+#define FSL_HASH_INIT 1469598103934665603ULL
+uint64_t fsl_hash(uint64_t h, const void *p, size_t n);
+
+#endif

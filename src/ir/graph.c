@@ -1,0 +1,213 @@
+/* graph.c — graph, value and node construction; consumer bookkeeping. */
+#include "ir/ir.h"
+
+fsl_graph *fsl_graph_new(void) {
+  fsl_graph *g = calloc(1, sizeof *g);
+  if (g) fsl_arena_init(&g->arena);
+  return g;
+}
+
+void fsl_graph_free(fsl_graph *g) {
+  if (!g) return;
+  fsl_arena_free(&g->arena);
+  free(g);
+}
+
+/* Grows an arena-held pointer array to hold one more element. */
+static bool grow(fsl_graph *g, void ***arr, int n, int *cap) {
+  if (n < *cap) return true;
+  int nc = *cap ? *cap * 2 : 16;
+  void **na = fsl_arena_alloc(&g->arena, sizeof(void *) * (size_t)nc);
+  if (!na) return false;
+  if (n) memcpy(na, *arr, sizeof(void *) * (size_t)n);
+  *arr = na;
+  *cap = nc;
+  return true;
+}
+#define GROW(g, arr, n, cap) grow(g, (void ***)&(arr), n, &(cap))
+
+fsl_value *fsl_graph_add_value(fsl_graph *g, const char *name) {
+  if (!GROW(g, g->values, g->n_values, g->cap_values)) return NULL;
+  fsl_value *v = fsl_arena_alloc(&g->arena, sizeof *v);
+  if (!v) return NULL;
+  v->id = g->n_values;
+  v->rank = -1;
+  if (name) v->name = fsl_arena_strdup(&g->arena, name);
+  else {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%%%d", v->id);
+    v->name = fsl_arena_strdup(&g->arena, buf);
+  }
+  if (!v->name) return NULL;
+  g->values[g->n_values++] = v;
+  return v;
+}
+
+static bool add_consumer(fsl_graph *g, fsl_value *v, fsl_node *n) {
+  if (!GROW(g, v->cons, v->n_cons, v->cap_cons)) return false;
+  v->cons[v->n_cons++] = n;
+  return true;
+}
+
+static void remove_consumer(fsl_value *v, const fsl_node *n) {
+  for (int i = 0; i < v->n_cons; i++)
+    if (v->cons[i] == n) {
+      v->cons[i] = v->cons[--v->n_cons];
+      return;
+    }
+}
+
+fsl_node *fsl_graph_add_node(fsl_graph *g, fsl_op op, const char *name,
+                             fsl_value *const *in, int n_in,
+                             fsl_value *const *out, int n_out,
+                             fsl_attr *attrs, int n_attrs) {
+  if (!GROW(g, g->nodes, g->n_nodes, g->cap_nodes)) return NULL;
+  fsl_node *n = fsl_arena_alloc(&g->arena, sizeof *n);
+  if (!n) return NULL;
+  n->id = g->next_node_id++;
+  n->op = op;
+  n->name = name ? fsl_arena_strdup(&g->arena, name) : "";
+  n->domain = "";
+  n->op_type = fsl_op_name(op);
+  n->origin = -1;
+  n->n_in = n_in;
+  n->n_out = n_out;
+  n->in = fsl_arena_alloc(&g->arena, sizeof(fsl_value *) * (size_t)(n_in + 1));
+  n->out = fsl_arena_alloc(&g->arena, sizeof(fsl_value *) * (size_t)(n_out + 1));
+  if (!n->in || !n->out || !n->name) return NULL;
+  for (int i = 0; i < n_in; i++) {
+    n->in[i] = in[i];
+    if (in[i] && !add_consumer(g, in[i], n)) return NULL;
+  }
+  for (int i = 0; i < n_out; i++) {
+    n->out[i] = out[i];
+    if (out[i]) out[i]->producer = n;
+  }
+  n->attrs = attrs;
+  n->n_attrs = n_attrs;
+  g->nodes[g->n_nodes++] = n;
+  return n;
+}
+
+static fsl_status add_io(fsl_graph *g, fsl_value ***arr, int *n, int *cap, fsl_value *v) {
+  if (!grow(g, (void ***)arr, *n, cap)) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  (*arr)[(*n)++] = v;
+  return FSL_OK;
+}
+fsl_status fsl_graph_add_input(fsl_graph *g, fsl_value *v) {
+  v->is_input = true;
+  return add_io(g, &g->inputs, &g->n_inputs, &g->cap_inputs, v);
+}
+fsl_status fsl_graph_add_output(fsl_graph *g, fsl_value *v) {
+  v->is_output = true;
+  return add_io(g, &g->outputs, &g->n_outputs, &g->cap_outputs, v);
+}
+
+void fsl_graph_remove_nodes(fsl_graph *g, const bool *keep) {
+  int j = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    fsl_node *n = g->nodes[i];
+    if (keep[n->id]) { g->nodes[j++] = n; continue; }
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k]) remove_consumer(n->in[k], n);
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] && n->out[k]->producer == n) n->out[k]->producer = NULL;
+  }
+  g->n_nodes = j;
+}
+
+void fsl_graph_replace_uses(fsl_graph *g, fsl_value *from, fsl_value *to) {
+  if (from == to) return;
+  for (int c = 0; c < from->n_cons; c++) {
+    fsl_node *n = from->cons[c];
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] == from) n->in[k] = to;
+    FSL_ASSERT(add_consumer(g, to, n));
+  }
+  from->n_cons = 0;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == from) {
+      g->outputs[i] = to;
+      to->is_output = true;
+      from->is_output = false;
+    }
+}
+
+bool fsl_value_set_shape(fsl_value *v, int rank, const int64_t *dims) {
+  if (rank < 0 || rank > FSL_MAX_RANK) return false;
+  v->rank = rank;
+  for (int i = 0; i < rank; i++) v->dims[i] = dims[i];
+  return true;
+}
+
+bool fsl_value_has_shape(const fsl_value *v) {
+  if (v->rank < 0) return false;
+  for (int i = 0; i < v->rank; i++)
+    if (v->dims[i] < 0) return false;
+  return true;
+}
+
+int64_t fsl_value_numel(const fsl_value *v) { return fsl_numel(v->rank, v->dims); }
+int64_t fsl_value_nbytes(const fsl_value *v) { return fsl_nbytes(v->dtype, v->rank, v->dims); }
+
+char *fsl_value_type_str(const fsl_value *v, char *buf, size_t len) {
+  char sh[256];
+  if (v->rank < 0) snprintf(sh, sizeof sh, "?");
+  else fsl_shape_str(v->rank, v->dims, sh, sizeof sh);
+  snprintf(buf, len, "%s[%s]", fsl_dtype_name(v->dtype), sh);
+  return buf;
+}
+
+int64_t fsl_graph_opset(const fsl_graph *g, const char *domain) {
+  bool def = !domain || !*domain || !strcmp(domain, "ai.onnx");
+  for (int i = 0; i < g->n_opsets; i++) {
+    const char *d = g->opsets[i].domain;
+    bool ddef = !d || !*d || !strcmp(d, "ai.onnx");
+    if ((def && ddef) || (!def && !ddef && !strcmp(d, domain))) return g->opsets[i].version;
+  }
+  return 0;
+}
+
+fsl_status fsl_graph_toposort(fsl_graph *g) {
+  int n = g->n_nodes, maxid = g->next_node_id;
+  fsl_status st = FSL_OK;
+  int *indeg = calloc((size_t)maxid + 1, sizeof *indeg);
+  fsl_node **order = malloc(sizeof *order * ((size_t)n + 1));
+  fsl_node **byid = calloc((size_t)maxid + 1, sizeof *byid);
+  if (!indeg || !order || !byid) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto done; }
+  for (int i = 0; i < n; i++) byid[g->nodes[i]->id] = g->nodes[i];
+  for (int i = 0; i < n; i++) {
+    fsl_node *nd = g->nodes[i];
+    for (int k = 0; k < nd->n_in; k++)
+      if (nd->in[k] && nd->in[k]->producer && byid[nd->in[k]->producer->id] == nd->in[k]->producer)
+        indeg[nd->id]++;
+  }
+  int head = 0, tail = 0;
+  for (int i = 0; i < n; i++)
+    if (indeg[g->nodes[i]->id] == 0) order[tail++] = g->nodes[i];
+  while (head < tail) {
+    fsl_node *nd = order[head++];
+    for (int k = 0; k < nd->n_out; k++) {
+      fsl_value *v = nd->out[k];
+      if (!v) continue;
+      for (int c = 0; c < v->n_cons; c++) {
+        fsl_node *u = v->cons[c];
+        if (--indeg[u->id] == 0) order[tail++] = u;
+      }
+    }
+  }
+  if (tail != n) {
+    const fsl_node *bad = NULL;
+    for (int i = 0; i < n && !bad; i++)
+      if (indeg[g->nodes[i]->id] > 0) bad = g->nodes[i];
+    st = fsl_errorf(FSL_ERR_INVALID, "the graph has a cycle through node '%s' (%s)",
+                    bad ? bad->name : "?", bad ? bad->op_type : "?");
+    goto done;
+  }
+  memcpy(g->nodes, order, sizeof *order * (size_t)n);
+done:
+  free(indeg);
+  free(order);
+  free(byid);
+  return st;
+}

@@ -1,0 +1,172 @@
+/*
+ * ir.h — fissile's one graph type, used at every stage: ONNX ops after
+ * import, primitives after fission.  A graph owns everything through its
+ * arena.  Nodes are kept in topological order.
+ */
+#ifndef FSL_IR_H
+#define FSL_IR_H
+
+#include "core/core.h"
+
+/* ---- the op table ---- */
+typedef enum fsl_op {
+  FSL_OP_NONE = 0,
+#define PRIM(name, n_in, kind) FSL_OP_##name,
+#define ONNX(name, min_in, max_in, kind) FSL_OP_##name,
+#include "ir/ops.def"
+#undef PRIM
+#undef ONNX
+  FSL_OP_COUNT
+} fsl_op;
+
+typedef enum fsl_kind {
+  FSL_KIND_ELEMENTWISE, FSL_KIND_REDUCE, FSL_KIND_MOVEMENT, FSL_KIND_GATHER,
+  FSL_KIND_LINEAR, FSL_KIND_OPAQUE, FSL_KIND_COUNT
+} fsl_kind;
+
+typedef struct fsl_op_info {
+  const char *name;
+  int min_in, max_in;  /* max_in -1: variadic */
+  fsl_kind kind;
+  bool primitive;      /* a primitive (true) or an ONNX op (false) */
+} fsl_op_info;
+
+const fsl_op_info *fsl_op_get(fsl_op op);
+const char *fsl_op_name(fsl_op op);
+const char *fsl_kind_name(fsl_kind k);
+/** ONNX op by op_type in the default domain; FSL_OP_NONE if unknown. */
+fsl_op fsl_op_from_onnx(const char *op_type);
+static inline bool fsl_op_is_primitive(fsl_op op) { return fsl_op_get(op)->primitive; }
+
+/* ---- attributes ---- */
+typedef enum fsl_attr_type {
+  FSL_ATTR_INT, FSL_ATTR_FLOAT, FSL_ATTR_STRING, FSL_ATTR_INTS,
+  FSL_ATTR_FLOATS, FSL_ATTR_STRINGS, FSL_ATTR_TENSOR, FSL_ATTR_GRAPH
+} fsl_attr_type;
+
+/** A constant tensor (attribute payload): row-major, `data` in an arena. */
+typedef struct fsl_ctensor {
+  fsl_dtype dtype;
+  int rank;
+  int64_t dims[FSL_MAX_RANK];
+  void *data;
+} fsl_ctensor;
+
+typedef struct fsl_attr {
+  const char *name;
+  fsl_attr_type type;
+  int64_t i;
+  double f;
+  const char *s;          /* STRING (NUL-terminated) */
+  int n;                  /* element count of INTS / FLOATS / STRINGS */
+  int64_t *ints;
+  double *floats;
+  const char **strings;
+  fsl_ctensor *t;         /* TENSOR */
+} fsl_attr;
+
+/* ---- values and nodes ---- */
+typedef struct fsl_node fsl_node;
+
+typedef struct fsl_value {
+  int id;
+  const char *name;            /* ONNX name; generated for new values */
+  fsl_dtype dtype;
+  int rank;                    /* -1: unknown */
+  int64_t dims[FSL_MAX_RANK];  /* -1: unknown or symbolic */
+  const char **dim_param;      /* per-dim symbolic names (graph inputs), or NULL */
+  void *data;                  /* constant payload, NULL for runtime values */
+  fsl_node *producer;          /* NULL for graph inputs and constants */
+  fsl_node **cons;             /* consumers (a node appears once per use) */
+  int n_cons, cap_cons;
+  bool is_input, is_output;
+} fsl_value;
+
+struct fsl_node {
+  int id;
+  fsl_op op;
+  const char *name;
+  const char *domain;          /* ONNX domain ("" = ai.onnx) */
+  const char *op_type;         /* ONNX op_type as written in the model */
+  int n_in, n_out;
+  fsl_value **in;              /* in[i] NULL: optional input omitted */
+  fsl_value **out;
+  int n_attrs;
+  fsl_attr *attrs;
+  int origin;                  /* id of the ONNX node a primitive came from */
+  const char *origin_name;     /* and its name (for diagnostics) */
+  const char *origin_op;       /* and its op_type */
+};
+
+typedef struct fsl_opset { const char *domain; int64_t version; } fsl_opset;
+
+typedef struct fsl_graph {
+  fsl_arena arena;
+  const char *name;
+  fsl_value **values; int n_values, cap_values;
+  fsl_node **nodes; int n_nodes, cap_nodes;   /* topological order */
+  fsl_value **inputs; int n_inputs, cap_inputs;
+  fsl_value **outputs; int n_outputs, cap_outputs;
+  fsl_opset *opsets; int n_opsets;
+  int next_node_id;
+} fsl_graph;
+
+/* ---- graph construction (graph.c) ---- */
+fsl_graph *fsl_graph_new(void);
+void fsl_graph_free(fsl_graph *g);
+/** New value (dtype undefined, rank -1); NULL on OOM. */
+fsl_value *fsl_graph_add_value(fsl_graph *g, const char *name);
+/** New node appended at the end of the node list, consumer lists updated.
+ *  attrs are copied by reference (must live in g's arena). */
+fsl_node *fsl_graph_add_node(fsl_graph *g, fsl_op op, const char *name,
+                             fsl_value *const *in, int n_in,
+                             fsl_value *const *out, int n_out,
+                             fsl_attr *attrs, int n_attrs);
+fsl_status fsl_graph_add_input(fsl_graph *g, fsl_value *v);
+fsl_status fsl_graph_add_output(fsl_graph *g, fsl_value *v);
+/** Removes nodes for which keep[node->id] is false; updates consumers. */
+void fsl_graph_remove_nodes(fsl_graph *g, const bool *keep);
+/** Replaces every use of `from` (node inputs, graph outputs) by `to`. */
+void fsl_graph_replace_uses(fsl_graph *g, fsl_value *from, fsl_value *to);
+/** Sets v's shape; returns false if rank > FSL_MAX_RANK. */
+bool fsl_value_set_shape(fsl_value *v, int rank, const int64_t *dims);
+/** true when the rank and every dim are known. */
+bool fsl_value_has_shape(const fsl_value *v);
+int64_t fsl_value_numel(const fsl_value *v);
+int64_t fsl_value_nbytes(const fsl_value *v);
+/** "float[2x3]" into buf. */
+char *fsl_value_type_str(const fsl_value *v, char *buf, size_t len);
+/** Opset version imported for a domain ("" or "ai.onnx" = default); 0 if none. */
+int64_t fsl_graph_opset(const fsl_graph *g, const char *domain);
+/** Sorts nodes topologically; FSL_ERR_INVALID naming a node on a cycle. */
+fsl_status fsl_graph_toposort(fsl_graph *g);
+
+/* ---- attributes (attr.c) ---- */
+const fsl_attr *fsl_attr_find(const fsl_node *n, const char *name);
+int64_t fsl_attr_int(const fsl_node *n, const char *name, int64_t def);
+double fsl_attr_float(const fsl_node *n, const char *name, double def);
+const char *fsl_attr_str(const fsl_node *n, const char *name, const char *def);
+/** INTS attribute: returns its count (pointer in *v), or -1 if absent. */
+int fsl_attr_ints(const fsl_node *n, const char *name, const int64_t **v);
+int fsl_attr_floats(const fsl_node *n, const char *name, const double **v);
+/** Attribute constructors, allocated in g's arena. */
+fsl_attr fsl_attr_make_int(const char *name, int64_t v);
+fsl_attr fsl_attr_make_float(const char *name, double v);
+fsl_attr fsl_attr_make_ints(fsl_graph *g, const char *name, const int64_t *v, int n);
+
+/* ---- shape rules for primitives (infer.c) ---- */
+/** Sets dtype and shape of a primitive node's output from its inputs and
+ *  attributes; FSL_ERR_SHAPE naming the op and the mismatch otherwise. */
+fsl_status fsl_prim_infer(fsl_node *n);
+
+/* ---- verifier (verify.c) ---- */
+/** Checks: topological order, producers/consumers consistent, every input
+ *  defined, shapes known and equal to what the shape rules give (for
+ *  primitives), no dangling graph outputs. */
+fsl_status fsl_graph_verify(const fsl_graph *g);
+
+/* ---- printers (print.c) ---- */
+void fsl_graph_print(const fsl_graph *g, FILE *f);
+void fsl_graph_print_dot(const fsl_graph *g, FILE *f);
+
+#endif
