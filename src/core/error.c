@@ -32,6 +32,13 @@ fsl_status fsl_error_context(fsl_status s, const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, g_msg, sizeof old);
-  snprintf(g_msg, sizeof g_msg, "%s: %s", prefix, old);
+  size_t n = strlen(prefix);
+  if (n > sizeof g_msg - 3) n = sizeof g_msg - 3;
+  memcpy(g_msg, prefix, n);
+  memcpy(g_msg + n, ": ", 2);
+  size_t room = sizeof g_msg - n - 3, ol = strlen(old);
+  if (ol > room) ol = room;
+  memcpy(g_msg + n + 2, old, ol);
+  g_msg[n + 2 + ol] = 0;
   return s;
 }
