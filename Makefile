@@ -1,0 +1,90 @@
+# fissile — top-level commands.  The build itself is CMake; this file only
+# strings the steps together.
+#
+#   make setup   Debian packages + .venv (onnx 1.22, onnxruntime, pytest)
+#   make build   release build in build/ (warnings are errors)
+#   make test    everything CI runs: unit + conformance (ctest), pytest,
+#                ASan/UBSan build (unit + Debian conformance), 60 s fuzzing
+#   make demo    fetch a real trained model, inspect it and run it
+#   make bench   front-end (import + compile) timings -> bench/results/
+#
+# Variables: JOBS (default 2), FUZZ_SECONDS (default 60), PYTEST_ARGS.
+
+SHELL := /bin/bash
+JOBS ?= 2
+FUZZ_SECONDS ?= 60
+PYTEST_ARGS ?=
+BUILD := build
+ASAN_BUILD := build-asan
+FUZZ_BUILD := build-fuzz
+PY := .venv/bin/python
+DEBIAN_NODE := /usr/share/libonnx-testdata/data/node
+CONF_LIST_DEBIAN := tests/conformance/pass_debian.txt
+export FSL_BUILD_DIR := $(CURDIR)/$(BUILD)
+
+.PHONY: all setup build test ctest pytest asan fuzz demo bench models conformance-lists clean
+
+all: build
+
+setup:
+	scripts/setup.sh
+
+build:
+	cmake -S . -B $(BUILD) -DFSL_WERROR=ON
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: setup build ctest pytest asan fuzz
+	@echo "make test: all passed"
+
+ctest: build
+	cd $(BUILD) && ctest --output-on-failure
+
+models: setup
+	$(PY) python/fetch_models.py
+	$(PY) python/export_models.py
+
+pytest: setup build models
+	$(PY) -m pytest -q tests/python $(PYTEST_ARGS)
+
+# Sanitizers: unit tests + the Debian conformance cases (a crash, a timeout
+# or a sanitizer report in any case fails, listed or not).
+asan: setup
+	cmake -S . -B $(ASAN_BUILD) -DFSL_SANITIZE=ON -DFSL_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -R '^unit\.'
+	set -o pipefail; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(ASAN_BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --timeout 120 --fail-on-crash \
+	  --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
+
+# libFuzzer on the importer, seeded with a few test models.
+fuzz: setup
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DFSL_FUZZ=ON -DFSL_SANITIZE=ON \
+	  -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_import
+	rm -rf $(FUZZ_BUILD)/corpus && mkdir -p $(FUZZ_BUILD)/corpus
+	for t in abs add conv_with_strides_padding gemm_default_no_bias reshape_extended_dims \
+	         softmax_axis_1 transpose_default maxpool_2d_pads matmul_4d gather_0 \
+	         lstm_defaults batchnorm_example slice; do \
+	  f=$(DEBIAN_NODE)/test_$$t/model.onnx; [ -f $$f ] && cp $$f $(FUZZ_BUILD)/corpus/$$t.onnx || true; \
+	done
+	cp tests/bad/*.onnx $(FUZZ_BUILD)/corpus/ 2>/dev/null || true
+	cd $(FUZZ_BUILD) && ./fuzz_import -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	  -max_len=65536 -timeout=10 -print_final_stats=1 corpus
+
+demo: setup build
+	$(PY) python/fetch_models.py --only minilm
+	$(PY) python/demo.py
+
+bench: setup build
+	$(PY) python/fetch_models.py
+	$(PY) python/export_models.py --bert-base
+	$(PY) bench/frontend.py
+
+# Regenerate the checked-in expected-pass lists from the current build.
+conformance-lists: build
+	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | tail -3
+	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list tests/conformance/pass_onnx122.txt \
+	  $$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node | tail -3
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

