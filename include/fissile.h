@@ -120,6 +120,10 @@ int fsl_model_num_outputs(const fsl_model *m);
 fsl_status fsl_model_input_info(const fsl_model *m, int i, fsl_tensor *info);
 fsl_status fsl_model_output_info(const fsl_model *m, int i, fsl_tensor *info);
 
+/** The symbolic name (ONNX dim_param) of dimension d of input i as written
+ *  in the model, or NULL if that dimension is fixed or unnamed. */
+const char *fsl_model_input_dim_param(const fsl_model *m, int i, int d);
+
 /**
  * Runs the compiled model with the reference interpreter (float64
  * accumulation).  `inputs` are matched by name, and must cover every input

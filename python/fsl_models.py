@@ -158,7 +158,7 @@ def run_fissile(model_path, inputs: dict[str, np.ndarray], output_names: list[st
         cmd = [str(fissile_bin()), "run", str(model_path), "--output-dir", str(tmp / "out")]
         for name, arr in inputs.items():
             f = tmp / f"in_{safe_name(name)}.npy"
-            np.save(f, np.ascontiguousarray(arr))
+            np.save(f, np.asarray(arr))
             cmd += ["--input", f"{name}={f}"]
         cmd += list(extra_args)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

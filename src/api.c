@@ -184,6 +184,13 @@ fsl_status fsl_model_input_info(const fsl_model *m, int i, fsl_tensor *info) {
   return FSL_OK;
 }
 
+const char *fsl_model_input_dim_param(const fsl_model *m, int i, int d) {
+  if (!m || i < 0 || i >= m->onnx->n_inputs) return NULL;
+  const fsl_value *v = m->onnx->inputs[i];
+  if (!v->dim_param || d < 0 || d >= v->rank) return NULL;
+  return v->dim_param[d];
+}
+
 fsl_status fsl_model_output_info(const fsl_model *m, int i, fsl_tensor *info) {
   if (!m || !info || i < 0 || i >= m->onnx->n_outputs) return fsl_errorf(FSL_ERR_ARG, "output index %d out of range", i);
   const fsl_value *v = m->onnx->outputs[i];

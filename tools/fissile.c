@@ -155,7 +155,7 @@ static bool parse_u64(const char *s, uint64_t *out) {
   if (!s || !*s || *s == '-') return false;
   char *end;
   errno = 0;
-  unsigned long long v = strtoull(s, &end, 0);
+  unsigned long long v = strtoull(s, &end, 10);
   if (errno || *end) return false;
   *out = v;
   return true;
@@ -613,35 +613,22 @@ static int cmd_run(const options *o) {
 }
 
 /* ---- inspect ---- */
-/* The model's own type string for an input ("int64[batch x 128]"), taken
- * from the text form of the ONNX graph, which names symbolic dims. */
-static bool model_type_text(const char *text, const char *kind, const char *name, char *buf, size_t len) {
-  if (!text) return false;
-  char key[300];
-  snprintf(key, sizeof key, "  %s %s : ", kind, name);
-  for (const char *p = text; (p = strstr(p, key)); p++) {
-    if (p != text && p[-1] != '\n') continue;
-    p += strlen(key);
-    size_t n = strcspn(p, "\n");
-    if (n >= len) n = len - 1;
-    memcpy(buf, p, n);
-    buf[n] = 0;
-    return true;
+/* "int64[batch x 128]": an input's type with symbolic dims by name. */
+static char *input_type_text(const fsl_model *m, int i, const fsl_tensor *t, char *buf, size_t len) {
+  size_t o = (size_t)snprintf(buf, len, "%s[", fsl_dtype_name(t->dtype));
+  for (int d = 0; d < t->rank && o < len; d++) {
+    const char *p = fsl_model_input_dim_param(m, i, d);
+    const char *sep = d ? " x " : "";
+    int w = p && t->dims[d] < 0 ? snprintf(buf + o, len - o, "%s%s", sep, p)
+            : t->dims[d] < 0 ? snprintf(buf + o, len - o, "%s?", sep)
+                             : snprintf(buf + o, len - o, "%s%" PRId64, sep, t->dims[d]);
+    if (w > 0) o += (size_t)w;
   }
-  return false;
+  if (o < len) snprintf(buf + o, len - o, "]");
+  return buf;
 }
 
-static char *graph_text(const fsl_model *m) {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  if (!f) return NULL;
-  fsl_model_write_graph(m, FSL_STAGE_ONNX, false, f);
-  fclose(f);
-  return text;
-}
-
-static void print_io(const fsl_model *m, bool outputs, const char *text) {
+static void print_io(const fsl_model *m, bool outputs) {
   int n = outputs ? fsl_model_num_outputs(m) : fsl_model_num_inputs(m);
   printf("%s (%d):\n", outputs ? "outputs" : "inputs", n);
   for (int i = 0; i < n; i++) {
@@ -649,8 +636,8 @@ static void print_io(const fsl_model *m, bool outputs, const char *text) {
     fsl_status st = outputs ? fsl_model_output_info(m, i, &t) : fsl_model_input_info(m, i, &t);
     if (st != FSL_OK) continue;
     char ty[512], sh[256];
-    if (!model_type_text(text, outputs ? "output" : "input", t.name, ty, sizeof ty))
-      snprintf(ty, sizeof ty, "%s[%s]", fsl_dtype_name(t.dtype), shape_str(t.rank, t.dims, sh, sizeof sh));
+    if (outputs || t.rank < 0) snprintf(ty, sizeof ty, "%s[%s]", fsl_dtype_name(t.dtype), t.rank < 0 ? "?" : shape_str(t.rank, t.dims, sh, sizeof sh));
+    else input_type_text(m, i, &t, ty, sizeof ty);
     printf("  %-32s %s\n", t.name, ty);
   }
 }
@@ -702,12 +689,10 @@ static void print_opsets(const fsl_model *m) {
 }
 
 static int inspect_model(const options *o, fsl_model *m) {
-  char *text = graph_text(m);
   printf("model: %s\n", o->model);
   print_opsets(m);
-  print_io(m, false, text);
-  print_io(m, true, text);
-  free(text);
+  print_io(m, false);
+  print_io(m, true);
   print_histogram(m, FSL_STAGE_ONNX);
   int n_unsup = fsl_model_unsupported(m, NULL, NULL);
   printf("unsupported ops (%d):\n", n_unsup);
@@ -717,8 +702,8 @@ static int inspect_model(const options *o, fsl_model *m) {
   if (rc == EXIT_OK) rc = compile_model(o, m);
   if (rc != EXIT_OK) return rc;
   printf("after fission:\n");
-  print_io(m, false, NULL);
-  print_io(m, true, NULL);
+  print_io(m, false);
+  print_io(m, true);
   print_histogram(m, FSL_STAGE_FISSION);
   return EXIT_OK;
 }

@@ -207,11 +207,15 @@ fsl_status fsl_fission_Concat(fsl_fctx *fx) {
 static int split_sizes(fsl_fctx *fx, int64_t dim, int64_t *sizes) {
   bool err;
   int n = attr_or_input_ints(fx, "split", 1, 13, sizes, MAX_LIST, &err);
+  if (n < 0 && !err && fx->opset < 2 && fx->n_in > 1 && fx->in[1]) /* Split-1: optional input */
+    err = (n = fsl_b_const_ints(fx->b, fx->in[1], sizes, MAX_LIST, "input 'split'")) < 0;
   if (err) return -1;
   if (n >= 0) {
     int64_t sum = 0;
     for (int i = 0; i < n; i++) {
-      if (sizes[i] < 0) return fsl_b_fail(fx->b, FSL_ERR_INVALID, "negative split size"), -1;
+      if (sizes[i] < 0 || sizes[i] > dim)
+        return fsl_b_fail(fx->b, FSL_ERR_INVALID, "split size %lld outside [0, %lld]",
+                          (long long)sizes[i], (long long)dim), -1;
       sum += sizes[i];
     }
     if (sum != dim || n != fx->n_out)
@@ -345,7 +349,8 @@ fsl_status fsl_fission_Tile(fsl_fctx *fx) {
     }
     if (m + 1 > FSL_MAX_RANK) return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "too many tiled axes");
     mid[m] = big[m] = x->dims[i], m++;
-    if (!fsl_mul_ok(x->dims[i], rep[i], &fin[i])) return fsl_fx_fail(fx, FSL_ERR_SHAPE, "tiled size overflows");
+    if (!fsl_mul_ok(x->dims[i], rep[i], &fin[i]))
+      return fsl_fx_fail(fx, FSL_ERR_SHAPE, "tiled size of axis %d overflows", i);
   }
   fsl_value *y = reshape_to(fx, x, m, mid);
   y = fsl_b_expand(fx->b, y, big);
@@ -517,8 +522,10 @@ fsl_status fsl_fission_Trilu(fsl_fctx *fx) {
   if (!x) return fsl_fx_done(fx);
   if (x->rank < 2) return fsl_fx_fail(fx, FSL_ERR_SHAPE, "expected rank >= 2, got %d", x->rank);
   int64_t k = 0;
-  if (fx->n_in > 1 && fx->in[1] && fsl_b_const_ints(fx->b, fx->in[1], &k, 1, "input 'k'") != 1)
+  if (fx->n_in > 1 && fx->in[1] && fsl_b_const_ints(fx->b, fx->in[1], &k, 1, "input 'k'") != 1) {
+    if (!fx->b->st) fsl_b_fail(fx->b, FSL_ERR_INVALID, "input 'k' must hold one integer");
     return fsl_fx_done(fx);
+  }
   int64_t m = x->dims[x->rank - 2], n = x->dims[x->rank - 1], md[2] = {m, n};
   bool upper = fsl_attr_int(fx->node, "upper", 1) != 0;
   int64_t cnt = m * n;

@@ -6,6 +6,14 @@
  */
 #include "fission/fission.h"
 
+/* Reads a constant input holding exactly one integer. */
+static bool one_int(fsl_fctx *fx, const fsl_value *v, int64_t *out, const char *what) {
+  int n = fsl_b_const_ints(fx->b, v, out, 1, what);
+  if (n == 1) return true;
+  if (n == 0) fsl_b_fail(fx->b, FSL_ERR_INVALID, "%s is empty, one integer expected", what);
+  return false;
+}
+
 /** ONNX TopK (k attribute in opset 1, constant input K from 10): opaque;
  *  outputs Values (input dtype) and Indices (int64). */
 fsl_status fsl_fission_TopK(fsl_fctx *fx) {
@@ -14,7 +22,7 @@ fsl_status fsl_fission_TopK(fsl_fctx *fx) {
   int64_t k = fsl_attr_int(fx->node, "k", -1), axis = fsl_attr_int(fx->node, "axis", -1);
   if (fx->opset >= 10) {
     fsl_value *kv = fsl_fx_req(fx, 1);
-    if (!kv || fsl_b_const_ints(fx->b, kv, &k, 1, "input 'K'") != 1) return fsl_fx_done(fx);
+    if (!kv || !one_int(fx, kv, &k, "input 'K'")) return fsl_fx_done(fx);
   }
   if (!fsl_b_axis(fx->b, &axis, x->rank, "axis")) return fsl_fx_done(fx);
   if (k < 0 || k > x->dims[axis])
@@ -36,7 +44,7 @@ fsl_status fsl_fission_TopK(fsl_fctx *fx) {
 fsl_status fsl_fission_CumSum(fsl_fctx *fx) {
   fsl_value *x = fsl_fx_req(fx, 0), *av = fsl_fx_req(fx, 1);
   int64_t axis;
-  if (!x || !av || fsl_b_const_ints(fx->b, av, &axis, 1, "input 'axis'") != 1)
+  if (!x || !av || !one_int(fx, av, &axis, "input 'axis'"))
     return fsl_fx_done(fx);
   if (!fsl_b_axis(fx->b, &axis, x->rank, "axis")) return fsl_fx_done(fx);
   if (!fsl_dtype_valid(x->dtype) || x->dtype == FSL_DT_BOOL)

@@ -229,6 +229,35 @@ static fsl_value *weighted_taps(fsl_fctx *fx, fsl_value *x, int axis, const axis
   return acc;
 }
 
+/* A selection along axis as a view when it has a regular pattern: each
+ * input element repeated f times (reshape + expand + reshape), or an
+ * arithmetic progression (slice).  NULL (no error) when it has neither. */
+static fsl_value *select_view(fsl_fctx *fx, fsl_value *x, int axis, const int64_t *sel, int64_t out) {
+  int64_t in = x->dims[axis], r = x->rank;
+  if (out < 1 || in < 1) return NULL;
+  bool repeat = out % in == 0 && r < FSL_MAX_RANK, prog = true;
+  int64_t f = repeat ? out / in : 0, step = out > 1 ? sel[1] - sel[0] : 1;
+  for (int64_t y = 0; y < out; y++) {
+    repeat = repeat && sel[y] == y / f;
+    prog = prog && sel[y] == sel[0] + y * step;
+  }
+  if (prog && step != 0) {
+    int64_t st[FSL_MAX_RANK], sp[FSL_MAX_RANK], sz[FSL_MAX_RANK];
+    for (int i = 0; i < r; i++) st[i] = 0, sp[i] = 1, sz[i] = x->dims[i];
+    st[axis] = sel[0], sp[axis] = step, sz[axis] = out;
+    return fsl_b_slice(fx->b, x, st, sp, sz);
+  }
+  if (!repeat) return NULL;
+  int64_t d1[FSL_MAX_RANK], d2[FSL_MAX_RANK], d3[FSL_MAX_RANK];
+  for (int i = 0, j = 0; i < r; i++, j++) {
+    d1[j] = d2[j] = d3[i] = x->dims[i];
+    if (i == axis) d1[++j] = 1, d2[j] = f, d3[i] = out;
+  }
+  fsl_value *y = fsl_b_reshape(fx->b, x, (int)r + 1, d1);
+  y = fsl_b_expand(fx->b, y, d2);
+  return fsl_b_reshape(fx->b, y, (int)r, d3);
+}
+
 /* Float dtype the weighted sums are computed in. */
 static fsl_dtype compute_dtype(fsl_dtype dt) {
   return dt == FSL_DT_F32 || dt == FSL_DT_F64 ? dt : FSL_DT_F32;
@@ -254,7 +283,8 @@ static void resize_axis(fsl_fctx *fx, const resize_params *p, fsl_value **x, int
     return;
   }
   if (taps_select(&t, a->out, sel)) {
-    y = fsl_b_gather(fx->b, *x, fsl_b_ints(fx->b, (int)a->out, sel), axis);
+    y = select_view(fx, *x, axis, sel, a->out);
+    if (!y) y = fsl_b_gather(fx->b, *x, fsl_b_ints(fx->b, (int)a->out, sel), axis);
   } else {
     fsl_dtype cdt = compute_dtype((*x)->dtype);
     fsl_value *xc = (*x)->dtype == cdt ? *x : fsl_b_cast(fx->b, *x, cdt);
@@ -312,7 +342,8 @@ static fsl_status resize_apply(fsl_fctx *fx, const resize_params *p, fsl_value *
  * not constant or too long. */
 static int const_floats(fsl_fctx *fx, const fsl_value *v, double *out, int max, const char *what) {
   if (!v->data) {
-    fsl_b_fail(fx->b, FSL_ERR_UNSUPPORTED, "%s must be a constant", what);
+    fsl_b_fail(fx->b, FSL_ERR_UNSUPPORTED,
+               "%s must be a constant known at compile time, but it is computed at run time", what);
     return -1;
   }
   int64_t n = fsl_value_numel(v);
@@ -346,7 +377,8 @@ static bool plans_from_scales(fsl_fctx *fx, const fsl_value *x, const double *sc
 /* Scales from output sizes, with keep_aspect_ratio_policy over the axes. */
 static bool plans_from_sizes(fsl_fctx *fx, const fsl_value *x, const int64_t *sz, const bool *on,
                              axis_plan *pl) {
-  const char *pol = fx->opset >= 18 ? fsl_attr_str(fx->node, "keep_aspect_ratio_policy", "stretch") : "stretch";
+  const char *pol = "stretch";
+  if (fx->opset >= 18) pol = fsl_attr_str(fx->node, "keep_aspect_ratio_policy", pol);
   bool larger = !strcmp(pol, "not_larger"), smaller = !strcmp(pol, "not_smaller");
   if (!larger && !smaller && strcmp(pol, "stretch"))
     return fsl_b_fail(fx->b, FSL_ERR_UNSUPPORTED, "keep_aspect_ratio_policy '%s'", pol), false;

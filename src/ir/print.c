@@ -48,14 +48,14 @@ static void dot_label_str(FILE *f, const char *s) {
   }
 }
 
-static void print_str_escaped(FILE *f, const char *s, bool dot) {
+/* A string attribute in the text form: quoted, with \" and \\ escaped. */
+static void print_str_quoted(FILE *f, const char *s) {
   fputc('"', f);
   for (; s && *s; s++) {
-    if (*s == '"' || *s == '\\') fputs(dot ? "\\\\\\" : "\\", f);
-    if ((unsigned char)*s < 32) fputc('?', f);
-    else fputc(*s, f);
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    fputc((unsigned char)*s < 32 ? '?' : *s, f);
   }
-  fputs(dot ? "\\\"" : "\"", f);
+  fputc('"', f);
 }
 
 /* One attribute value (no name). */
@@ -70,8 +70,8 @@ static void print_attr_value(FILE *f, const fsl_node *n, const fsl_attr *a, bool
     break;
   case FSL_ATTR_FLOAT: fprintf(f, "%g", a->f); break;
   case FSL_ATTR_STRING:
-    if (dot) fputc('\\', f);
-    print_str_escaped(f, a->s, dot);
+    if (dot) dot_label_str(f, a->s);
+    else print_str_quoted(f, a->s);
     break;
   case FSL_ATTR_INTS:
   case FSL_ATTR_FLOATS:

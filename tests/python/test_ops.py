@@ -321,7 +321,7 @@ case("Concat", [F(2, 3), F(2, 5)], "last", axis=-1)
 case("Concat", [F(1, 3), F(4, 3), F(2, 3)], "three_axis0", axis=0)
 case("Concat", [I(2, 2, 1, lo=0, hi=9), I(2, 2, 3, lo=0, hi=9)], "int", axis=2)
 case("Split", [F(6, 4), K([2, 4])], "sizes", outs=2)
-case("Split", [F(2, 9)], "equal3", axis=1, outs=3)
+case("Split", [F(2, 9)], "equal3", axis=1, outs=3, opset=13)
 case("Split", [F(3, 7)], "num_outputs_uneven", axis=-1, num_outputs=3, outs=3, opset=18)
 case("Slice", [F(5, 6), K([1, 0]), K([4, 5])], "basic")
 case("Slice", [F(5, 6, 3), K([-1]), K([-100]), K([1]), K([-1])], "neg_step")
@@ -410,6 +410,60 @@ case("LSTM", [F(3, 2, 4), F(1, 12, 4), F(1, 12, 3), F(1, 24), NONE, F(1, 2, 3), 
      "h0_c0_3out", hidden_size=3, outs=3)
 case("RNN", [F(3, 2, 4), F(1, 3, 4), F(1, 3, 3)], "relu", hidden_size=3, activations=["Relu"], outs=2)
 
+# Later additions to ops.def.
+case("AffineGrid", [F(2, 2, 3), K([2, 1, 3, 4])], "2d", opset=20)
+case("AffineGrid", [F(1, 2, 3), K([1, 1, 4, 3])], "align", align_corners=1, opset=20)
+case("Attention", [F(2, 3, 4, 8), F(2, 3, 6, 8), F(2, 3, 6, 8)], "4d", opset=23)
+case("Attention", [F(1, 2, 5, 4), F(1, 2, 5, 4), F(1, 2, 5, 4)], "causal", is_causal=1, opset=23)
+case("Attention", [F(2, 4, 12), F(2, 6, 12), F(2, 6, 12)], "3d_heads", q_num_heads=3, kv_num_heads=3, opset=23)
+case("Attention", [F(1, 2, 3, 4), F(1, 2, 5, 4), F(1, 2, 5, 4), F(3, 5)], "mask_scale", scale=0.3, opset=23)
+for op in ["BlackmanWindow", "HammingWindow", "HannWindow"]:
+    case(op, [K(10)], "periodic", opset=17)
+    case(op, [K(7)], "symmetric", periodic=0, opset=17)
+case("CenterCropPad", [F(5, 6), K([3, 8])], "crop_pad", opset=18)
+case("CenterCropPad", [F(2, 7, 4, 3), K([4, 5])], "axes", axes=[1, 2], opset=18)
+case("Col2Im", [F(1, 4, 16), K([5, 5]), K([2, 2])], "basic", opset=18)
+case("Col2Im", [F(2, 3, 12), K([4, 5]), K([1, 3])], "strides_pads", strides=[1, 2], pads=[0, 1, 0, 1], opset=18)
+case("CumProd", [F(3, 4, kind="near1"), K(1)], "axis1", opset=26)
+case("CumProd", [F(5, kind="near1"), K(0)], "exclusive_reverse", exclusive=1, reverse=1, opset=26)
+case("DFT", [F(1, 8, 1), NONE, K(1)], "real", opset=20)
+case("DFT", [F(2, 6, 2), NONE, K(1)], "complex", opset=20)
+case("DFT", [F(1, 8, 1), NONE, K(1)], "onesided", onesided=1, opset=20)
+case("DFT", [F(1, 5, 2), NONE, K(1)], "inverse", inverse=1, opset=20)
+case("Det", [F(3, 3)], "2d")
+case("Det", [F(2, 4, 4)], "batch")
+case("GridSample", [F(1, 2, 4, 5), F(1, 3, 3, 2, kind="unit")], "bilinear", opset=20)
+case("GridSample", [F(1, 1, 4, 4), F(1, 2, 5, 2, kind="unit")], "nearest_border", mode="nearest",
+     padding_mode="border", opset=20)
+case("GridSample", [F(1, 1, 5, 5), F(1, 3, 3, 2, kind="unit")], "align", align_corners=1, opset=20)
+case("GridSample", [F(1, 1, 4, 4), F(1, 2, 2, 2, kind="unit")], "cubic", mode="cubic", opset=20)
+case("MaxUnpool", [F(1, 1, 2, 2), K([[[[5, 2], [8, 15]]]])], "k2s2", kernel_shape=[2, 2], strides=[2, 2])
+case("MaxUnpool", [F(1, 1, 2, 2), K([[[[0, 3], [12, 14]]]]), K([1, 1, 5, 5])], "output_shape",
+     kernel_shape=[2, 2], strides=[2, 2])
+case("MelWeightMatrix", [K(8), K(16), K(8000), K(0.0, "float32"), K(4000.0, "float32")], "basic", opset=17,
+     atol=1e-4)
+case("NegativeLogLikelihoodLoss", [F(3, 5), I(3, lo=0, hi=5)], "mean")
+case("NegativeLogLikelihoodLoss", [F(2, 4, 3), I(2, 3, lo=0, hi=4), F(4, kind="pos")], "weight_sum",
+     reduction="sum")
+case("NegativeLogLikelihoodLoss", [F(4, 3), K([0, 2, 1, 2])], "none_ignore", reduction="none", ignore_index=2)
+case("SoftmaxCrossEntropyLoss", [F(3, 5), I(3, lo=0, hi=5)], "mean")
+case("SoftmaxCrossEntropyLoss", [F(2, 4, 3), I(2, 3, lo=0, hi=4), F(4, kind="pos")], "weight_logprob",
+     outs=2)
+case("SoftmaxCrossEntropyLoss", [F(4, 3), K([0, 2, 1, 2])], "none_ignore", reduction="none", ignore_index=1)
+case("QLinearMatMul", [I(3, 4, lo=0, hi=255, dtype="uint8"), K(0.02, "float32"), K(100, "uint8"),
+                       I(4, 5, lo=0, hi=255, dtype="uint8"), K(0.03, "float32"), K(120, "uint8"),
+                       K(0.5, "float32"), K(110, "uint8")], "u8")
+case("QLinearConv", [I(1, 2, 5, 5, lo=0, hi=255, dtype="uint8"), K(0.02, "float32"), K(100, "uint8"),
+                     I(3, 2, 3, 3, lo=0, hi=255, dtype="uint8"), K(0.03, "float32"), K(120, "uint8"),
+                     K(0.5, "float32"), K(110, "uint8"), I(3, lo=-500, hi=500, dtype="int32")],
+     "u8_bias", pads=[1, 1, 1, 1])
+case("ReverseSequence", [F(4, 3), K([4, 2, 3])], "time_major", batch_axis=1, time_axis=0)
+case("ReverseSequence", [F(3, 5, 2), K([1, 5, 3])], "batch_major", batch_axis=0, time_axis=1)
+case("RotaryEmbedding", [F(1, 2, 3, 8), F(6, 4), F(6, 4), K([[0, 2, 5]])], "4d", opset=23)
+case("RotaryEmbedding", [F(2, 3, 8), F(2, 3, 2), F(2, 3, 2)], "3d_no_pos", num_heads=2, opset=23)
+case("RotaryEmbedding", [F(1, 2, 3, 8), F(6, 4), F(6, 4), K([[1, 2, 3]])], "interleaved", interleaved=1,
+     opset=23)
+
 # ---- building and running ----
 
 _ONNX_TYPE = {np.dtype(k): v for k, v in [
@@ -437,7 +491,7 @@ def build_model(c: Case, values: list):
     node = helper.make_node(c.op, node_inputs, outs, **c.attrs)
     graph = helper.make_graph([node], c.id.replace("-", "_"), graph_inputs,
                               [helper.make_value_info(o, onnx.TypeProto()) for o in outs], inits)
-    ir = 10 if c.opset <= 22 else 12
+    ir = 10 if c.opset <= 22 else 11 if c.opset <= 24 else 13
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", c.opset)], ir_version=ir)
     try:
         model = onnx.shape_inference.infer_shapes(model)
