@@ -2,7 +2,7 @@
  * misc.c — decompositions of signal, image and miscellaneous ONNX ops:
  * QLinearMatMul, QLinearConv, CumProd, CenterCropPad, the window
  * generators, MelWeightMatrix, ReverseSequence, MaxUnpool, Col2Im,
- * AffineGrid, GridSample and DFT.
+ * AffineGrid, GridSample, DFT and Det.
  *
  * Shapes are static, so index tables, masks and coefficient matrices are
  * computed here as constants; run-time data flows through elementwise,
@@ -295,49 +295,69 @@ fsl_status fsl_fission_BlackmanWindow(fsl_fctx *fx) {
 /* MelWeightMatrix                                                      */
 /* ------------------------------------------------------------------ */
 
-/* Spectrogram bin of the k-th of `count` mel points between lo and hi Hz. */
-static int64_t mel_bin(int64_t k, int64_t count, double lo_hz, double hi_hz, int64_t dft_len, double rate) {
-  double lo = 2595.0 * log10(1.0 + lo_hz / 700.0), hi = 2595.0 * log10(1.0 + hi_hz / 700.0);
-  double mel = (double)k * ((hi - lo) / (double)count) + lo;
-  double hz = 700.0 * (pow(10.0, mel / 2595.0) - 1.0);
-  return (int64_t)floor((double)(dft_len + 1) * hz / rate);
+/* hz -> mel: 2595 log10(1 + hz / 700), in hz's float dtype. */
+static fsl_value *hz_to_mel(fsl_builder *b, fsl_value *hz) {
+  fsl_value *t = fsl_b_binary_scalar(b, FSL_OP_add, fsl_b_binary_scalar(b, FSL_OP_div, hz, 700.0), 1.0);
+  return fsl_b_binary_scalar(b, FSL_OP_mul, fsl_b_unary(b, FSL_OP_log, t), 2595.0 / log(10.0));
 }
 
-/** ONNX MelWeightMatrix (opset 17): constant [dft_length/2+1, num_mel_bins]
- *  matrix of triangular filters. */
+/* Spectrogram bins (float64, integral) of the count mel points spread
+ * between lo and hi Hz, as the ONNX reference computes them. */
+static fsl_value *mel_edges(fsl_fctx *fx, int64_t count, int64_t dft_len) {
+  fsl_builder *b = fx->b;
+  fsl_value **in = fx->in;
+  fsl_dtype ft = fsl_dtype_is_float(in[3]->dtype) ? in[3]->dtype : FSL_DT_F32;
+  fsl_value *lm = hz_to_mel(b, cast_opt(b, in[3], ft)), *hm = hz_to_mel(b, cast_opt(b, in[4], ft));
+  fsl_value *step = fsl_b_binary_scalar(b, FSL_OP_div, fsl_b_binary(b, FSL_OP_sub, hm, lm), (double)count);
+  double *k = scratch(fx, count, sizeof(double));
+  if (!k) return NULL;
+  for (int64_t i = 0; i < count; i++) k[i] = (double)i;
+  fsl_value *mel = fsl_b_binary(b, FSL_OP_mul, fsl_b_const(b, FSL_DT_F64, 1, &count, k), cast_opt(b, step, FSL_DT_F64));
+  mel = fsl_b_binary(b, FSL_OP_add, mel, cast_opt(b, lm, FSL_DT_F64));
+  fsl_value *p10 = fsl_b_binary(b, FSL_OP_pow, fsl_b_scalar(b, FSL_DT_F64, 10.0), fsl_b_binary_scalar(b, FSL_OP_div, mel, 2595.0));
+  fsl_value *hz = fsl_b_binary_scalar(b, FSL_OP_mul, fsl_b_binary_scalar(b, FSL_OP_sub, p10, 1.0), 700.0);
+  hz = fsl_b_binary_scalar(b, FSL_OP_mul, hz, (double)(dft_len + 1));
+  return fsl_b_unary(b, FSL_OP_floor, fsl_b_binary(b, FSL_OP_div, hz, cast_opt(b, in[2], FSL_DT_F64)));
+}
+
+/* num / max(den, 1): a triangle slope (den is 0 only where unused). */
+static fsl_value *slope(fsl_builder *b, fsl_value *num, fsl_value *den) {
+  return fsl_b_binary(b, FSL_OP_div, num, fsl_b_binary_scalar(b, FSL_OP_max, den, 1.0));
+}
+
+/** ONNX MelWeightMatrix (opset 17): [dft_length/2+1, num_mel_bins] matrix of
+ *  triangular filters; elementwise over bin edges computed from the inputs
+ *  (folded to a constant when they are all constant). */
 fsl_status fsl_fission_MelWeightMatrix(fsl_fctx *fx) {
   fsl_builder *b = fx->b;
   int64_t mels, dft_len;
-  double rate, lo, hi;
   if (!const_int_input(fx, 0, &mels, "input 'num_mel_bins'") || !const_int_input(fx, 1, &dft_len, "input 'dft_length'"))
     return fsl_fx_done(fx);
   for (int i = 2; i < 5; i++)
     if (!fsl_fx_req(fx, i)) return fsl_fx_done(fx);
-  if (!fsl_b_const_scalar(b, fx->in[2], &rate, "input 'sample_rate'") ||
-      !fsl_b_const_scalar(b, fx->in[3], &lo, "input 'lower_edge_hertz'") ||
-      !fsl_b_const_scalar(b, fx->in[4], &hi, "input 'upper_edge_hertz'"))
-    return fsl_fx_done(fx);
-  if (mels < 1 || dft_len < 1 || rate <= 0)
-    return fsl_fx_fail(fx, FSL_ERR_INVALID, "expected num_mel_bins, dft_length and sample_rate > 0");
+  if (mels < 1 || dft_len < 1)
+    return fsl_fx_fail(fx, FSL_ERR_INVALID, "expected num_mel_bins and dft_length >= 1");
   fsl_dtype dt;
   if (!float_dtype_attr(fx, "output_datatype", FSL_DT_F32, &dt)) return fsl_fx_done(fx);
-  int64_t bins = dft_len / 2 + 1, dims[2] = {bins, mels};
-  double *w = scratch(fx, bins * mels, sizeof(double));
-  int64_t *f = scratch(fx, mels + 2, sizeof(int64_t));
-  if (!w || !f) return fsl_fx_done(fx);
-  for (int64_t k = 0; k < mels + 2; k++) {
-    f[k] = mel_bin(k, mels + 2, lo, hi, dft_len, rate);
-    if (f[k] < 0 || f[k] >= bins)
-      return fsl_fx_fail(fx, FSL_ERR_INVALID, "mel filter edge %lld falls outside the %lld spectrogram bins",
-                         (long long)f[k], (long long)bins);
-  }
-  for (int64_t i = 0; i < mels; i++) {
-    int64_t l = f[i], c = f[i + 1], r = f[i + 2];
-    if (c == l) w[c * mels + i] = 1;
-    for (int64_t j = l; c > l && j <= c; j++) w[j * mels + i] = (double)(j - l) / (double)(c - l);
-    for (int64_t j = c; r > c && j < r; j++) w[j * mels + i] = (double)(r - j) / (double)(r - c);
-  }
-  fx->out[0] = const_f64(b, dt, 2, dims, w);
+  int64_t bins = dft_len / 2 + 1, row[2] = {1, mels}, col[2] = {bins, 1};
+  fsl_value *f = mel_edges(fx, mels + 2, dft_len);
+  fsl_value *l = fsl_b_reshape(b, fsl_b_slice_axis(b, f, 0, 0, mels), 2, row);
+  fsl_value *c = fsl_b_reshape(b, fsl_b_slice_axis(b, f, 0, 1, mels), 2, row);
+  fsl_value *r = fsl_b_reshape(b, fsl_b_slice_axis(b, f, 0, 2, mels), 2, row);
+  double *jv = scratch(fx, bins, sizeof(double));
+  if (!jv) return fsl_fx_done(fx);
+  for (int64_t j = 0; j < bins; j++) jv[j] = (double)j;
+  fsl_value *j = fsl_b_const(b, FSL_DT_F64, 2, col, jv);
+  /* j == c: 1; l <= j < c: rising edge; c < j < r: falling edge; else 0 */
+  fsl_value *up = slope(b, fsl_b_binary(b, FSL_OP_sub, j, l), fsl_b_binary(b, FSL_OP_sub, c, l));
+  fsl_value *down = slope(b, fsl_b_binary(b, FSL_OP_sub, r, j), fsl_b_binary(b, FSL_OP_sub, r, c));
+  fsl_value *in_up = fsl_b_binary(b, FSL_OP_and, fsl_b_binary(b, FSL_OP_le, l, j), fsl_b_binary(b, FSL_OP_lt, j, c));
+  fsl_value *in_down = fsl_b_binary(b, FSL_OP_and, fsl_b_binary(b, FSL_OP_lt, c, j), fsl_b_binary(b, FSL_OP_lt, j, r));
+  fsl_value *zero = fsl_b_scalar(b, FSL_DT_F64, 0.0);
+  fsl_value *w = fsl_b_where(b, in_down, down, zero);
+  w = fsl_b_where(b, in_up, up, w);
+  w = fsl_b_where(b, fsl_b_binary(b, FSL_OP_eq, j, c), fsl_b_scalar(b, FSL_DT_F64, 1.0), w);
+  fx->out[0] = cast_opt(b, w, dt);
   return fsl_fx_done(fx);
 }
 
@@ -830,5 +850,75 @@ fsl_status fsl_fission_DFT(fsl_fctx *fx) {
   d[r - 1] = p.c_out;
   t = fsl_b_reshape(b, t, r, d);
   fx->out[0] = fsl_b_permute(b, t, inv);
+  return fsl_fx_done(fx);
+}
+
+/* ------------------------------------------------------------------ */
+/* Det                                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Largest matrix order Det expands (7! = 5040 products of 7 factors). */
+#define DET_MAX_N 7
+
+/* Advances perm to the next lexicographic permutation; false after the last. */
+static bool next_perm(int64_t *perm, int n) {
+  int i = n - 2;
+  while (i >= 0 && perm[i] >= perm[i + 1]) i--;
+  if (i < 0) return false;
+  int j = n - 1;
+  while (perm[j] <= perm[i]) j--;
+  int64_t t = perm[i];
+  perm[i] = perm[j];
+  perm[j] = t;
+  for (int a = i + 1, z = n - 1; a < z; a++, z--) {
+    t = perm[a];
+    perm[a] = perm[z];
+    perm[z] = t;
+  }
+  return true;
+}
+
+/* Sign of a permutation from its inversion count. */
+static double perm_sign(const int64_t *perm, int n) {
+  int inv = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) inv += perm[i] > perm[j];
+  return inv % 2 ? -1.0 : 1.0;
+}
+
+/** ONNX Det (opset 11, 22): Leibniz expansion for small static n: gather the
+ *  n! products' factors with a constant index table, reduce_prod, then a
+ *  signed sum. */
+fsl_status fsl_fission_Det(fsl_fctx *fx) {
+  fsl_builder *b = fx->b;
+  fsl_value *x = fsl_fx_req(fx, 0);
+  if (!x) return fsl_fx_done(fx);
+  int r = x->rank;
+  if (r < 2 || x->dims[r - 1] != x->dims[r - 2] || !fsl_dtype_is_float(x->dtype))
+    return fsl_fx_fail(fx, FSL_ERR_INVALID, "expected a float input [..., n, n]");
+  int n = (int)x->dims[r - 1];
+  if (n > DET_MAX_N)
+    return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "determinant of order %d (expected n <= %d)", n, DET_MAX_N);
+  int64_t np = 1;
+  for (int i = 2; i <= n; i++) np *= i;
+  int64_t *idx = scratch(fx, np * n, sizeof(int64_t)), perm[DET_MAX_N];
+  double *sign = scratch(fx, np, sizeof(double));
+  if (!idx || !sign) return fsl_fx_done(fx);
+  for (int i = 0; i < n; i++) perm[i] = i;
+  int64_t p = 0;
+  do {
+    sign[p] = perm_sign(perm, n);
+    for (int i = 0; i < n; i++) idx[p * n + i] = i * n + perm[i];
+    p++;
+  } while (next_perm(perm, n));
+  int64_t d[FSL_MAX_RANK];
+  memcpy(d, x->dims, sizeof d);
+  d[r - 2] = (int64_t)n * n;
+  fsl_value *flat = fsl_b_reshape(b, x, r - 1, d);
+  int64_t id[2] = {np, n}, last = -1;
+  fsl_value *f = fsl_b_gather(b, flat, const_i64(b, 2, id, idx), r - 2); /* [..., n!, n] */
+  fsl_value *t = fsl_b_reduce(b, FSL_OP_reduce_prod, f, &last, 1, false);
+  t = fsl_b_binary(b, FSL_OP_mul, t, const_f64(b, x->dtype, 1, &np, sign));
+  fx->out[0] = fsl_b_reduce(b, FSL_OP_reduce_sum, t, &last, 1, false);
   return fsl_fx_done(fx);
 }

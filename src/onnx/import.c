@@ -467,6 +467,7 @@ static fsl_status import_graph(importer *im, const Onnx__ModelProto *m) {
   FSL_TRY(import_inputs(im));
   FSL_TRY(import_nodes(im));
   FSL_TRY(import_outputs(im));
+  if (im->g->n_nodes == 0) return FSL_OK;  /* nothing to sort (and no node array yet) */
   return fsl_graph_toposort(im->g);
 }
 
