@@ -21,25 +21,6 @@
 /* Optional input i (NULL when omitted). */
 static fsl_value *in_opt(fsl_fctx *fx, int i) { return i < fx->n_in ? fx->in[i] : NULL; }
 
-/* x cast to dt (x itself when it already has that dtype). */
-static fsl_value *cast_to(fsl_builder *b, fsl_value *x, fsl_dtype dt) {
-  if (!x || x->dtype == dt) return x;
-  return fsl_b_cast(b, x, dt);
-}
-
-/* float16 / bfloat16 compute in float32; other dtypes as they are. */
-static fsl_dtype acc_dtype(fsl_dtype dt) {
-  return dt == FSL_DT_F16 || dt == FSL_DT_BF16 ? FSL_DT_F32 : dt;
-}
-
-/* Reshape, skipping a reshape to the same shape. */
-static fsl_value *reshape_opt(fsl_builder *b, fsl_value *x, int rank, const int64_t *dims) {
-  if (!x) return NULL;
-  if (x->rank == rank && (rank == 0 || memcmp(x->dims, dims, (size_t)rank * sizeof(int64_t)) == 0))
-    return x;
-  return fsl_b_reshape(b, x, rank, dims);
-}
-
 /* x with a size-1 axis inserted at `axis` (0 <= axis <= rank). */
 static fsl_value *unsqueeze(fsl_builder *b, fsl_value *x, int axis) {
   if (!x) return NULL;
@@ -123,10 +104,10 @@ static fsl_value *class_loss(fsl_fctx *fx, fsl_value *logp, fsl_value *t, fsl_va
   tc = fsl_b_binary_scalar(b, FSL_OP_max, tc, 0);
   tc = fsl_b_binary_scalar(b, FSL_OP_min, tc, (double)(c - 1));
   fsl_value *g = fsl_b_gather_elements(b, logp, unsqueeze(b, tc, 1), 1);
-  fsl_value *loss = fsl_b_unary(b, FSL_OP_neg, reshape_opt(b, g, t->rank, t->dims));
+  fsl_value *loss = fsl_b_unary(b, FSL_OP_neg, fsl_b_reshape(b, g, t->rank, t->dims));
   fsl_value *zero = fsl_b_scalar(b, logp->dtype, 0);
   fsl_value *wsel = NULL;
-  if (w) wsel = cast_to(b, fsl_b_gather(b, w, tc, 0), logp->dtype);
+  if (w) wsel = fsl_b_cast(b, fsl_b_gather(b, w, tc, 0), logp->dtype);
   if (wsel) loss = fsl_b_binary(b, FSL_OP_mul, loss, wsel);
   if (mask) {
     loss = fsl_b_where(b, mask, zero, loss);
@@ -145,11 +126,11 @@ static fsl_status loss_op(fsl_fctx *fx, bool softmax) {
   fsl_value *x = fsl_fx_req(fx, 0), *t = fsl_fx_req(fx, 1), *w = in_opt(fx, 2);
   loss_red red;
   if (!x || !t || !read_reduction(fx, &red) || !check_loss_shapes(fx, x, t, w)) return fsl_fx_done(fx);
-  fsl_dtype cdt = acc_dtype(x->dtype);
-  fsl_value *logp = cast_to(b, x, cdt);
+  fsl_dtype cdt = fsl_acc_dtype(x->dtype);
+  fsl_value *logp = fsl_b_cast(b, x, cdt);
   if (softmax) logp = softmax_axis(b, logp, 1, true);
-  fx->out[0] = cast_to(b, class_loss(fx, logp, t, cast_to(b, w, cdt), red), x->dtype);
-  if (softmax && fx->n_out > 1) fx->out[1] = cast_to(b, logp, x->dtype);
+  fx->out[0] = fsl_b_cast(b, class_loss(fx, logp, t, fsl_b_cast(b, w, cdt), red), x->dtype);
+  if (softmax && fx->n_out > 1) fx->out[1] = fsl_b_cast(b, logp, x->dtype);
   return fsl_fx_done(fx);
 }
 
@@ -244,7 +225,7 @@ static fsl_value *nonpad_keep(fsl_builder *b, fsl_value *nonpad, const attn_dims
   int64_t di[4] = {1, 1, 1, d->total}, dn[4] = {d->batch, 1, 1, 1};
   fsl_value *pos = fsl_b_const(b, FSL_DT_I64, 4, di, iota);
   free(iota);
-  fsl_value *n = reshape_opt(b, cast_to(b, nonpad, FSL_DT_I64), 4, dn);
+  fsl_value *n = fsl_b_reshape(b, fsl_b_cast(b, nonpad, FSL_DT_I64), 4, dn);
   return fsl_b_binary(b, FSL_OP_lt, pos, n);
 }
 
@@ -271,23 +252,23 @@ static fsl_value *attn_scores(fsl_builder *b, fsl_value *q, fsl_value *k, const 
   int64_t dg[4] = {d->batch, d->kvh, r * d->sq, d->dh}, ds[4] = {d->batch, d->qh, d->sq, d->total};
   static const int64_t tr[4] = {0, 1, 3, 2};
   fsl_value *qs = fsl_b_binary_scalar(b, FSL_OP_mul, q, scale);
-  fsl_value *s = fsl_b_matmul(b, reshape_opt(b, qs, 4, dg), fsl_b_permute(b, k, tr));
-  return cast_to(b, reshape_opt(b, s, 4, ds), cdt);
+  fsl_value *s = fsl_b_matmul(b, fsl_b_reshape(b, qs, 4, dg), fsl_b_permute(b, k, tr));
+  return fsl_b_cast(b, fsl_b_reshape(b, s, 4, ds), cdt);
 }
 
 /* probs [B, H, S_q, L] x V [B, Hkv, L, Dv] -> [B, H, S_q, Dv], grouped. */
 static fsl_value *attn_apply(fsl_builder *b, fsl_value *p, fsl_value *v, const attn_dims *d) {
   int64_t r = d->qh / d->kvh;
   int64_t dg[4] = {d->batch, d->kvh, r * d->sq, d->total}, dout[4] = {d->batch, d->qh, d->sq, d->dv};
-  fsl_value *o = fsl_b_matmul(b, reshape_opt(b, p, 4, dg), cast_to(b, v, p ? p->dtype : v->dtype));
-  return reshape_opt(b, o, 4, dout);
+  fsl_value *o = fsl_b_matmul(b, fsl_b_reshape(b, p, 4, dg), fsl_b_cast(b, v, p ? p->dtype : v->dtype));
+  return fsl_b_reshape(b, o, 4, dout);
 }
 
 /* Computation dtype of the softmax: softmax_precision, or the input's
  * (float32 for float16 / bfloat16). */
 static bool attn_cdt(fsl_fctx *fx, fsl_dtype dt, fsl_dtype *cdt) {
   int64_t sp = fsl_attr_int(fx->node, "softmax_precision", 0);
-  *cdt = acc_dtype(dt);
+  *cdt = fsl_acc_dtype(dt);
   if (sp == 0) return true;
   if (sp != FSL_DT_F32 && sp != FSL_DT_F64 && sp != FSL_DT_F16 && sp != FSL_DT_BF16)
     return fsl_fx_fail(fx, FSL_ERR_INVALID, "attribute 'softmax_precision' is %lld, expected a float type",
@@ -304,7 +285,7 @@ static void attn_masks(fsl_fctx *fx, const attn_dims *d, fsl_dtype cdt, fsl_valu
   if (m) {
     m = pad_mask(fx, m, d->total);
     if (m && m->dtype == FSL_DT_BOOL) *keep = m;
-    else *bias = cast_to(b, m, cdt);
+    else *bias = fsl_b_cast(b, m, cdt);
   }
   if (fsl_attr_int(fx->node, "is_causal", 0)) *keep = and_opt(b, *keep, causal_keep(b, d));
   if (nonpad) *keep = and_opt(b, *keep, nonpad_keep(b, nonpad, d));
@@ -349,11 +330,11 @@ fsl_status fsl_fission_Attention(fsl_fctx *fx) {
   if (mode == 2) qk = s;
   fsl_value *p = softmax_axis(b, s, 3, false);
   if (mode == 3) qk = p;
-  fsl_value *o = cast_to(b, attn_apply(b, p, v, &d), dt);
+  fsl_value *o = fsl_b_cast(b, attn_apply(b, p, v, &d), dt);
   fx->out[0] = is3d ? merge_heads(b, o) : o;
   if (fx->n_out > 1) fx->out[1] = k;
   if (fx->n_out > 2) fx->out[2] = v;
-  if (fx->n_out > 3) fx->out[3] = cast_to(b, qk, dt);
+  if (fx->n_out > 3) fx->out[3] = fsl_b_cast(b, qk, dt);
   return fsl_fx_done(fx);
 }
 
@@ -366,7 +347,7 @@ fsl_status fsl_fission_Attention(fsl_fctx *fx) {
 static fsl_value *rope_cache(fsl_builder *b, fsl_value *cache, fsl_value *pos, bool x4d, fsl_dtype dt) {
   if (pos) cache = fsl_b_gather(b, cache, pos, 0);
   if (!cache) return NULL;
-  return cast_to(b, unsqueeze(b, cache, x4d ? 1 : 2), dt);
+  return fsl_b_cast(b, unsqueeze(b, cache, x4d ? 1 : 2), dt);
 }
 
 /* Rotates x (last axis = rot dims): halves or even/odd pairs. */
@@ -379,8 +360,8 @@ static fsl_value *rope_rotate(fsl_builder *b, fsl_value *x, fsl_value *cs, fsl_v
     memcpy(dp, x->dims, sizeof(int64_t) * (size_t)r);
     dp[r - 1] = half, dp[r] = 2;
     fsl_value *xp = fsl_b_reshape(b, x, r + 1, dp);
-    x1 = reshape_opt(b, fsl_b_slice_axis(b, xp, r, 0, 1), r, dp);
-    x2 = reshape_opt(b, fsl_b_slice_axis(b, xp, r, 1, 1), r, dp);
+    x1 = fsl_b_reshape(b, fsl_b_slice_axis(b, xp, r, 0, 1), r, dp);
+    x2 = fsl_b_reshape(b, fsl_b_slice_axis(b, xp, r, 1, 1), r, dp);
   } else {
     x1 = fsl_b_slice_axis(b, x, r - 1, 0, half);
     x2 = fsl_b_slice_axis(b, x, r - 1, half, half);
@@ -419,19 +400,19 @@ fsl_status fsl_fission_RotaryEmbedding(fsl_fctx *fx) {
   if (rot < 0 || rot > head || rot % 2)
     return fsl_fx_fail(fx, FSL_ERR_INVALID, "rotary_embedding_dim %lld must be even and <= head size %lld",
                        (long long)rot, (long long)head);
-  fsl_dtype cdt = acc_dtype(x->dtype);
+  fsl_dtype cdt = fsl_acc_dtype(x->dtype);
   fsl_value *c4 = rope_cache(b, cs, pos, x4d, cdt), *s4 = rope_cache(b, sn, pos, x4d, cdt);
   if (!c4 || !s4) return fsl_fx_done(fx);
   if (c4->dims[3] != rot / 2 || s4->dims[3] != rot / 2)
     return fsl_fx_fail(fx, FSL_ERR_SHAPE, "cos/sin cache last dim %lld, %lld, expected rotary_embedding_dim/2 = %lld",
                        (long long)c4->dims[3], (long long)s4->dims[3], (long long)(rot / 2));
-  fsl_value *xc = cast_to(b, xh, cdt);
+  fsl_value *xc = fsl_b_cast(b, xh, cdt);
   fsl_value *y = rope_rotate(b, rot < head ? fsl_b_slice_axis(b, xc, 3, 0, rot) : xc, c4, s4,
                              fsl_attr_int(fx->node, "interleaved", 0) != 0);
   if (y && rot < head) {
     fsl_value *parts[2] = {y, fsl_b_slice_axis(b, xc, 3, rot, head - rot)};
     y = fsl_b_concat(b, parts, 2, 3);
   }
-  fx->out[0] = cast_to(b, reshape_opt(b, y, x->rank, x->dims), x->dtype);
+  fx->out[0] = fsl_b_cast(b, fsl_b_reshape(b, y, x->rank, x->dims), x->dtype);
   return fsl_fx_done(fx);
 }

@@ -99,6 +99,11 @@ fsl_value *fsl_b_conv(fsl_builder *b, fsl_value *x, fsl_value *w, const int64_t 
                       const int64_t *lhs_dilation);
 
 /* ---- helpers ---- */
+/** Dtype to accumulate in: float16 / bfloat16 compute in float32 (sums,
+ *  squares and exps overflow or drift in 16 bits), others as they are. */
+static inline fsl_dtype fsl_acc_dtype(fsl_dtype dt) {
+  return dt == FSL_DT_F16 || dt == FSL_DT_BF16 ? FSL_DT_F32 : dt;
+}
 /** Normalizes axis into [0, rank); fails naming `what` if out of range. */
 bool fsl_b_axis(fsl_builder *b, int64_t *axis, int rank, const char *what);
 

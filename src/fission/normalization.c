@@ -32,27 +32,14 @@ static double axes_count(const fsl_value *x, const int64_t *axes, int n) {
   return c;
 }
 
-/* x cast to dt (x itself when it already has that dtype). */
-static fsl_value *cast_to(fsl_builder *b, fsl_value *x, fsl_dtype dt) {
-  if (!x || x->dtype == dt) return x;
-  return fsl_b_cast(b, x, dt);
-}
-
-/* Accumulation dtype: float16 / bfloat16 inputs are normalized in float32
- * (sums of many terms, squares and exps overflow or drift in 16 bits) and
- * the result is cast back once; other dtypes compute as they are. */
-static fsl_dtype acc_dtype(fsl_dtype dt) {
-  return dt == FSL_DT_F16 || dt == FSL_DT_BF16 ? FSL_DT_F32 : dt;
-}
-
 /* norm * scale (+ bias) in norm's dtype (the parameters cast to it), the
  * result cast to dt: one rounding for float16 / bfloat16 outputs. */
 static fsl_value *affine_out(fsl_builder *b, fsl_value *norm, fsl_value *scale, fsl_value *bias,
                              fsl_dtype dt) {
   if (!norm) return NULL;
-  fsl_value *y = fsl_b_binary(b, FSL_OP_mul, norm, cast_to(b, scale, norm->dtype));
-  if (bias) y = fsl_b_binary(b, FSL_OP_add, y, cast_to(b, bias, norm->dtype));
-  return cast_to(b, y, dt);
+  fsl_value *y = fsl_b_binary(b, FSL_OP_mul, norm, fsl_b_cast(b, scale, norm->dtype));
+  if (bias) y = fsl_b_binary(b, FSL_OP_add, y, fsl_b_cast(b, bias, norm->dtype));
+  return fsl_b_cast(b, y, dt);
 }
 
 /* Mean over axes, keepdims. */
@@ -164,8 +151,8 @@ static fsl_status softmax_family(fsl_fctx *fx, smax_kind k) {
   int64_t axes[FSL_MAX_RANK];
   int n = legacy ? tail_axes(axis, x->rank, axes) : (axes[0] = axis, 1);
   if (k != SMAX_HARD) {
-    fsl_value *y = softmax_over(b, cast_to(b, x, acc_dtype(x->dtype)), axes, n, k == SMAX_LOG);
-    fx->out[0] = cast_to(b, y, x->dtype);
+    fsl_value *y = softmax_over(b, fsl_b_cast(b, x, fsl_acc_dtype(x->dtype)), axes, n, k == SMAX_LOG);
+    fx->out[0] = fsl_b_cast(b, y, x->dtype);
     return fsl_fx_done(fx);
   }
   if (!legacy || n == 1) {
@@ -203,12 +190,12 @@ fsl_status fsl_fission_LayerNormalization(fsl_fctx *fx) {
   int64_t axes[FSL_MAX_RANK];
   int n = tail_axes(axis, x->rank, axes);
   fsl_value *mean, *diff, *var;
-  moments(b, cast_to(b, x, cdt), axes, n, &mean, &diff, &var);
+  moments(b, fsl_b_cast(b, x, cdt), axes, n, &mean, &diff, &var);
   fsl_value *istd = inv_std(b, var, eps);
   fsl_value *norm = fsl_b_binary(b, FSL_OP_mul, diff, istd);
   fx->out[0] = affine_out(b, norm, scale, bias, x->dtype);
-  if (fx->n_out > 1) fx->out[1] = cast_to(b, mean, stash);
-  if (fx->n_out > 2) fx->out[2] = cast_to(b, istd, stash);
+  if (fx->n_out > 1) fx->out[1] = fsl_b_cast(b, mean, stash);
+  if (fx->n_out > 2) fx->out[2] = fsl_b_cast(b, istd, stash);
   return fsl_fx_done(fx);
 }
 
@@ -262,15 +249,15 @@ fsl_status fsl_fission_BatchNormalization(fsl_fctx *fx) {
   }
   if (fx->opset < 7 && fsl_attr_int(fx->node, "is_test", 0) != 0) training = false;
   if (training) return batchnorm_training(fx, x, p, eps);
-  fsl_dtype acc = acc_dtype(x->dtype);
+  fsl_dtype acc = fsl_acc_dtype(x->dtype);
   fsl_value *q[4];
-  for (int i = 0; i < 4; i++) q[i] = cast_to(b, p[i], acc);
+  for (int i = 0; i < 4; i++) q[i] = fsl_b_cast(b, p[i], acc);
   fsl_value *s = fsl_b_binary(b, FSL_OP_mul, q[0], inv_std(b, q[3], eps));
   fsl_value *t = fsl_b_binary(b, FSL_OP_sub, q[1], fsl_b_binary(b, FSL_OP_mul, q[2], s));
   s = per_channel(b, s, x->rank);
   t = per_channel(b, t, x->rank);
-  fsl_value *y = fsl_b_binary(b, FSL_OP_add, fsl_b_binary(b, FSL_OP_mul, cast_to(b, x, acc), s), t);
-  fx->out[0] = cast_to(b, y, x->dtype);
+  fsl_value *y = fsl_b_binary(b, FSL_OP_add, fsl_b_binary(b, FSL_OP_mul, fsl_b_cast(b, x, acc), s), t);
+  fx->out[0] = fsl_b_cast(b, y, x->dtype);
   return fsl_fx_done(fx);
 }
 
@@ -286,8 +273,8 @@ fsl_status fsl_fission_InstanceNormalization(fsl_fctx *fx) {
   int64_t axes[FSL_MAX_RANK];
   int n = tail_axes(2, x->rank, axes);
   fsl_value *mean, *diff, *var;
-  fsl_dtype acc = acc_dtype(x->dtype);
-  moments(b, cast_to(b, x, acc), axes, n, &mean, &diff, &var);
+  fsl_dtype acc = fsl_acc_dtype(x->dtype);
+  moments(b, fsl_b_cast(b, x, acc), axes, n, &mean, &diff, &var);
   double eps = fsl_attr_float(fx->node, "epsilon", 1e-5);
   fsl_value *norm = fsl_b_binary(b, FSL_OP_mul, diff, inv_std(b, var, eps));
   fx->out[0] = affine_out(b, norm, per_channel(b, scale, x->rank), per_channel(b, bias, x->rank), x->dtype);
@@ -308,14 +295,14 @@ fsl_status fsl_fission_GroupNormalization(fsl_fctx *fx) {
                        (long long)g, (long long)x->dims[1]);
   int64_t npar = fx->opset < 21 ? g : x->dims[1];
   if (!check_channels(fx, scale, 1, npar) || !check_channels(fx, bias, 2, npar)) return fsl_fx_done(fx);
-  fsl_dtype stash = x->dtype, cdt = acc_dtype(x->dtype);
+  fsl_dtype stash = x->dtype, cdt = fsl_acc_dtype(x->dtype);
   if (fx->opset >= 21 && !stash_dtype(fx, x, &stash, &cdt)) return fsl_fx_done(fx);
   double eps = fsl_attr_float(fx->node, "epsilon", 1e-5);
   int64_t gd[3] = {x->dims[0], g, x->dims[1] / g};
   for (int i = 2; i < x->rank; i++) gd[2] *= x->dims[i];
   int64_t axis2 = 2;
   fsl_value *mean, *diff, *var;
-  moments(b, cast_to(b, fsl_b_reshape(b, x, 3, gd), cdt), &axis2, 1, &mean, &diff, &var);
+  moments(b, fsl_b_cast(b, fsl_b_reshape(b, x, 3, gd), cdt), &axis2, 1, &mean, &diff, &var);
   fsl_value *norm = fsl_b_binary(b, FSL_OP_mul, diff, inv_std(b, var, eps));
   if (fx->opset < 21) {
     int64_t pd[2] = {g, 1};
@@ -338,13 +325,13 @@ fsl_status fsl_fission_LpNormalization(fsl_fctx *fx) {
   if (p != 1 && p != 2)
     return fsl_fx_fail(fx, FSL_ERR_INVALID, "attribute 'p' is %lld, expected 1 or 2", (long long)p);
   if (!fsl_b_axis(b, &axis, x->rank, "attribute 'axis'")) return fsl_fx_done(fx);
-  fsl_value *xa = cast_to(b, x, acc_dtype(x->dtype));
+  fsl_value *xa = fsl_b_cast(b, x, fsl_acc_dtype(x->dtype));
   fsl_value *t = p == 1 ? fsl_b_unary(b, FSL_OP_abs, xa) : fsl_b_binary(b, FSL_OP_mul, xa, xa);
   fsl_value *norm = fsl_b_reduce(b, FSL_OP_reduce_sum, t, &axis, 1, true);
   if (p == 2) norm = fsl_b_unary(b, FSL_OP_sqrt, norm);
   fsl_value *zero = fsl_b_binary_scalar(b, FSL_OP_eq, norm, 0.0);
   fsl_value *y = fsl_b_where(b, zero, fsl_b_scalar(b, xa->dtype, 0.0), fsl_b_binary(b, FSL_OP_div, xa, norm));
-  fx->out[0] = cast_to(b, y, x->dtype);
+  fx->out[0] = fsl_b_cast(b, y, x->dtype);
   return fsl_fx_done(fx);
 }
 
@@ -361,7 +348,7 @@ fsl_status fsl_fission_RMSNormalization(fsl_fctx *fx) {
     return fsl_fx_done(fx);
   int64_t axes[FSL_MAX_RANK];
   int n = tail_axes(axis, x->rank, axes);
-  fsl_value *xc = cast_to(b, x, cdt);
+  fsl_value *xc = fsl_b_cast(b, x, cdt);
   fsl_value *ms = mean_over(b, fsl_b_binary(b, FSL_OP_mul, xc, xc), axes, n);
   fsl_value *norm = fsl_b_binary(b, FSL_OP_mul, xc, inv_std(b, ms, eps));
   fx->out[0] = affine_out(b, norm, scale, NULL, x->dtype);
@@ -389,9 +376,9 @@ fsl_status fsl_fission_MeanVarianceNormalization(fsl_fctx *fx) {
     }
   }
   fsl_value *mean, *diff, *var;
-  moments(b, cast_to(b, x, acc_dtype(x->dtype)), axes, n, &mean, &diff, &var);
+  moments(b, fsl_b_cast(b, x, fsl_acc_dtype(x->dtype)), axes, n, &mean, &diff, &var);
   fsl_value *std = fsl_b_binary_scalar(b, FSL_OP_add, fsl_b_unary(b, FSL_OP_sqrt, var), 1e-9);
-  fx->out[0] = cast_to(b, fsl_b_binary(b, FSL_OP_div, diff, std), x->dtype);
+  fx->out[0] = fsl_b_cast(b, fsl_b_binary(b, FSL_OP_div, diff, std), x->dtype);
   return fsl_fx_done(fx);
 }
 
@@ -414,13 +401,13 @@ fsl_status fsl_fission_LRN(fsl_fctx *fx) {
   pads[r - 1] = (size - 1) / 2;
   pads[2 * r - 1] = size / 2;
   int64_t one = 1;
-  fsl_value *xa = cast_to(b, x, acc_dtype(x->dtype));
+  fsl_value *xa = fsl_b_cast(b, x, fsl_acc_dtype(x->dtype));
   fsl_value *sq = fsl_b_permute(b, fsl_b_binary(b, FSL_OP_mul, xa, xa), perm);
   fsl_value *w = fsl_b_window(b, fsl_b_pad(b, sq, pads, 0, 0.0), 1, &size, &one, &one);
   int64_t last = r;
   fsl_value *sum = fsl_b_permute(b, fsl_b_reduce(b, FSL_OP_reduce_sum, w, &last, 1, false), inv);
   fsl_value *den = fsl_b_binary_scalar(b, FSL_OP_add, fsl_b_binary_scalar(b, FSL_OP_mul, sum, alpha / (double)size), bias);
   fsl_value *y = fsl_b_binary(b, FSL_OP_div, xa, fsl_b_binary_scalar(b, FSL_OP_pow, den, beta));
-  fx->out[0] = cast_to(b, y, x->dtype);
+  fx->out[0] = fsl_b_cast(b, y, x->dtype);
   return fsl_fx_done(fx);
 }
