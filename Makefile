@@ -47,7 +47,8 @@ pytest: setup build models
 	$(PY) -m pytest -q tests/python $(PYTEST_ARGS)
 
 # Sanitizers: unit tests + the Debian conformance cases (a crash, a timeout
-# or a sanitizer report in any case fails, listed or not).
+# or a sanitizer report in any case fails, listed or not), and the bad-input
+# tests against the sanitizer build.
 asan: setup
 	cmake -S . -B $(ASAN_BUILD) -DFSL_SANITIZE=ON -DFSL_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
@@ -55,6 +56,7 @@ asan: setup
 	set -o pipefail; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(ASAN_BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --timeout 120 --fail-on-crash \
 	  --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
+	ASAN_OPTIONS=detect_leaks=1 FSL_BUILD_DIR=$(CURDIR)/$(ASAN_BUILD) $(PY) -m pytest -q tests/python/test_bad_input.py
 
 # libFuzzer on the importer, seeded with a few test models.
 fuzz: setup

@@ -399,6 +399,26 @@ fsl_value *fsl_b_matmul(fsl_builder *b, fsl_value *x, fsl_value *y) {
   if (xv) { int64_t d[2] = {1, x->dims[0]}; x = fsl_b_reshape(b, x, 2, d); }
   if (yv) { int64_t d[2] = {y->dims[0], 1}; y = fsl_b_reshape(b, y, 2, d); }
   if (b->st) return NULL;
+  /* y without real batch dims (a weight): fold x's batch dims into M, so
+   * that y is never broadcast (copied) along them. */
+  bool y_flat = true;
+  for (int i = 0; i < y->rank - 2; i++) y_flat &= y->dims[i] == 1;
+  if (y_flat && x->rank > 2 && x->rank >= y->rank) {
+    int64_t m = fsl_numel(x->rank - 1, x->dims), k = x->dims[x->rank - 1];
+    int64_t d2x[2] = {m, k}, d2y[2] = {y->dims[y->rank - 2], y->dims[y->rank - 1]};
+    if (d2x[1] != d2y[0]) {
+      char a[256], c[256];
+      return fsl_b_fail(b, FSL_ERR_SHAPE, "MatMul inner dimensions differ: %s x %s",
+                        fsl_shape_str(x->rank, x->dims, a, sizeof a), fsl_shape_str(y->rank, y->dims, c, sizeof c));
+    }
+    fsl_value *in[2] = {fsl_b_reshape(b, x, 2, d2x), fsl_b_reshape(b, y, 2, d2y)};
+    fsl_value *z = b->st ? NULL : fsl_b_prim(b, FSL_OP_matmul, in, 2, NULL, 0);
+    int64_t od[FSL_MAX_RANK];
+    memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    if (yv) return fsl_b_reshape(b, z, x->rank - 1, od);
+    od[x->rank - 1] = d2y[1];
+    return fsl_b_reshape(b, z, x->rank, od);
+  }
   /* broadcast the batch dims */
   fsl_value bx = {0}, by = {0};
   fsl_value_set_shape(&bx, x->rank - 2, x->dims);

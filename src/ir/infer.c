@@ -596,8 +596,7 @@ static fsl_status infer_conv(const fsl_node *n) {
 /* ---- dispatch ---- */
 
 fsl_status fsl_prim_infer(fsl_node *n) {
-  if (!n || (unsigned)n->op >= FSL_OP_COUNT || n->op == FSL_OP_NONE)
-    return fsl_errorf(FSL_ERR_INVALID, "fsl_prim_infer: invalid node");
+  if (!n || (unsigned)n->op >= FSL_OP_COUNT) return fsl_errorf(FSL_ERR_INVALID, "fsl_prim_infer: invalid node");
   if (!fsl_op_is_primitive(n->op)) return FSL_OK;
   FSL_TRY(check_inputs(n));
   switch (n->op) {

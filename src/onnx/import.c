@@ -111,8 +111,9 @@ static fsl_status import_initializer(importer *im, const Onnx__TensorProto *tp) 
   void *data;
   FSL_TRY(define_value(im, tp->name, what, &v));
   FSL_TRY(decode_tensor(im, tp, what, &info, &data));
+  bool shaped = fsl_value_set_shape(v, info.rank, info.dims); /* rank checked by tensor_info */
+  FSL_ASSERT(shaped);
   v->dtype = info.dtype;
-  FSL_ASSERT(fsl_value_set_shape(v, info.rank, info.dims));
   v->data = data;
   return FSL_OK;
 }

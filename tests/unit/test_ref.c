@@ -525,6 +525,77 @@ static void test_run_graph(void **state) {
   fsl_graph_free(g);
 }
 
+
+/* ---- robustness: random nodes never crash ---- */
+
+static uint32_t lcg(uint32_t *s) {
+  *s = *s * 1103515245u + 12345u;
+  return *s >> 8;
+}
+
+/* A random attribute: INT, FLOAT or INTS with small (possibly bad) values. */
+static fsl_attr random_attr(fsl_graph *g, const char *name, uint32_t *s) {
+  int64_t v[6];
+  int n = (int)(lcg(s) % 6);
+  for (int i = 0; i < n; i++) v[i] = (int64_t)(lcg(s) % 8) - 2;
+  switch (lcg(s) % 4) {
+  case 0: return fsl_attr_make_int(name, (int64_t)(lcg(s) % 6) - 1);
+  case 1: return fsl_attr_make_float(name, 1.5);
+  default: return fsl_attr_make_ints(g, name, v, n);
+  }
+}
+
+static void test_random_nodes(void **state) {
+  (void)state;
+  static const char *const names[] = {
+    "to", "detect_positive", "fmod", "axes", "axis", "select_last_index", "shape", "perm",
+    "starts", "steps", "sizes", "pads", "mode", "value", "kernel_shape", "strides",
+    "dilations", "batch_dims", "reduction", "group", "lhs_dilation"};
+  static const fsl_dtype dts[] = {FSL_DT_F32, FSL_DT_I64, FSL_DT_I32, FSL_DT_BOOL, FSL_DT_U8, FSL_DT_F16};
+  uint32_t s = 42;
+  int ok = 0;
+  for (int iter = 0; iter < 4000; iter++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_op op = (fsl_op)(1 + lcg(&s) % (FSL_OP_COUNT - 1));
+    while (!fsl_op_is_primitive(op)) op = (fsl_op)(1 + lcg(&s) % (FSL_OP_COUNT - 1));
+    int n_in = lcg(&s) % 4 ? fsl_op_get(op)->min_in : 1 + (int)(lcg(&s) % 3);
+    if (n_in > 3) n_in = 3;
+    fsl_value *in[3];
+    void *data[3];
+    fsl_dtype dt0 = dts[lcg(&s) % 6];
+    int r0 = (int)(lcg(&s) % 4);
+    int64_t d0[4];
+    for (int i = 0; i < 4; i++) d0[i] = lcg(&s) % 4;
+    for (int k = 0; k < n_in; k++) {
+      bool same = lcg(&s) % 3 != 0; /* usually same shape/dtype as input 0 */
+      int64_t d[4];
+      int r = same ? r0 : (int)(lcg(&s) % 4);
+      for (int i = 0; i < 4; i++) d[i] = same ? d0[i] : lcg(&s) % 4;
+      in[k] = val(g, same ? dt0 : dts[lcg(&s) % 6], r, d);
+      data[k] = calloc(1, (size_t)fsl_value_nbytes(in[k]) + 1);
+    }
+    fsl_attr attrs[4];
+    int na = lcg(&s) % 2 ? 0 : (int)(lcg(&s) % 4);
+    for (int i = 0; i < na; i++) attrs[i] = random_attr(g, names[lcg(&s) % FSL_ARRAY_LEN(names)], &s);
+    fsl_status st;
+    fsl_node *n = prim(g, op, in, n_in, attrs, na, &st);
+    if (n) {
+      ok++;
+      void *out = calloc(1, (size_t)fsl_value_nbytes(n->out[0]) + 1);
+      void *outs[] = {out};
+      st = fsl_ref_eval(n, (const void *const *)data, outs);
+      assert_true(st == FSL_OK || st == FSL_ERR_RUNTIME);
+      free(out);
+    } else {
+      assert_int_equal(st, FSL_ERR_SHAPE);
+      assert_true(fsl_last_error()[0] != 0);
+    }
+    for (int k = 0; k < n_in; k++) free(data[k]);
+    fsl_graph_free(g);
+  }
+  assert_true(ok > 200); /* a fair number of random nodes are valid */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_matmul),
@@ -544,6 +615,7 @@ int main(void) {
     cmocka_unit_test(test_float_unary),
     cmocka_unit_test(test_shape_errors),
     cmocka_unit_test(test_run_graph),
+    cmocka_unit_test(test_random_nodes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

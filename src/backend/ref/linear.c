@@ -40,8 +40,32 @@ static mm_dims matmul_dims(const fsl_node *n) {
   return d;
 }
 
+/* float32 fast path: reads the operands directly (no double copies of the
+ * weights), accumulating in double. */
+static fsl_status matmul_f32(const fsl_node *n, const float *A, const float *B, float *y, mm_dims d) {
+  double *acc = malloc(sizeof(double) * (size_t)(d.N > 0 ? d.N : 1));
+  if (!acc) return fsl_ref_fail(n, FSL_ERR_NOMEM, "out of memory");
+  for (int64_t p = 0; p < d.batch; p++) {
+    const float *Ap = A + p * d.M * d.K, *Bp = B + p * d.K * d.N;
+    for (int64_t i = 0; i < d.M; i++) {
+      const float *arow = Ap + i * d.K;
+      for (int64_t j = 0; j < d.N; j++) acc[j] = 0.0;
+      for (int64_t k = 0; k < d.K; k++) {
+        double av = arow[k];
+        const float *brow = Bp + k * d.N;
+        for (int64_t j = 0; j < d.N; j++) acc[j] += av * (double)brow[j];
+      }
+      float *yrow = y + (p * d.M + i) * d.N;
+      for (int64_t j = 0; j < d.N; j++) yrow[j] = (float)acc[j];
+    }
+  }
+  free(acc);
+  return FSL_OK;
+}
+
 static fsl_status matmul_f(const fsl_node *n, const void *a, const void *b, void *y, mm_dims d) {
   fsl_dtype dt = n->in[0]->dtype;
+  if (dt == FSL_DT_F32) return matmul_f32(n, a, b, y, d);
   double *A = to_f64(dt, a, d.batch * d.M * d.K), *B = to_f64(dt, b, d.batch * d.K * d.N);
   double *acc = malloc(sizeof(double) * (size_t)(d.N > 0 ? d.N : 1));
   fsl_status st = FSL_OK;
@@ -57,10 +81,7 @@ static fsl_status matmul_f(const fsl_node *n, const void *a, const void *b, void
         for (int64_t j = 0; j < d.N; j++) acc[j] += av * brow[j];
       }
       int64_t o = (p * d.M + i) * d.N;
-      if (dt == FSL_DT_F32)
-        for (int64_t j = 0; j < d.N; j++) ((float *)y)[o + j] = (float)acc[j];
-      else
-        for (int64_t j = 0; j < d.N; j++) fsl_store_f64(dt, y, o + j, acc[j]);
+      for (int64_t j = 0; j < d.N; j++) fsl_store_f64(dt, y, o + j, acc[j]);
     }
   }
 done:
