@@ -20,6 +20,7 @@ FUZZ_BUILD := build-fuzz
 PY := .venv/bin/python
 DEBIAN_NODE := /usr/share/libonnx-testdata/data/node
 CONF_LIST_DEBIAN := tests/conformance/pass_debian.txt
+CONF_LIST_ONNX122 := tests/conformance/pass_onnx122.txt
 export FSL_BUILD_DIR := $(CURDIR)/$(BUILD)
 
 .PHONY: all setup build test ctest pytest asan fuzz demo bench models conformance-lists clean
@@ -46,7 +47,7 @@ models: setup
 pytest: setup build models
 	$(PY) -m pytest -q tests/python $(PYTEST_ARGS)
 
-# Sanitizers: unit tests + the Debian conformance cases (a crash, a timeout
+# Sanitizers: unit tests + all conformance cases (Debian and onnx 1.22) (a crash, a timeout
 # or a sanitizer report in any case fails, listed or not), and the bad-input
 # tests against the sanitizer build.
 asan: setup
@@ -56,6 +57,10 @@ asan: setup
 	set -o pipefail; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(ASAN_BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --timeout 120 --fail-on-crash \
 	  --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
+	set -o pipefail; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(ASAN_BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --timeout 120 --fail-on-crash \
+	  --list $(CONF_LIST_ONNX122) $$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node \
+	  | grep -v '^PASS '
 	ASAN_OPTIONS=detect_leaks=1 FSL_BUILD_DIR=$(CURDIR)/$(ASAN_BUILD) $(PY) -m pytest -q tests/python/test_bad_input.py
 
 # libFuzzer on the importer, seeded with a few test models.
@@ -74,7 +79,7 @@ fuzz: setup
 	  -max_len=65536 -timeout=10 -print_final_stats=1 corpus
 
 demo: setup build
-	$(PY) python/fetch_models.py --only minilm
+	$(PY) python/fetch_models.py --only minilm_l3
 	$(PY) python/demo.py
 
 bench: setup build
@@ -85,7 +90,7 @@ bench: setup build
 # Regenerate the checked-in expected-pass lists from the current build.
 conformance-lists: build
 	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | tail -3
-	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list tests/conformance/pass_onnx122.txt \
+	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list $(CONF_LIST_ONNX122) \
 	  $$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node | tail -3
 
 clean:

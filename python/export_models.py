@@ -74,7 +74,6 @@ class Encoder:
 
 
 def build(name):
-    torch = _torch()
     if name == "resnet18":
         import torchvision
         m = torchvision.models.resnet18(num_classes=1000)

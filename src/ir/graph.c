@@ -204,7 +204,7 @@ fsl_status fsl_graph_toposort(fsl_graph *g) {
                     bad ? bad->name : "?", bad ? bad->op_type : "?");
     goto done;
   }
-  memcpy(g->nodes, order, sizeof *order * (size_t)n);
+  if (n) memcpy(g->nodes, order, sizeof *order * (size_t)n);
 done:
   free(indeg);
   free(order);

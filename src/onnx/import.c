@@ -124,8 +124,19 @@ static fsl_status import_initializers(importer *im) {
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "sparse initializer '%s' is not supported",
                       str_or_empty(gp->sparse_initializer[0]->values
                                        ? gp->sparse_initializer[0]->values->name : NULL));
-  for (size_t i = 0; i < gp->n_initializer; i++)
-    FSL_TRY(import_initializer(im, gp->initializer[i]));
+  for (size_t i = 0; i < gp->n_initializer; i++) {
+    Onnx__TensorProto *tp = gp->initializer[i];
+    FSL_TRY(import_initializer(im, tp));
+    /* The bytes now live in the arena: release protobuf-c's copy early to
+     * cut peak memory on big models.  unpack(NULL allocator) used malloc,
+     * and free_unpacked skips a NULL data pointer. */
+    if (tp->has_raw_data) {
+      free(tp->raw_data.data);
+      tp->raw_data.data = NULL;
+      tp->raw_data.len = 0;
+      tp->has_raw_data = false;
+    }
+  }
   return FSL_OK;
 }
 

@@ -12,11 +12,9 @@ import re
 import subprocess
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import fsl_models
 
 
 def conv_model(dim_param=None):
