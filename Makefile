@@ -3,8 +3,8 @@
 #
 #   make setup   Debian packages + .venv (onnx 1.22, onnxruntime, pytest)
 #   make build   release build in build/ (warnings are errors)
-#   make test    everything CI runs: unit + conformance (ctest), pytest,
-#                ASan/UBSan build (unit + Debian conformance), 60 s fuzzing
+#   make test    everything CI runs: unit + conformance (ctest), pytest, then
+#                the same again on an ASan/UBSan build, 60 s of fuzzing
 #   make demo    fetch a real trained model, inspect it and run it
 #   make bench   front-end (import + compile) timings -> bench/results/
 #
@@ -47,10 +47,10 @@ models: setup
 pytest: setup build models
 	$(PY) -m pytest -q tests/python $(PYTEST_ARGS)
 
-# Sanitizers: unit tests + all conformance cases (Debian and onnx 1.22) (a crash, a timeout
-# or a sanitizer report in any case fails, listed or not), and the bad-input
-# tests against the sanitizer build.
-asan: setup
+# Sanitizers (ASan + UBSan + leaks): unit tests, every conformance case of
+# both data sets (a crash, a timeout or a sanitizer report in any case fails,
+# listed or not), and all Python tests against the sanitizer build.
+asan: setup models
 	cmake -S . -B $(ASAN_BUILD) -DFSL_SANITIZE=ON -DFSL_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -R '^unit\.'
@@ -61,7 +61,7 @@ asan: setup
 	  $(ASAN_BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --timeout 120 --fail-on-crash \
 	  --list $(CONF_LIST_ONNX122) $$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node \
 	  | grep -v '^PASS '
-	ASAN_OPTIONS=detect_leaks=1 FSL_BUILD_DIR=$(CURDIR)/$(ASAN_BUILD) $(PY) -m pytest -q tests/python/test_bad_input.py
+	ASAN_OPTIONS=detect_leaks=1 FSL_BUILD_DIR=$(CURDIR)/$(ASAN_BUILD) $(PY) -m pytest -q tests/python $(PYTEST_ARGS)
 
 # libFuzzer on the importer, seeded with a few test models.
 fuzz: setup
@@ -74,7 +74,6 @@ fuzz: setup
 	         lstm_defaults batchnorm_example slice; do \
 	  f=$(DEBIAN_NODE)/test_$$t/model.onnx; [ -f $$f ] && cp $$f $(FUZZ_BUILD)/corpus/$$t.onnx || true; \
 	done
-	cp tests/bad/*.onnx $(FUZZ_BUILD)/corpus/ 2>/dev/null || true
 	cd $(FUZZ_BUILD) && ./fuzz_import -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
 	  -max_len=65536 -timeout=10 -print_final_stats=1 corpus
 

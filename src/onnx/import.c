@@ -171,10 +171,9 @@ static fsl_status input_shape(importer *im, fsl_value *v, const Onnx__TensorShap
     const Onnx__TensorShapeProto__Dimension *d = sh->dim[i];
     v->dims[i] = -1;
     if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-      if (d->dim_value < 0)
-        return fsl_errorf(FSL_ERR_INVALID, "%s: dimension %d is negative (%lld)", what, i,
-                          (long long)d->dim_value);
-      v->dims[i] = d->dim_value;
+      /* some exporters (paddle2onnx) write -1 for a dynamic dimension:
+       * unknown, to be bound with --shape, as ONNX Runtime reads it */
+      v->dims[i] = d->dim_value < 0 ? -1 : d->dim_value;
     } else {
       symbolic = true;
     }

@@ -675,7 +675,7 @@ static void finish_child(case_rec *c) {
   if (c->killed) {
     c->kind = R_FAIL;
     char buf[128];
-    snprintf(buf, sizeof buf, "timeout after %.0f s", c->secs);
+    snprintf(buf, sizeof buf, "timeout after %.3g s", c->secs);
     c->why = strdup(buf);
   } else if (WIFSIGNALED(st)) {
     c->kind = R_FAIL;
