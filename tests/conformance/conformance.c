@@ -349,16 +349,31 @@ static void free_names(char **names, int n) {
   free(names);
 }
 
+/* Which inputs a compile attempt freezes to their test values: level 0
+ * none; 1 every non-float input (shape-like parameters: Reshape's shape,
+ * TopK's k, ...); 2 additionally every input but the first (float parameter
+ * inputs: Resize's scales and roi, OneHot's depth, ...). */
+static bool frozen_at(int level, int i, fsl_dtype dt) {
+  return (level >= 1 && !is_float_dtype(dt)) || (level >= 2 && i > 0);
+}
+
+/* Whether freeze level `to` freezes an input that level `from` does not. */
+static bool freezes_more(const tensor_list *in, int from, int to) {
+  for (int i = 0; i < in->n; i++)
+    if (frozen_at(to, i, in->t[i].dtype) && !frozen_at(from, i, in->t[i].dtype)) return true;
+  return false;
+}
+
 /* Loads the model and binds every runtime input to the shape of its test
- * input; with freeze, non-float inputs become constants. */
-static fsl_status prepare(const char *model_path, tensor_list *in, bool freeze, fsl_model **out,
+ * input; inputs frozen_at(level) become constants. */
+static fsl_status prepare(const char *model_path, tensor_list *in, int level, fsl_model **out,
                           char names[][128], int *n_names, int *frozen_count, char *why, size_t whycap) {
   fsl_model *m = NULL;
   *out = NULL;
   *frozen_count = 0;
   fsl_status s = fsl_model_load(model_path, &m);
   if (s != FSL_OK) {
-    snprintf(why, whycap, "load: %s: %s", fsl_status_name(s), fsl_last_error());
+    snprintf(why, whycap, "load: %s: %.700s", fsl_status_name(s), fsl_last_error());
     return s;
   }
   int n = fsl_model_num_inputs(m);
@@ -372,7 +387,7 @@ static fsl_status prepare(const char *model_path, tensor_list *in, bool freeze, 
     memset(&info, 0, sizeof info);
     s = fsl_model_input_info(m, i, &info);
     if (s != FSL_OK) {
-      snprintf(why, whycap, "input_info(%d): %s: %s", i, fsl_status_name(s), fsl_last_error());
+      snprintf(why, whycap, "input_info(%d): %s: %.700s", i, fsl_status_name(s), fsl_last_error());
       fsl_model_free(m);
       return s;
     }
@@ -385,19 +400,19 @@ static fsl_status prepare(const char *model_path, tensor_list *in, bool freeze, 
   for (int i = 0; i < n; i++) {
     s = fsl_model_bind_shape(m, names[i], in->t[i].rank, in->t[i].dims);
     if (s != FSL_OK) {
-      snprintf(why, whycap, "bind_shape(%s): %s: %s", names[i], fsl_status_name(s), fsl_last_error());
+      snprintf(why, whycap, "bind_shape(%.127s): %s: %.700s", names[i], fsl_status_name(s), fsl_last_error());
       fsl_model_free(m);
       return s;
     }
   }
-  if (freeze) {
+  if (level > 0) {
     for (int i = 0; i < n; i++) {
-      if (is_float_dtype(in->t[i].dtype)) continue;
+      if (!frozen_at(level, i, in->t[i].dtype)) continue;
       fsl_tensor t = in->t[i];
       copy_str(t.name, sizeof t.name, names[i]);
       s = fsl_model_freeze_input(m, &t);
       if (s != FSL_OK) {
-        snprintf(why, whycap, "freeze_input(%s): %s: %s", names[i], fsl_status_name(s), fsl_last_error());
+        snprintf(why, whycap, "freeze_input(%.127s): %s: %.700s", names[i], fsl_status_name(s), fsl_last_error());
         fsl_model_free(m);
         return s;
       }
@@ -428,38 +443,34 @@ static void run_data_set(const char *case_dir, const char *ds, bool verbose, cas
     goto done;
   }
 
-  s = prepare(model_path, &in, false, &m, names, &n_names, &n_frozen, co->why, sizeof co->why);
-  if (s != FSL_OK) {
-    co->kind = s == FSL_ERR_UNSUPPORTED ? R_UNSUPPORTED : R_FAIL;
-    goto done;
-  }
-  s = fsl_model_compile(m);
-  if (s != FSL_OK) {
-    fsl_status s1 = s;
-    snprintf(why1, sizeof why1, "compile: %s: %s", fsl_status_name(s), fsl_last_error());
-    if (verbose) sb_printf(&co->det, "  %s: %s\n", ds, why1);
+  /* Compile with nothing frozen; on failure retry at the next freeze level
+   * that freezes more inputs than the last. */
+  int level = 0;
+  fsl_status s_first = FSL_OK;
+  for (;;) {
+    s = prepare(model_path, &in, level, &m, names, &n_names, &n_frozen, co->why, sizeof co->why);
+    if (s == FSL_OK) {
+      s = fsl_model_compile(m);
+      if (s != FSL_OK) snprintf(co->why, sizeof co->why, "compile: %s: %s", fsl_status_name(s), fsl_last_error());
+    }
+    if (s == FSL_OK) break;
+    if (verbose) sb_printf(&co->det, "  %s: freeze level %d: %s\n", ds, level, co->why);
+    if (level == 0) {
+      s_first = s;
+      snprintf(why1, sizeof why1, "%s", co->why);
+    }
     fsl_model_free(m);
     m = NULL;
-    bool any_nonfloat = false;
-    for (int i = 0; i < in.n; i++) any_nonfloat |= !is_float_dtype(in.t[i].dtype);
-    fsl_status s2 = FSL_OK;
-    if (any_nonfloat) {
-      s2 = prepare(model_path, &in, true, &m, names, &n_names, &n_frozen, co->why, sizeof co->why);
-      if (s2 == FSL_OK) {
-        s2 = fsl_model_compile(m);
-        if (s2 != FSL_OK && verbose)
-          sb_printf(&co->det, "  %s: with frozen inputs: compile: %s: %s\n", ds, fsl_status_name(s2), fsl_last_error());
-      } else if (verbose) {
-        sb_printf(&co->det, "  %s: with frozen inputs: %s\n", ds, co->why);
-      }
-    }
-    if (!any_nonfloat || s2 != FSL_OK) {
+    int next = level + 1;
+    while (next <= 2 && !freezes_more(&in, level, next)) next++;
+    if (next > 2 || s == FSL_ERR_INVALID) {
       snprintf(co->why, sizeof co->why, "%s", why1);
-      co->kind = (s1 == FSL_ERR_UNSUPPORTED || (any_nonfloat && s2 == FSL_ERR_UNSUPPORTED)) ? R_UNSUPPORTED : R_FAIL;
+      co->kind = (s_first == FSL_ERR_UNSUPPORTED || s == FSL_ERR_UNSUPPORTED) ? R_UNSUPPORTED : R_FAIL;
       goto done;
     }
-    *frozen_used = true;
+    level = next;
   }
+  if (level > 0) *frozen_used = true;
 
   int n_out = fsl_model_num_outputs(m);
   if (n_out != want.n) {
@@ -476,7 +487,7 @@ static void run_data_set(const char *case_dir, const char *ds, bool verbose, cas
   fsl_tensor feed[MAX_IO];
   int n_feed = 0;
   for (int i = 0; i < n_names; i++) {
-    if (n_frozen && !is_float_dtype(in.t[i].dtype)) continue;
+    if (frozen_at(level, i, in.t[i].dtype)) continue;
     feed[n_feed] = in.t[i];
     copy_str(feed[n_feed].name, sizeof feed[n_feed].name, names[i]);
     n_feed++;
