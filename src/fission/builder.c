@@ -336,6 +336,8 @@ fsl_value *fsl_b_slice(fsl_builder *b, fsl_value *x, const int64_t *starts, cons
 
 fsl_value *fsl_b_slice_axis(fsl_builder *b, fsl_value *x, int axis, int64_t start, int64_t size) {
   if (b->st || !x) return NULL;
+  if (axis < 0 || axis >= x->rank)
+    return fsl_b_fail(b, FSL_ERR_SHAPE, "slice axis %d is out of range for rank %d", axis, x->rank);
   int64_t st[FSL_MAX_RANK], sp[FSL_MAX_RANK], sz[FSL_MAX_RANK];
   for (int i = 0; i < x->rank; i++) { st[i] = 0; sp[i] = 1; sz[i] = x->dims[i]; }
   st[axis] = start;

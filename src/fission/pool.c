@@ -113,6 +113,7 @@ static bool pool_geom_read(fsl_fctx *fx, const fsl_value *x, pool_geom *g) {
  * (pb, pad_end) with value v; no-op without padding. */
 static fsl_value *pad_spatial(fsl_builder *b, fsl_value *x, const pool_geom *g, const int64_t *pe,
                               double v) {
+  if (!x) return NULL;
   int r = x->rank, lead = r - g->k;
   int64_t pads[2 * FSL_MAX_RANK] = {0};
   bool any = false;

@@ -10,7 +10,8 @@ const fsl_attr *fsl_attr_find(const fsl_node *n, const char *name) {
 int64_t fsl_attr_int(const fsl_node *n, const char *name, int64_t def) {
   const fsl_attr *a = fsl_attr_find(n, name);
   if (!a) return def;
-  if (a->type == FSL_ATTR_FLOAT) return (int64_t)a->f;
+  if (a->type == FSL_ATTR_FLOAT) /* a float where an int is expected: truncate, saturating */
+    return a->f != a->f ? def : a->f >= 9.2e18 ? INT64_MAX : a->f <= -9.2e18 ? INT64_MIN : (int64_t)a->f;
   return a->type == FSL_ATTR_INT ? a->i : def;
 }
 
