@@ -4,7 +4,8 @@
 #   make setup   Debian packages + .venv (onnx 1.22, onnxruntime, pytest)
 #   make build   release build in build/ (warnings are errors)
 #   make test    everything CI runs: unit + conformance (ctest), pytest, then
-#                the same again on an ASan/UBSan build, 60 s of fuzzing
+#                the same again on an ASan/UBSan build, 60 s of fuzzing each
+#                for the importer (fuzz_import) and import + fission (fuzz_compile)
 #   make demo    fetch a real trained model, inspect it and run it
 #   make bench   front-end (import + compile) timings -> bench/results/
 #
@@ -67,15 +68,17 @@ asan: setup models
 fuzz: setup
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DFSL_FUZZ=ON -DFSL_SANITIZE=ON \
 	  -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_import
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_import fuzz_compile
 	rm -rf $(FUZZ_BUILD)/corpus && mkdir -p $(FUZZ_BUILD)/corpus
 	for t in abs add conv_with_strides_padding gemm_default_no_bias reshape_extended_dims \
 	         softmax_axis_1 transpose_default maxpool_2d_pads matmul_4d gather_0 \
 	         lstm_defaults batchnorm_example slice; do \
 	  f=$(DEBIAN_NODE)/test_$$t/model.onnx; [ -f $$f ] && cp $$f $(FUZZ_BUILD)/corpus/$$t.onnx || true; \
 	done
-	cd $(FUZZ_BUILD) && ./fuzz_import -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
-	  -max_len=65536 -timeout=10 -print_final_stats=1 corpus
+	cd $(FUZZ_BUILD) && for t in fuzz_import fuzz_compile; do \
+	  ./$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	    -max_len=65536 -timeout=10 -print_final_stats=1 corpus || exit 1; \
+	done
 
 demo: setup build
 	$(PY) python/fetch_models.py --only minilm_l3
