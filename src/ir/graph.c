@@ -211,3 +211,14 @@ done:
   free(byid);
   return st;
 }
+
+fsl_status fsl_node_errorf(const fsl_node *n, fsl_status s, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n->name && n->name[0])
+    return fsl_errorf(s, "%s (node '%s'): %s", fsl_op_name(n->op), n->name, msg);
+  return fsl_errorf(s, "%s: %s", fsl_op_name(n->op), msg);
+}

@@ -14,18 +14,7 @@
 /* ---- diagnostics ---- */
 
 /* FSL_ERR_SHAPE "op (node 'name'): <msg>". */
-static fsl_status bad(const fsl_node *n, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static fsl_status bad(const fsl_node *n, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (n->name && n->name[0])
-    return fsl_errorf(FSL_ERR_SHAPE, "%s (node '%s'): %s", fsl_op_name(n->op), n->name, msg);
-  return fsl_errorf(FSL_ERR_SHAPE, "%s: %s", fsl_op_name(n->op), msg);
-}
+#define bad(n, ...) fsl_node_errorf(n, FSL_ERR_SHAPE, __VA_ARGS__)
 
 static const char *shp(const fsl_value *v, char *buf) {
   return fsl_shape_str(v->rank, v->dims, buf, SHAPE_BUF);

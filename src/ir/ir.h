@@ -141,6 +141,11 @@ int64_t fsl_graph_opset(const fsl_graph *g, const char *domain);
 /** Sorts nodes topologically; FSL_ERR_INVALID naming a node on a cycle. */
 fsl_status fsl_graph_toposort(fsl_graph *g);
 
+/** Error naming a node: "op (node 'name'): <msg>" (just "op: <msg>" for an
+ *  unnamed node); sets the thread's message and returns s. */
+fsl_status fsl_node_errorf(const fsl_node *n, fsl_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ---- attributes (attr.c) ---- */
 const fsl_attr *fsl_attr_find(const fsl_node *n, const char *name);
 int64_t fsl_attr_int(const fsl_node *n, const char *name, int64_t def);

@@ -92,7 +92,7 @@ static fsl_status unary_int(const fsl_node *n, const void *x, void *y, int64_t c
     case FSL_OP_abs: r = (sgn && s < 0) ? 0 - u : u; break;
     case FSL_OP_sign: r = sgn ? (uint64_t)(int64_t)(s > 0 ? 1 : s < 0 ? -1 : 0) : (u != 0); break;
     case FSL_OP_not: r = ~u; break;
-    default: return fsl_ref_fail(n, FSL_ERR_UNSUPPORTED, "not defined on %s", fsl_dtype_name(dt));
+    default: return fsl_node_errorf(n, FSL_ERR_UNSUPPORTED, "not defined on %s", fsl_dtype_name(dt));
     }
     fsl_store_u64(dt, y, i, r);
   }
@@ -255,7 +255,7 @@ static fsl_status binary(const fsl_node *n, const void *a, const void *b, void *
       case FSL_OP_and: o[i] = x && z; break;
       case FSL_OP_or: o[i] = x || z; break;
       case FSL_OP_xor: o[i] = x != z; break;
-      default: return fsl_ref_fail(n, FSL_ERR_UNSUPPORTED, "not defined on bool");
+      default: return fsl_node_errorf(n, FSL_ERR_UNSUPPORTED, "not defined on bool");
       }
     }
     return FSL_OK;
@@ -267,7 +267,7 @@ static fsl_status binary(const fsl_node *n, const void *a, const void *b, void *
     if (cmp) ((uint8_t *)y)[i] = r != 0;
     else fsl_store_u64(odt, y, i, r);
   }
-  if (!ok) return fsl_ref_fail(n, FSL_ERR_RUNTIME, "integer division by zero");
+  if (!ok) return fsl_node_errorf(n, FSL_ERR_RUNTIME, "integer division by zero");
   return FSL_OK;
 }
 

@@ -14,7 +14,7 @@ static bool wrap(int64_t *v, int64_t len) {
 }
 
 static fsl_status oob(const fsl_node *n, int64_t v, int64_t len, int64_t axis) {
-  return fsl_ref_fail(n, FSL_ERR_RUNTIME, "index %lld out of range [-%lld, %lld) on axis %lld", (long long)v,
+  return fsl_node_errorf(n, FSL_ERR_RUNTIME, "index %lld out of range [-%lld, %lld) on axis %lld", (long long)v,
                       (long long)len, (long long)len, (long long)axis);
 }
 
@@ -164,6 +164,6 @@ fsl_status fsl_ref_gather(const fsl_node *n, const void *const *in, void *out) {
   case FSL_OP_gather_nd: return gather_nd(n, in[0], in[1], out);
   case FSL_OP_scatter_elements: return scatter_elements(n, in, out);
   case FSL_OP_scatter_nd: return scatter_nd(n, in, out);
-  default: return fsl_ref_fail(n, FSL_ERR_UNSUPPORTED, "not a gather primitive");
+  default: return fsl_node_errorf(n, FSL_ERR_UNSUPPORTED, "not a gather primitive");
   }
 }

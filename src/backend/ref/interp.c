@@ -6,21 +6,10 @@
  */
 #include "backend/ref/ref_internal.h"
 
-fsl_status fsl_ref_fail(const fsl_node *n, fsl_status s, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (n->name && n->name[0])
-    return fsl_errorf(s, "%s (node '%s'): %s", fsl_op_name(n->op), n->name, msg);
-  return fsl_errorf(s, "%s: %s", fsl_op_name(n->op), msg);
-}
-
 /* Re-derives the output type of a primitive with the shape rules (on a copy,
  * leaving n untouched) and checks it against n->out[0]. */
 static fsl_status check_node(const fsl_node *n) {
-  if (n->n_out != 1 || !n->out || !n->out[0]) return fsl_ref_fail(n, FSL_ERR_INVALID, "expected one output");
+  if (n->n_out != 1 || !n->out || !n->out[0]) return fsl_node_errorf(n, FSL_ERR_INVALID, "expected one output");
   fsl_node copy = *n;
   fsl_value o = *n->out[0];
   fsl_value *outs[1] = {&o};
@@ -31,7 +20,7 @@ static fsl_status check_node(const fsl_node *n) {
   for (int i = 0; same && i < o.rank; i++) same = o.dims[i] == d->dims[i];
   if (!same) {
     char a[256], b[256];
-    return fsl_ref_fail(n, FSL_ERR_SHAPE, "output '%s' is declared %s but the shape rule gives %s",
+    return fsl_node_errorf(n, FSL_ERR_SHAPE, "output '%s' is declared %s but the shape rule gives %s",
                         d->name ? d->name : "?", fsl_value_type_str(d, a, sizeof a),
                         fsl_value_type_str(&o, b, sizeof b));
   }
@@ -45,8 +34,8 @@ fsl_status fsl_ref_eval(const fsl_node *n, const void *const *in_data, void *con
     return fsl_ref_eval_opaque(n, in_data, out_data);
   FSL_TRY(check_node(n));
   for (int i = 0; i < n->n_in; i++)
-    if (!in_data[i] && fsl_value_nbytes(n->in[i]) > 0) return fsl_ref_fail(n, FSL_ERR_ARG, "no data for input %d", i);
-  if (!out_data[0] && fsl_value_nbytes(n->out[0]) > 0) return fsl_ref_fail(n, FSL_ERR_ARG, "no output buffer");
+    if (!in_data[i] && fsl_value_nbytes(n->in[i]) > 0) return fsl_node_errorf(n, FSL_ERR_ARG, "no data for input %d", i);
+  if (!out_data[0] && fsl_value_nbytes(n->out[0]) > 0) return fsl_node_errorf(n, FSL_ERR_ARG, "no output buffer");
   if (fsl_value_numel(n->out[0]) == 0) return FSL_OK;
   switch (fsl_op_get(n->op)->kind) {
   case FSL_KIND_ELEMENTWISE: return fsl_ref_elementwise(n, in_data, out_data[0]);
@@ -54,7 +43,7 @@ fsl_status fsl_ref_eval(const fsl_node *n, const void *const *in_data, void *con
   case FSL_KIND_MOVEMENT: return fsl_ref_movement(n, in_data, out_data[0]);
   case FSL_KIND_GATHER: return fsl_ref_gather(n, in_data, out_data[0]);
   case FSL_KIND_LINEAR: return fsl_ref_linear(n, in_data, out_data[0]);
-  default: return fsl_ref_fail(n, FSL_ERR_UNSUPPORTED, "no reference implementation");
+  default: return fsl_node_errorf(n, FSL_ERR_UNSUPPORTED, "no reference implementation");
   }
 }
 

@@ -44,7 +44,7 @@ static mm_dims matmul_dims(const fsl_node *n) {
  * weights), accumulating in double. */
 static fsl_status matmul_f32(const fsl_node *n, const float *A, const float *B, float *y, mm_dims d) {
   double *acc = malloc(sizeof(double) * (size_t)(d.N > 0 ? d.N : 1));
-  if (!acc) return fsl_ref_fail(n, FSL_ERR_NOMEM, "out of memory");
+  if (!acc) return fsl_node_errorf(n, FSL_ERR_NOMEM, "out of memory");
   for (int64_t p = 0; p < d.batch; p++) {
     const float *Ap = A + p * d.M * d.K, *Bp = B + p * d.K * d.N;
     for (int64_t i = 0; i < d.M; i++) {
@@ -69,7 +69,7 @@ static fsl_status matmul_f(const fsl_node *n, const void *a, const void *b, void
   double *A = to_f64(dt, a, d.batch * d.M * d.K), *B = to_f64(dt, b, d.batch * d.K * d.N);
   double *acc = malloc(sizeof(double) * (size_t)(d.N > 0 ? d.N : 1));
   fsl_status st = FSL_OK;
-  if (!A || !B || !acc) { st = fsl_ref_fail(n, FSL_ERR_NOMEM, "out of memory"); goto done; }
+  if (!A || !B || !acc) { st = fsl_node_errorf(n, FSL_ERR_NOMEM, "out of memory"); goto done; }
   for (int64_t p = 0; p < d.batch; p++) {
     const double *Ap = A + p * d.M * d.K, *Bp = B + p * d.K * d.N;
     for (int64_t i = 0; i < d.M; i++) {
@@ -96,7 +96,7 @@ static fsl_status matmul_i(const fsl_node *n, const void *a, const void *b, void
   uint64_t *A = to_u64(dt, a, d.batch * d.M * d.K), *B = to_u64(dt, b, d.batch * d.K * d.N);
   uint64_t *acc = malloc(sizeof(uint64_t) * (size_t)(d.N > 0 ? d.N : 1));
   fsl_status st = FSL_OK;
-  if (!A || !B || !acc) { st = fsl_ref_fail(n, FSL_ERR_NOMEM, "out of memory"); goto done; }
+  if (!A || !B || !acc) { st = fsl_node_errorf(n, FSL_ERR_NOMEM, "out of memory"); goto done; }
   for (int64_t p = 0; p < d.batch; p++)
     for (int64_t i = 0; i < d.M; i++) {
       const uint64_t *arow = A + (p * d.M + i) * d.K;
@@ -221,7 +221,7 @@ static fsl_status conv(const fsl_node *n, const void *x, const void *w, void *y)
   double *acc = malloc(sizeof(double) * (size_t)(g.O > 0 ? g.O : 1));
   int64_t *tabs = conv_tables(n, &g);
   fsl_status st = FSL_OK;
-  if (!X || !W || !acc || !tabs) { st = fsl_ref_fail(n, FSL_ERR_NOMEM, "out of memory"); goto done; }
+  if (!X || !W || !acc || !tabs) { st = fsl_node_errorf(n, FSL_ERR_NOMEM, "out of memory"); goto done; }
   for (int64_t nb = 0; nb < g.N; nb++)
     for (int64_t m = 0; m < g.M; m++) {
       conv_plane(&g, X, W, nb, m, acc);
@@ -241,7 +241,7 @@ done:
 
 fsl_status fsl_ref_linear(const fsl_node *n, const void *const *in, void *out) {
   if (n->op == FSL_OP_conv) return conv(n, in[0], in[1], out);
-  if (n->op != FSL_OP_matmul) return fsl_ref_fail(n, FSL_ERR_UNSUPPORTED, "not a linear primitive");
+  if (n->op != FSL_OP_matmul) return fsl_node_errorf(n, FSL_ERR_UNSUPPORTED, "not a linear primitive");
   mm_dims d = matmul_dims(n);
   if (fsl_dtype_is_float(n->in[0]->dtype)) return matmul_f(n, in[0], in[1], out, d);
   return matmul_i(n, in[0], in[1], out, d);

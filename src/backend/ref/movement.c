@@ -130,7 +130,7 @@ static fsl_status pad(const fsl_node *n, const void *x, void *y, size_t esz) {
   }
   for (int i = 0; i < r; i++) tot += yv->dims[i];
   int64_t *maps = malloc(sizeof(int64_t) * (size_t)tot);
-  if (!maps) return fsl_ref_fail(n, FSL_ERR_NOMEM, "out of memory");
+  if (!maps) return fsl_node_errorf(n, FSL_ERR_NOMEM, "out of memory");
   fsl_ref_strides(r, xv->dims, s);
   int64_t o = 0;
   for (int i = 0; i < r; i++) {
@@ -190,6 +190,6 @@ fsl_status fsl_ref_movement(const fsl_node *n, const void *const *in, void *out)
   case FSL_OP_pad: return pad(n, in[0], out, esz);
   case FSL_OP_concat: return concat(n, in, out, esz);
   case FSL_OP_window: return window(n, in[0], out, esz);
-  default: return fsl_ref_fail(n, FSL_ERR_UNSUPPORTED, "not a movement primitive");
+  default: return fsl_node_errorf(n, FSL_ERR_UNSUPPORTED, "not a movement primitive");
   }
 }

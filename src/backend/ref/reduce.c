@@ -86,7 +86,7 @@ static fsl_status reduce(const fsl_node *n, const void *x, void *y) {
   int64_t nout = fsl_value_numel(yv), nin = fsl_value_numel(xv);
   int64_t ostr[FSL_MAX_RANK], c[FSL_MAX_RANK] = {0};
   acc_t *acc = malloc(sizeof *acc * (size_t)(nout > 0 ? nout : 1));
-  if (!acc) return fsl_ref_fail(n, FSL_ERR_NOMEM, "out of memory");
+  if (!acc) return fsl_node_errorf(n, FSL_ERR_NOMEM, "out of memory");
   acc_t id = identity(n->op, dt);
   for (int64_t i = 0; i < nout; i++) acc[i] = id;
   fsl_ref_strides(r, yv->dims, ostr);

@@ -9,10 +9,6 @@
 
 #include "backend/ref/ref.h"
 
-/** Error with status s naming the node and op: "op (node 'x'): msg". */
-fsl_status fsl_ref_fail(const fsl_node *n, fsl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /** Row-major element strides of a shape. */
 void fsl_ref_strides(int rank, const int64_t *dims, int64_t *strides);
 
