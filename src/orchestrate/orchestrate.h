@@ -1,0 +1,150 @@
+/*
+ * orchestrate.h — kernel orchestration: which primitives run together in
+ * one generated kernel (DESIGN.md section 5; Korch, ASPLOS'24).
+ *
+ *   candidates (candidates.c) -> cost (cost.c) -> solve (solve.c, CBC BLP)
+ *   or a rule-based baseline (baselines.c) -> plan (plan.c: order, verify)
+ *
+ * A kernel is a convex set of primitive nodes of one primitive graph that
+ * one generated kernel can compute.  Its inputs are the values it reads that
+ * no node of the set produces (constants included); its outputs are the
+ * values its nodes produce that a node outside the set reads or that are
+ * graph outputs.  Kernels of a plan may overlap (recomputation, as in Korch).
+ */
+#ifndef FSL_ORCHESTRATE_H
+#define FSL_ORCHESTRATE_H
+
+#include "ir/ir.h"
+
+/** Legal kernel shapes (after XLA loop/input fusion and TVM pattern kinds). */
+typedef enum fsl_kernel_kind {
+  FSL_KERNEL_LOOP,    /**< elementwise + movement (+ gather) over one output space */
+  FSL_KERNEL_REDUCE,  /**< reductions sharing their kept space, elementwise before/between/after */
+  FSL_KERNEL_LINEAR,  /**< one matmul or conv + elementwise epilogue over its output */
+  FSL_KERNEL_OPAQUE,  /**< one opaque op, alone */
+  FSL_KERNEL_KIND_COUNT
+} fsl_kernel_kind;
+
+typedef struct fsl_kernel {
+  int id;                  /* index in its candidate set or plan */
+  fsl_kernel_kind kind;
+  int n_nodes;
+  fsl_node **nodes;        /* in the graph's topological order */
+  int n_in;
+  fsl_value **in;          /* read from outside (graph inputs, constants, other kernels' outputs) */
+  int n_out;
+  fsl_value **out;         /* written: read outside the kernel or graph outputs */
+  uint64_t hash;           /* canonical hash: ops, attributes, shapes and internal wiring, not value identities */
+  double flops;            /* floating-point (or integer) operations */
+  double bytes;            /* bytes moved: inputs read (a broadcast source once) + outputs written */
+  double cost_s;           /* predicted seconds (cost.c), or measured when profiled */
+} fsl_kernel;
+
+/** A set of kernels over one graph (candidates, or a plan's choice).  Owns
+ *  its kernels' arrays (malloc), not the graph. */
+typedef struct fsl_kernel_set {
+  const fsl_graph *g;
+  int n, cap;
+  fsl_kernel **k;
+} fsl_kernel_set;
+
+void fsl_kernel_set_free(fsl_kernel_set *s);
+
+/**
+ * Builds a kernel from a node set of g (any order; duplicates ignored):
+ * sorts the nodes topologically, computes inputs/outputs, checks that the
+ * set is convex (no path leaves the set and re-enters it) and legal
+ * (fsl_kernel_kind), and computes hash, flops and bytes.  *out is NULL and
+ * FSL_OK is returned when the set is not a legal kernel (why in *why if
+ * given); errors only for OOM.  `topo` gives every node's position in
+ * g->nodes, indexed by node id (fsl_graph_topo_index).
+ */
+fsl_status fsl_kernel_make(const fsl_graph *g, const int *topo, fsl_node *const *nodes, int n,
+                           fsl_kernel **out, const char **why);
+void fsl_kernel_free(fsl_kernel *k);
+/** Position of every node in g->nodes, indexed by node id (malloc'd). */
+int *fsl_graph_topo_index(const fsl_graph *g);
+
+/* ---- candidates (candidates.c) ---- */
+typedef struct fsl_candidate_options {
+  int max_nodes;         /* size cap of one candidate (default 24) */
+  int max_per_seed;      /* candidates grown from one seed node (default 64) */
+} fsl_candidate_options;
+
+/** Enumerates candidate kernels of a primitive graph: every single node,
+ *  plus convex, legal, connected sets grown from each node, deduplicated
+ *  by node set.  Every node is covered by at least its singleton. */
+fsl_status fsl_candidates(const fsl_graph *g, const fsl_candidate_options *opt, fsl_kernel_set *out);
+
+/* ---- cost (cost.c) ---- */
+/** The machine, as the roofline sees it. */
+typedef struct fsl_device {
+  char name[128];        /* e.g. "cpu: Intel Xeon ..., 2 threads" */
+  double bandwidth;      /* bytes/s, memory copy bandwidth */
+  double peak_flops;     /* FLOP/s, sgemm */
+  double elem_flops;     /* elementwise/transcendental ops/s in generated loops */
+  double launch_s;       /* fixed cost per kernel (call, thread fork/join), seconds */
+} fsl_device;
+
+/** A fixed, documented default device (for tests and when uncalibrated). */
+void fsl_device_default(fsl_device *d);
+/** Predicted seconds of k on d (roofline: max(bytes/bw, flops/peak) + launch);
+ *  also stores it in k->cost_s. */
+double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d);
+
+/* ---- solve (solve.c) ---- */
+typedef struct fsl_solve_options {
+  double time_limit_s;   /* CBC time limit (default 30 s) */
+  int max_cuts;          /* cycle-cut rounds before giving up (default 100) */
+} fsl_solve_options;
+
+typedef struct fsl_solve_result {
+  bool optimal;          /* false: time limit hit, best solution found so far */
+  int rounds;            /* solves (1 + cycle cuts) */
+  double objective_s;    /* total predicted seconds */
+} fsl_solve_result;
+
+/**
+ * Chooses kernels from `cands` (costs set) minimising total cost such that
+ * every graph output is produced, every chosen kernel's non-constant,
+ * non-graph-input inputs are produced by some chosen kernel, and the chosen
+ * kernels can be ordered (cycles among multi-output kernels are cut and the
+ * BLP re-solved).  Solved with CBC (Cbc_C_Interface.h).  `chosen` receives
+ * copies of the chosen kernels in an executable order.
+ * Errors: FSL_ERR_RUNTIME (infeasible, solver failure), FSL_ERR_NOMEM.
+ */
+fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
+                     fsl_kernel_set *chosen, fsl_solve_result *res);
+
+/* ---- plans (plan.c, baselines.c) ---- */
+typedef enum fsl_strategy {
+  FSL_STRATEGY_UNFUSED,  /**< one kernel per ONNX op (split where an op is not one legal kernel) */
+  FSL_STRATEGY_OPFUSE,   /**< rule-based fusion at ONNX-op granularity (TVM FuseOps), no fission */
+  FSL_STRATEGY_GREEDY,   /**< fission + the same rule-based fusion over primitives */
+  FSL_STRATEGY_OPTIMAL,  /**< fission + BLP over candidates (default) */
+  FSL_STRATEGY_COUNT
+} fsl_strategy;
+
+const char *fsl_strategy_name(fsl_strategy s);
+
+typedef struct fsl_plan {
+  const fsl_graph *g;
+  fsl_strategy strategy;
+  fsl_kernel_set kernels;    /* in execution order */
+  double predicted_s;        /* sum of kernel costs */
+  bool optimal;              /* optimal strategy: solver proved optimality */
+  double orchestrate_s;      /* wall time to build the plan */
+} fsl_plan;
+
+/** Builds the plan of a strategy for a primitive graph. */
+fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *d, fsl_plan *out);
+void fsl_plan_free(fsl_plan *p);
+/** Checks a plan: every value a kernel reads is a graph input, a constant or
+ *  written by an earlier kernel; every graph output is written; every kernel
+ *  is legal.  FSL_ERR_INVALID naming the kernel and value otherwise. */
+fsl_status fsl_plan_verify(const fsl_plan *p);
+/** Graphviz DOT of a plan: each kernel a cluster labelled with its kind and
+ *  predicted cost. */
+void fsl_plan_print_dot(const fsl_plan *p, FILE *f);
+
+#endif
