@@ -1,0 +1,41 @@
+/*
+ * onednn.h — linear ops (matmul, conv) through oneDNN primitives, with
+ * epilogue post-ops.  Used by the CPU backend (cpu.c) for LINEAR kernels.
+ * Semantics of the primitives: docs/primitives.md; oneDNN: the
+ * dnnl_matmul / dnnl_convolution_forward C API, "Primitive Attributes:
+ * Post-ops" in the oneDNN developer guide.
+ */
+#ifndef FSL_CPU_ONEDNN_H
+#define FSL_CPU_ONEDNN_H
+
+#include "orchestrate/orchestrate.h"
+
+typedef struct fsl_onednn_linear fsl_onednn_linear;
+
+/**
+ * Prepares a oneDNN primitive for the matmul/conv node `lin` (float32 only;
+ * FSL_ERR_UNSUPPORTED otherwise, and the caller falls back to generated
+ * code).  `epi` lists the epilogue nodes that follow it in a chain (each
+ * takes the previous node's output as one operand; a second operand, if
+ * any, comes from outside the chain, possibly through reshape/expand views,
+ * e.g. a bias); the function absorbs the longest prefix of `epi` that
+ * oneDNN post-ops express (eltwise: relu, tanh, sigmoid via logistic, exp,
+ * gelu_erf, gelu_tanh patterns it recognises, linear/scale; binary add/mul/
+ * max/min with a broadcastable operand), and sets *n_absorbed.  The
+ * primitive then writes the output of epi[*n_absorbed - 1] (or of `lin`).
+ * `n_threads` is the thread count (0 = default).
+ */
+fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, int n_epi,
+                                    int n_threads, fsl_onednn_linear **out, int *n_absorbed);
+
+/**
+ * Runs it.  `src` and `wei` are the linear node's inputs (row-major as in
+ * the graph), `post[i]` the outside operand data of the i-th absorbed
+ * binary post-op (in chain order; NULL entries for eltwise post-ops), `dst`
+ * the output buffer (row-major, shape of the last absorbed node).
+ */
+fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const void *wei,
+                                 const void *const *post, void *dst);
+void fsl_onednn_linear_free(fsl_onednn_linear *op);
+
+#endif
