@@ -62,6 +62,15 @@ typedef struct fsl_tensor {
   void *data;
 } fsl_tensor;
 
+/** How primitives are grouped into kernels (the research question compares them). */
+typedef enum fsl_strategy {
+  FSL_STRATEGY_UNFUSED,  /**< one kernel per ONNX op (split where an op is not one legal kernel) */
+  FSL_STRATEGY_OPFUSE,   /**< rule-based fusion at ONNX-op granularity (TVM FuseOps), no fission */
+  FSL_STRATEGY_GREEDY,   /**< fission + the same rule-based fusion over primitives */
+  FSL_STRATEGY_OPTIMAL,  /**< fission + BLP over candidate kernels (Korch); the default */
+  FSL_STRATEGY_COUNT
+} fsl_strategy;
+
 typedef struct fsl_model fsl_model;
 
 /** Message of the last error on this thread ("" if none). */

@@ -117,14 +117,7 @@ fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
                      fsl_kernel_set *chosen, fsl_solve_result *res);
 
 /* ---- plans (plan.c, baselines.c) ---- */
-typedef enum fsl_strategy {
-  FSL_STRATEGY_UNFUSED,  /**< one kernel per ONNX op (split where an op is not one legal kernel) */
-  FSL_STRATEGY_OPFUSE,   /**< rule-based fusion at ONNX-op granularity (TVM FuseOps), no fission */
-  FSL_STRATEGY_GREEDY,   /**< fission + the same rule-based fusion over primitives */
-  FSL_STRATEGY_OPTIMAL,  /**< fission + BLP over candidates (default) */
-  FSL_STRATEGY_COUNT
-} fsl_strategy;
-
+/* fsl_strategy (unfused, opfuse, greedy, optimal) is public: include/fissile.h */
 const char *fsl_strategy_name(fsl_strategy s);
 
 typedef struct fsl_plan {
