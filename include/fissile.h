@@ -134,17 +134,88 @@ fsl_status fsl_model_output_info(const fsl_model *m, int i, fsl_tensor *info);
 const char *fsl_model_input_dim_param(const fsl_model *m, int i, int d);
 
 /**
- * Runs the compiled model with the reference interpreter (float64
- * accumulation).  `inputs` are matched by name, and must cover every input
- * with the exact dtype and shape.  `outputs` (n_outputs == num_outputs)
- * receive newly allocated tensors in graph-output order; on error nothing is
- * written to them.
+ * Runs the compiled model: with the reference interpreter over the whole
+ * primitive graph (float64 accumulation) unless a backend was chosen with
+ * fsl_model_set_backend, else through that backend's compiled plan.
+ * `inputs` are matched by name, and must cover every input with the exact
+ * dtype and shape.  `outputs` (n_outputs == num_outputs) receive newly
+ * allocated tensors in graph-output order; on error nothing is written to
+ * them.
  * Errors: FSL_ERR_ARG (missing/unknown input), FSL_ERR_SHAPE (wrong
  * dtype/shape), FSL_ERR_RUNTIME.
  */
 fsl_status fsl_model_run(fsl_model *m, const fsl_tensor *inputs, int n_inputs,
                          fsl_tensor *outputs, int n_outputs);
 
+
+/* ---- orchestration and backends ---- */
+/** Short name of a strategy ("unfused", "opfuse", "greedy", "optimal"; "?"
+ *  for another value). */
+const char *fsl_strategy_name(fsl_strategy s);
+/** Strategy by name (as fsl_strategy_name spells it).
+ *  Errors: FSL_ERR_ARG (unknown name; the message lists the names). */
+fsl_status fsl_strategy_from_name(const char *name, fsl_strategy *out);
+
+/**
+ * Chooses how primitives are grouped into kernels (an fsl_strategy value).
+ * Takes effect at the next fsl_model_compile, which then also builds the
+ * plan (orchestration) of that strategy.  Without a strategy (and with the
+ * "ref" backend) compile builds no plan, as before.
+ * Errors: FSL_ERR_ARG (NULL model, value outside [0, FSL_STRATEGY_COUNT)).
+ */
+fsl_status fsl_model_set_strategy(fsl_model *m, int strategy);
+
+/**
+ * Chooses the backend that fsl_model_run uses (takes effect at the next
+ * fsl_model_compile):
+ *   "ref"       the reference interpreter over the whole primitive graph
+ *               (the default; no plan needed);
+ *   "plan-ref"  the reference interpreter executing the plan kernel by
+ *               kernel (checks the plan);
+ *   "cpu"       generated C per kernel compiled into one shared object,
+ *               oneDNN for linear ops.
+ * A plan backend without a strategy uses FSL_STRATEGY_OPTIMAL.
+ * Errors: FSL_ERR_ARG (NULL, unknown name; the message lists the names).
+ */
+fsl_status fsl_model_set_backend(fsl_model *m, const char *name);
+
+/**
+ * Sets the number of threads for plan building (device calibration),
+ * generated kernels and oneDNN: calls OpenMP's omp_set_num_threads for the
+ * calling thread when an OpenMP runtime is loaded, else sets
+ * OMP_NUM_THREADS for one loaded later.  n <= 0 restores the default.
+ * Call it before fsl_model_compile.  Errors: none (FSL_OK).
+ */
+fsl_status fsl_set_num_threads(int n);
+/** The thread count set with fsl_set_num_threads (0: the default). */
+int fsl_num_threads(void);
+
+/** Kernel kinds counted by fsl_plan_info.n_by_kind (loop, reduce, linear, opaque). */
+#define FSL_PLAN_KINDS 4
+
+/** Summary of the plan built by fsl_model_compile. */
+typedef struct fsl_plan_info {
+  fsl_strategy strategy;
+  char backend[16];        /**< "ref", "plan-ref" or "cpu" */
+  char device[128];        /**< the calibrated device the costs are for */
+  int n_primitives;        /**< nodes of the primitive graph */
+  int n_kernels;
+  int n_by_kind[FSL_PLAN_KINDS];  /**< kernels per kind: loop, reduce, linear, opaque */
+  int n_recomputed;        /**< node executions beyond one per node (recomputation) */
+  double predicted_s;      /**< sum of the kernels' predicted seconds (roofline) */
+  double orchestrate_s;    /**< wall seconds spent building the plan */
+  double backend_s;        /**< wall seconds the backend spent compiling the plan */
+  bool optimal;            /**< optimal strategy: the solver proved optimality */
+  int64_t peak_bytes;      /**< arena bytes for kernel outputs with liveness-based reuse */
+  int64_t total_bytes;     /**< the same without reuse */
+} fsl_plan_info;
+
+/** Describes the compiled model's plan.  Errors: FSL_ERR_ARG (NULL, or no
+ *  plan: compile after fsl_model_set_strategy or a plan backend). */
+fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info);
+/** Writes the plan as Graphviz DOT (each kernel a cluster labelled with its
+ *  kind and predicted cost).  Errors: as fsl_model_plan_info. */
+fsl_status fsl_model_write_plan_dot(const fsl_model *m, FILE *f);
 
 /* ---- tensors on disk ---- */
 /** Reads an ONNX TensorProto file (.pb, as in the ONNX backend test data)

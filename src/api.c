@@ -1,10 +1,16 @@
-/* api.c — the public model API: load, bind, compile, run, inspect. */
+/* api.c — the public model API: load, bind, compile (fission, then the
+ * plan of a strategy and a backend's executable), run, inspect. */
 #include "fissile.h"
+#include "backend/backend.h"
 #include "backend/ref/ref.h"
 #include "fission/fission.h"
 #include "onnx/onnx_import.h"
+#include "orchestrate/calibrate.h"
 #include "passes/passes.h"
+#include "runtime/memplan.h"
+#include <dlfcn.h>
 #include <libgen.h>
+#include <time.h>
 
 #define MODEL_FILE_LIMIT ((size_t)4 << 30)
 
@@ -15,13 +21,56 @@ struct fsl_model {
   fsl_graph *prim;   /* after compile, NULL before */
   dim_binding *dims;
   int n_dims;
+  int strategy;      /* fsl_strategy, -1: not set */
+  char backend[16];  /* "ref" (default), "plan-ref", "cpu" */
+  /* built by compile when a strategy or a plan backend is set: */
+  bool has_plan;
+  fsl_plan plan;     /* over prim */
+  fsl_memplan mem;
+  fsl_device dev;
+  const fsl_backend *be;  /* NULL: the reference interpreter over prim */
+  void *exe;              /* be's executable of plan */
+  double backend_s;
 };
+
+/* ---- threads ---- */
+static int g_threads;
+
+fsl_status fsl_set_num_threads(int n) {
+  g_threads = n > 0 ? n : 0;
+  /* libgomp reads OMP_NUM_THREADS once when it loads: an already loaded
+   * runtime (oneDNN pulls libgomp in) is told through its API instead */
+  void (*set)(int) = NULL;
+  void *sym = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+  memcpy(&set, &sym, sizeof set < sizeof sym ? sizeof set : sizeof sym);
+  if (g_threads > 0) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", g_threads);
+    setenv("OMP_NUM_THREADS", buf, 1);
+    if (set) set(g_threads);
+  }
+  return FSL_OK;
+}
+
+int fsl_num_threads(void) { return g_threads; }
+
+fsl_status fsl_strategy_from_name(const char *name, fsl_strategy *out) {
+  if (!name || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_strategy_from_name: NULL argument");
+  for (int s = 0; s < FSL_STRATEGY_COUNT; s++)
+    if (!strcmp(name, fsl_strategy_name((fsl_strategy)s))) {
+      *out = (fsl_strategy)s;
+      return FSL_OK;
+    }
+  return fsl_errorf(FSL_ERR_ARG, "unknown strategy '%s' (expected unfused, opfuse, greedy or optimal)", name);
+}
 
 fsl_status fsl_model_load_bytes(const void *buf, size_t len, const char *dir, fsl_model **out) {
   if (!buf || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_model_load_bytes: NULL argument");
   *out = NULL;
   fsl_model *m = calloc(1, sizeof *m);
   if (!m) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  m->strategy = -1;
+  snprintf(m->backend, sizeof m->backend, "ref");
   fsl_status st = fsl_onnx_import(buf, len, dir, &m->onnx);
   if (st != FSL_OK) { free(m); return st; }
   *out = m;
@@ -42,8 +91,19 @@ fsl_status fsl_model_load(const char *path, fsl_model **out) {
   return FSL_OK;
 }
 
+static void drop_plan(fsl_model *m) {
+  if (m->be && m->exe) m->be->free_exe(m->exe);
+  m->be = NULL;
+  m->exe = NULL;
+  fsl_memplan_free(&m->mem);
+  if (m->has_plan) fsl_plan_free(&m->plan);
+  m->has_plan = false;
+  m->backend_s = 0;
+}
+
 void fsl_model_free(fsl_model *m) {
   if (!m) return;
+  drop_plan(m);
   fsl_graph_free(m->prim);
   fsl_graph_free(m->onnx);
   for (int i = 0; i < m->n_dims; i++) free(m->dims[i].name);
@@ -72,6 +132,7 @@ static fsl_status no_input(const fsl_model *m, const char *name) {
 
 /* Binding changes the source graph: drop a stale compiled graph. */
 static void invalidate(fsl_model *m) {
+  drop_plan(m);
   fsl_graph_free(m->prim);
   m->prim = NULL;
 }
@@ -149,6 +210,116 @@ static void apply_dims(fsl_model *m) {
   }
 }
 
+/* ---- strategies, plans and backends ---- */
+
+static const char *const k_backends[] = {"ref", "plan-ref", "cpu"};
+
+fsl_status fsl_model_set_strategy(fsl_model *m, int strategy) {
+  if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_strategy: NULL model");
+  if (strategy < 0 || strategy >= FSL_STRATEGY_COUNT)
+    return fsl_errorf(FSL_ERR_ARG, "unknown strategy %d (expected 0..%d: unfused, opfuse, greedy, optimal)", strategy,
+                      FSL_STRATEGY_COUNT - 1);
+  m->strategy = strategy;
+  invalidate(m);
+  return FSL_OK;
+}
+
+fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
+  if (!m || !name) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_backend: NULL argument");
+  for (size_t i = 0; i < FSL_ARRAY_LEN(k_backends); i++)
+    if (!strcmp(name, k_backends[i])) {
+      snprintf(m->backend, sizeof m->backend, "%s", name);
+      invalidate(m);
+      return FSL_OK;
+    }
+  return fsl_errorf(FSL_ERR_ARG, "unknown backend '%s' (expected ref, plan-ref or cpu)", name);
+}
+
+static bool wants_plan(const fsl_model *m) { return m->strategy >= 0 || strcmp(m->backend, "ref") != 0; }
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Plan of the chosen strategy over m->prim on the calibrated device, its
+ * memory plan, and the chosen backend's executable. */
+static fsl_status build_plan(fsl_model *m) {
+  fsl_strategy s = m->strategy >= 0 ? (fsl_strategy)m->strategy : FSL_STRATEGY_OPTIMAL;
+  /* calibration failing is not fatal: the documented default device is used */
+  if (fsl_device_calibrate(&m->dev, g_threads, false) != FSL_OK) {
+    fsl_device_default(&m->dev);
+    fsl_error_clear();
+  }
+  FSL_TRY(fsl_plan_build(m->prim, s, &m->dev, &m->plan));
+  m->has_plan = true;
+  fsl_memplan_options mopt = {.inplace = false};
+  FSL_TRY(fsl_memplan_build(&m->plan, &mopt, &m->mem));
+  if (!strcmp(m->backend, "plan-ref")) m->be = &fsl_backend_ref;
+  else if (!strcmp(m->backend, "cpu")) m->be = &fsl_backend_cpu;
+  if (!m->be) return FSL_OK;
+  double t0 = now_s();
+  fsl_status st = m->be->compile(&m->plan, &m->exe);
+  if (st != FSL_OK) {
+    m->exe = NULL;
+    m->be = NULL;
+    return fsl_error_context(st, "backend %s", m->backend);
+  }
+  m->backend_s = now_s() - t0;
+  return FSL_OK;
+}
+
+fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
+  if (!m || !info) return fsl_errorf(FSL_ERR_ARG, "fsl_model_plan_info: NULL argument");
+  if (!m->has_plan)
+    return fsl_errorf(FSL_ERR_ARG, "the model has no plan: set a strategy (or a plan backend) and compile first");
+  memset(info, 0, sizeof *info);
+  const fsl_plan *p = &m->plan;
+  info->strategy = p->strategy;
+  snprintf(info->backend, sizeof info->backend, "%s", m->backend);
+  snprintf(info->device, sizeof info->device, "%s", m->dev.name);
+  info->n_primitives = m->prim->n_nodes;
+  info->n_kernels = p->kernels.n;
+  int executed = 0;
+  for (int i = 0; i < p->kernels.n; i++) {
+    const fsl_kernel *k = p->kernels.k[i];
+    if ((unsigned)k->kind < FSL_PLAN_KINDS) info->n_by_kind[k->kind]++;
+    executed += k->n_nodes;
+  }
+  /* distinct nodes executed: recomputation is the excess */
+  int max_id = 0;
+  for (int i = 0; i < p->kernels.n; i++)
+    for (int j = 0; j < p->kernels.k[i]->n_nodes; j++)
+      if (p->kernels.k[i]->nodes[j]->id >= max_id) max_id = p->kernels.k[i]->nodes[j]->id + 1;
+  bool *seen = calloc((size_t)max_id + 1, 1);
+  if (!seen) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  int distinct = 0;
+  for (int i = 0; i < p->kernels.n; i++)
+    for (int j = 0; j < p->kernels.k[i]->n_nodes; j++) {
+      int id = p->kernels.k[i]->nodes[j]->id;
+      if (!seen[id]) distinct++;
+      seen[id] = true;
+    }
+  free(seen);
+  info->n_recomputed = executed - distinct;
+  info->predicted_s = p->predicted_s;
+  info->orchestrate_s = p->orchestrate_s;
+  info->backend_s = m->backend_s;
+  info->optimal = p->optimal;
+  info->peak_bytes = m->mem.peak_bytes;
+  info->total_bytes = m->mem.total_bytes;
+  return FSL_OK;
+}
+
+fsl_status fsl_model_write_plan_dot(const fsl_model *m, FILE *f) {
+  if (!m || !f) return fsl_errorf(FSL_ERR_ARG, "fsl_model_write_plan_dot: NULL argument");
+  if (!m->has_plan)
+    return fsl_errorf(FSL_ERR_ARG, "the model has no plan: set a strategy (or a plan backend) and compile first");
+  fsl_plan_print_dot(&m->plan, f);
+  return FSL_OK;
+}
+
 fsl_status fsl_model_compile(fsl_model *m) {
   if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_compile: NULL model");
   invalidate(m);
@@ -163,7 +334,10 @@ fsl_status fsl_model_compile(fsl_model *m) {
     return fsl_error_context(st, "after fission");
   }
   m->prim = g;
-  return FSL_OK;
+  if (!wants_plan(m)) return FSL_OK;
+  st = build_plan(m);
+  if (st != FSL_OK) invalidate(m);
+  return st;
 }
 
 int fsl_model_num_inputs(const fsl_model *m) { return m ? m->onnx->n_inputs : 0; }
@@ -228,7 +402,8 @@ fsl_status fsl_model_run(fsl_model *m, const fsl_tensor *inputs, int n_inputs, f
       st = fsl_errorf(FSL_ERR_ARG, "input '%s' is not given", g->inputs[i]->name);
       goto done;
     }
-  if ((st = fsl_ref_run(g, in, out)) != FSL_OK) goto done;
+  st = m->be ? m->be->run(m->exe, in, out) : fsl_ref_run(g, in, out);
+  if (st != FSL_OK) goto done;
   for (int i = 0; i < g->n_outputs; i++) {
     describe(m->onnx->outputs[i], g->outputs[i], &outputs[i]);
     outputs[i].data = out[i];

@@ -1,7 +1,10 @@
 /*
  * fissile.c — the command-line tool.  Uses only the public API (fissile.h).
  *
- *   fissile run MODEL [options]       run with the reference interpreter
+ *   fissile run MODEL [options]       run (reference interpreter or a backend)
+ *   fissile compile MODEL [options]   build a strategy's plan, print its summary
+ *   fissile explain MODEL [options]   Graphviz DOT of a plan's kernels
+ *   fissile bench MODEL [options]     every strategy: kernels, predicted and measured time
  *   fissile inspect MODEL [options]   opsets, inputs/outputs, op histograms
  *   fissile dot MODEL [options]       Graphviz DOT of the graph
  *   fissile print MODEL [options]     text form of the graph
@@ -45,6 +48,13 @@ typedef struct options {
   bool time;
   bool after_fission;
   bool help;
+  int strategy;             /* -1: not given */
+  const char *backend;      /* NULL: not given */
+  int threads;              /* 0: default */
+  int repeats, warmup;      /* bench */
+  const char *json;         /* bench --json FILE */
+  const char *plan_out;     /* compile -o FILE */
+  const char *strategies;   /* bench --strategies a,b */
 } options;
 
 static const char *k_exit_codes =
@@ -67,7 +77,10 @@ static void usage_main(FILE *f) {
           "fissile splits every ONNX operator into primitives (operator fission)\n"
           "and executes the primitive graph.\n\n"
           "Commands:\n"
-          "  run       run the model with the reference interpreter\n"
+          "  run       run the model (reference interpreter, or --backend plan-ref|cpu)\n"
+          "  compile   build the plan of a fusion strategy and print its summary\n"
+          "  explain   write a plan as Graphviz DOT to stdout (kernels as clusters)\n"
+          "  bench     every strategy: kernels, predicted and measured latency, memory\n"
           "  inspect   show opsets, inputs/outputs and op histograms\n"
           "  dot       write the graph as Graphviz DOT to stdout\n"
           "  print     write the graph as text to stdout\n"
@@ -75,14 +88,21 @@ static void usage_main(FILE *f) {
           k_exit_codes);
 }
 
+static const char *k_plan_help =
+    "  --strategy S          unfused, opfuse, greedy or optimal (fusion strategy)\n"
+    "  --threads N           threads for generated kernels and oneDNN (default: all)\n";
+
 static void usage_cmd(const char *cmd, FILE *f) {
   if (!strcmp(cmd, "run")) {
     fprintf(f,
             "usage: fissile run MODEL [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
             "                   [--input NAME=FILE.npy|FILE.pb]... [--output-dir DIR]\n"
-            "                   [--seed N] [--time]\n\n"
+            "                   [--strategy S] [--backend B] [--threads N] [--seed N] [--time]\n\n"
             "Loads MODEL, binds shapes, compiles (fission, CSE, DCE) and runs it with\n"
-            "the reference interpreter.  Inputs not given with --input are filled with\n"
+            "the reference interpreter, or with --backend through a plan: plan-ref\n"
+            "executes the plan kernel by kernel with the reference interpreter, cpu\n"
+            "runs generated C kernels (and oneDNN).  A plan backend uses --strategy\n"
+            "(default optimal).  Inputs not given with --input are filled with\n"
             "seeded random data (floats uniform in [-1,1), integers uniform in [0,10),\n"
             "bools random); a note on stderr says so.  For every output prints its\n"
             "name, dtype, shape and a checksum (sum, mean |x|, first values).\n\n"
@@ -91,8 +111,57 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "                        (its shape is bound from the file)\n"
             "  --output-dir DIR      write each output to DIR/<name>.npy (DIR is created;\n"
             "                        characters outside [A-Za-z0-9._-] become '_')\n"
+            "  --backend B           ref (default), plan-ref or cpu\n%s"
             "  --seed N              seed of the random inputs (default 0)\n"
             "  --time                print load, compile and run times (seconds) to stderr\n"
+            "  -h, --help            this help\n\n%s",
+            k_bind_help, k_plan_help, k_exit_codes);
+  } else if (!strcmp(cmd, "compile")) {
+    fprintf(f,
+            "usage: fissile compile MODEL [--strategy S] [--backend B] [-o PLAN.dot]\n"
+            "                       [--shape NAME=DIMS]... [--dim PARAM=N]... [--threads N] [--time]\n\n"
+            "Compiles MODEL and builds the plan of strategy S (default optimal) on the\n"
+            "calibrated device, then prints its summary: kernels by kind, recomputed\n"
+            "nodes, predicted time, orchestration time, whether the solver proved\n"
+            "optimality, and the planned arena size.  With --backend plan-ref or cpu\n"
+            "the plan is also compiled by that backend (and the time it took shown).\n\n"
+            "Options:\n%s%s"
+            "  --backend B           ref (default: plan only), plan-ref or cpu\n"
+            "  -o, --output FILE     also write the plan as Graphviz DOT to FILE\n"
+            "  --time                print load and compile times (seconds) to stderr\n"
+            "  -h, --help            this help\n\n%s",
+            k_bind_help, k_plan_help, k_exit_codes);
+  } else if (!strcmp(cmd, "explain")) {
+    fprintf(f,
+            "usage: fissile explain MODEL [--strategy S] [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
+            "                       [--threads N] > plan.dot\n\n"
+            "Builds the plan of strategy S (default optimal) and writes it to stdout as\n"
+            "Graphviz DOT: every kernel a cluster labelled with its kind and predicted\n"
+            "cost.  Render with `dot -Tsvg plan.dot > plan.svg`.\n\n"
+            "Options:\n%s%s"
+            "  --time                print load and compile times (seconds) to stderr\n"
+            "  -h, --help            this help\n\n%s",
+            k_bind_help, k_plan_help, k_exit_codes);
+  } else if (!strcmp(cmd, "bench")) {
+    fprintf(f,
+            "usage: fissile bench MODEL [--threads N] [--repeats N] [--warmup N] [--backend B]\n"
+            "                     [--strategies a,b,...] [--json FILE] [--seed N]\n"
+            "                     [--shape NAME=DIMS]... [--dim PARAM=N]...\n\n"
+            "For each strategy (default all: unfused, opfuse, greedy, optimal): compiles\n"
+            "the plan with backend B (default cpu), runs --warmup runs, then --repeats\n"
+            "timed runs, each with fresh random inputs (not timed), and prints one table:\n"
+            "kernel count, predicted time, measured median (and min) latency of\n"
+            "fsl_model_run, planned arena size, orchestration and backend compile time.\n"
+            "A strategy that fails is reported in its row; the exit code is then that\n"
+            "of the first failure.\n\n"
+            "Options:\n%s"
+            "  --threads N           threads for generated kernels and oneDNN (default: all)\n"
+            "  --repeats N           timed runs per strategy (default 20, at least 1)\n"
+            "  --warmup N            untimed runs first (default 3)\n"
+            "  --backend B           cpu (default), plan-ref or ref\n"
+            "  --strategies LIST     comma-separated strategies to measure\n"
+            "  --json FILE           also write the results as JSON to FILE\n"
+            "  --seed N              seed of the first random inputs (default 0)\n"
             "  -h, --help            this help\n\n%s",
             k_bind_help, k_exit_codes);
   } else if (!strcmp(cmd, "inspect")) {
@@ -161,6 +230,14 @@ static bool parse_u64(const char *s, uint64_t *out) {
   return true;
 }
 
+/* A count in [lo, 1000000]. */
+static bool parse_count(const char *s, int lo, int *out) {
+  uint64_t v;
+  if (!parse_u64(s, &v) || v < (uint64_t)lo || v > 1000000) return false;
+  *out = (int)v;
+  return true;
+}
+
 /* Returns the value of option `name` at argv[*i] ("--name V" or
  * "--name=V"), advancing *i; NULL when argv[*i] is not that option. */
 static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing) {
@@ -189,6 +266,8 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
   bool missing = false;
   bool is_run = !strcmp(o->cmd, "run");
   bool is_graph = !strcmp(o->cmd, "dot") || !strcmp(o->cmd, "print");
+  bool is_bench = !strcmp(o->cmd, "bench");
+  bool is_plan = is_run || is_bench || !strcmp(o->cmd, "compile") || !strcmp(o->cmd, "explain");
   if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = true; return EXIT_OK; }
   if (!strcmp(a, "--time")) { o->time = true; return EXIT_OK; }
   if ((v = opt_value(argc, argv, i, "--shape", &missing)))
@@ -201,7 +280,45 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     o->output_dir = v;
     return EXIT_OK;
   }
-  if (is_run && (v = opt_value(argc, argv, i, "--seed", &missing))) {
+  if (is_plan && (v = opt_value(argc, argv, i, "--strategy", &missing))) {
+    fsl_strategy s;
+    if (fsl_strategy_from_name(v, &s) != FSL_OK)
+      return usage_error("--strategy expects unfused, opfuse, greedy or optimal, got '%s'", v);
+    o->strategy = (int)s;
+    return EXIT_OK;
+  }
+  if (is_plan && strcmp(o->cmd, "explain") && (v = opt_value(argc, argv, i, "--backend", &missing))) {
+    if (strcmp(v, "ref") && strcmp(v, "plan-ref") && strcmp(v, "cpu"))
+      return usage_error("--backend expects ref, plan-ref or cpu, got '%s'", v);
+    o->backend = v;
+    return EXIT_OK;
+  }
+  if (is_plan && (v = opt_value(argc, argv, i, "--threads", &missing))) {
+    if (!parse_count(v, 1, &o->threads)) return usage_error("--threads expects a positive integer, got '%s'", v);
+    return EXIT_OK;
+  }
+  if (!strcmp(o->cmd, "compile") && ((v = opt_value(argc, argv, i, "-o", &missing)) ||
+                                     (v = opt_value(argc, argv, i, "--output", &missing)))) {
+    o->plan_out = v;
+    return EXIT_OK;
+  }
+  if (is_bench && (v = opt_value(argc, argv, i, "--repeats", &missing))) {
+    if (!parse_count(v, 1, &o->repeats)) return usage_error("--repeats expects a positive integer, got '%s'", v);
+    return EXIT_OK;
+  }
+  if (is_bench && (v = opt_value(argc, argv, i, "--warmup", &missing))) {
+    if (!parse_count(v, 0, &o->warmup)) return usage_error("--warmup expects a non-negative integer, got '%s'", v);
+    return EXIT_OK;
+  }
+  if (is_bench && (v = opt_value(argc, argv, i, "--json", &missing))) {
+    o->json = v;
+    return EXIT_OK;
+  }
+  if (is_bench && (v = opt_value(argc, argv, i, "--strategies", &missing))) {
+    o->strategies = v;
+    return EXIT_OK;
+  }
+  if ((is_run || is_bench) && (v = opt_value(argc, argv, i, "--seed", &missing))) {
     if (!parse_u64(v, &o->seed)) return usage_error("--seed expects a non-negative integer, got '%s'", v);
     return EXIT_OK;
   }
@@ -455,6 +572,16 @@ static int bind_options(const options *o, fsl_model *m) {
   return EXIT_OK;
 }
 
+/* --strategy, --backend, --threads: before compiling. */
+static int plan_options(const options *o, fsl_model *m, const char *default_backend) {
+  if (o->threads > 0) fsl_set_num_threads(o->threads);
+  fsl_status st = FSL_OK;
+  if (o->strategy >= 0) st = fsl_model_set_strategy(m, o->strategy);
+  const char *be = o->backend ? o->backend : default_backend;
+  if (st == FSL_OK && be) st = fsl_model_set_backend(m, be);
+  return st == FSL_OK ? EXIT_OK : report(st);
+}
+
 static int compile_model(const options *o, fsl_model *m) {
   double t0 = now_s();
   fsl_status st = fsl_model_compile(m);
@@ -584,6 +711,7 @@ static int write_outputs(const char *dir, const run_state *r) {
 static int run_model(const options *o, fsl_model *m, run_state *r) {
   int rc = bind_options(o, m);
   if (rc == EXIT_OK) rc = load_given_inputs(o, m, r);
+  if (rc == EXIT_OK) rc = plan_options(o, m, NULL);
   if (rc == EXIT_OK) rc = compile_model(o, m);
   if (rc == EXIT_OK) rc = prepare_inputs(o, m, r);
   if (rc != EXIT_OK) return rc;
@@ -732,9 +860,330 @@ static int cmd_graph(const options *o, bool dot) {
   return rc;
 }
 
+/* ---- compile / explain ---- */
+static const char *const k_kind_names[FSL_PLAN_KINDS] = {"loop", "reduce", "linear", "opaque"};
+
+static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+static void print_plan_summary(const char *model, const fsl_plan_info *pi) {
+  printf("model: %s\n", model);
+  printf("strategy: %s%s\n", fsl_strategy_name(pi->strategy),
+         pi->strategy == FSL_STRATEGY_OPTIMAL ? (pi->optimal ? " (proved optimal)" : " (solver time limit: best found)") : "");
+  printf("device: %s\n", pi->device);
+  printf("primitives: %d\n", pi->n_primitives);
+  printf("kernels: %d (", pi->n_kernels);
+  for (int k = 0; k < FSL_PLAN_KINDS; k++) printf("%s%s %d", k ? ", " : "", k_kind_names[k], pi->n_by_kind[k]);
+  printf("), recomputed node executions: %d\n", pi->n_recomputed);
+  printf("predicted: %.6f ms\n", pi->predicted_s * 1e3);
+  printf("orchestration: %.3f s\n", pi->orchestrate_s);
+  if (strcmp(pi->backend, "ref")) printf("backend: %s (compile %.3f s)\n", pi->backend, pi->backend_s);
+  else printf("backend: ref (whole-graph reference interpreter; plan not compiled)\n");
+  printf("memory: %.3f MiB arena for kernel outputs (%.3f MiB without reuse)\n", mib(pi->peak_bytes), mib(pi->total_bytes));
+}
+
+static int plan_model(options *o, fsl_model *m) {
+  options po = *o;
+  if (po.strategy < 0) po.strategy = FSL_STRATEGY_OPTIMAL;
+  int rc = bind_options(&po, m);
+  if (rc == EXIT_OK) rc = plan_options(&po, m, NULL);
+  if (rc == EXIT_OK) rc = compile_model(&po, m);
+  return rc;
+}
+
+static int write_plan_file(const char *path, const fsl_model *m) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "fissile: error: cannot write '%s': %s\n", path, strerror(errno));
+    return EXIT_MODEL;
+  }
+  fsl_status st = fsl_model_write_plan_dot(m, f);
+  if (fclose(f) != 0 && st == FSL_OK) {
+    fprintf(stderr, "fissile: error: cannot write '%s': %s\n", path, strerror(errno));
+    return EXIT_MODEL;
+  }
+  return st == FSL_OK ? EXIT_OK : report(st);
+}
+
+static int cmd_compile(options *o, bool explain) {
+  fsl_model *m = NULL;
+  int rc = load_model(o, &m);
+  if (rc == EXIT_OK) rc = plan_model(o, m);
+  if (rc == EXIT_OK && explain) {
+    fsl_status st = fsl_model_write_plan_dot(m, stdout);
+    if (st != FSL_OK) rc = report(st);
+  } else if (rc == EXIT_OK) {
+    fsl_plan_info pi;
+    fsl_status st = fsl_model_plan_info(m, &pi);
+    if (st != FSL_OK) rc = report(st);
+    else print_plan_summary(o->model, &pi);
+    if (rc == EXIT_OK && o->plan_out) rc = write_plan_file(o->plan_out, m);
+  }
+  fsl_model_free(m);
+  return rc;
+}
+
+/* ---- bench ---- */
+#define BENCH_MAX_RUNS 1000000
+
+typedef struct bench_row {
+  fsl_strategy strategy;
+  int rc;                /* EXIT_OK when measured */
+  char error[512];
+  fsl_plan_info info;
+  bool have_info;
+  double compile_s;      /* fsl_model_compile: fission + plan + backend */
+  double *times;         /* seconds per timed run */
+  int n_times;
+  double median_s, min_s, mean_s;
+} bench_row;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int bench_error(bench_row *row, fsl_status st) {
+  const char *msg = st == FSL_ERR_NOMEM ? "out of memory" : fsl_last_error();
+  snprintf(row->error, sizeof row->error, "%s", msg && *msg ? msg : fsl_status_name(st));
+  fprintf(stderr, "fissile: bench: %s: error: %s\n", fsl_strategy_name(row->strategy), row->error);
+  row->rc = exit_code(st);
+  if (row->rc == EXIT_USAGE) row->rc = EXIT_RUNTIME;
+  return row->rc;
+}
+
+/* One timed run with fresh random inputs (seeded by `seed`); *secs is the
+ * time of fsl_model_run alone. */
+static fsl_status bench_run_once(fsl_model *m, uint64_t seed, double *secs) {
+  int n_in = fsl_model_num_inputs(m), n_out = fsl_model_num_outputs(m);
+  fsl_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+  fsl_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
+  fsl_status st = FSL_OK;
+  if (!in || !out) {
+    st = FSL_ERR_NOMEM;
+    goto done;
+  }
+  for (int i = 0; i < n_in && st == FSL_OK; i++) {
+    st = fsl_model_input_info(m, i, &in[i]);
+    if (st == FSL_OK && !fill_random(&in[i], seed, i)) st = FSL_ERR_NOMEM;
+  }
+  if (st != FSL_OK) goto done;
+  double t0 = now_s();
+  st = fsl_model_run(m, in, n_in, out, n_out);
+  *secs = now_s() - t0;
+done:
+  for (int i = 0; in && i < n_in; i++) fsl_tensor_free(&in[i]);
+  for (int i = 0; out && i < n_out; i++) fsl_tensor_free(&out[i]);
+  free(in);
+  free(out);
+  return st;
+}
+
+static int bench_strategy(const options *o, fsl_model *m, const char *backend, bench_row *row) {
+  fsl_status st = fsl_model_set_strategy(m, (int)row->strategy);
+  if (st == FSL_OK) st = fsl_model_set_backend(m, backend);
+  if (st != FSL_OK) return bench_error(row, st);
+  double t0 = now_s();
+  st = fsl_model_compile(m);
+  row->compile_s = now_s() - t0;
+  if (st != FSL_OK) return bench_error(row, st);
+  if ((st = fsl_model_plan_info(m, &row->info)) != FSL_OK) return bench_error(row, st);
+  row->have_info = true;
+  row->times = calloc((size_t)o->repeats + 1, sizeof *row->times);
+  if (!row->times) return bench_error(row, FSL_ERR_NOMEM);
+  uint64_t seed = o->seed;
+  for (int r = 0; r < o->warmup + o->repeats; r++) {
+    double secs = 0;
+    st = bench_run_once(m, seed++, &secs);
+    if (st != FSL_OK) return bench_error(row, st);
+    if (r >= o->warmup) row->times[row->n_times++] = secs;
+  }
+  double *sorted = malloc(sizeof *sorted * (size_t)row->n_times);
+  if (!sorted) return bench_error(row, FSL_ERR_NOMEM);
+  memcpy(sorted, row->times, sizeof *sorted * (size_t)row->n_times);
+  qsort(sorted, (size_t)row->n_times, sizeof *sorted, cmp_double);
+  int n = row->n_times;
+  row->median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  row->min_s = sorted[0];
+  double sum = 0;
+  for (int i = 0; i < n; i++) sum += sorted[i];
+  row->mean_s = sum / n;
+  free(sorted);
+  row->rc = EXIT_OK;
+  return EXIT_OK;
+}
+
+/* Writes s as a JSON string literal. */
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+    else fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
+static void json_num(FILE *f, double v, bool have) {
+  if (have && isfinite(v)) fprintf(f, "%.9g", v);
+  else fputs("null", f);
+}
+
+static int write_bench_json(const options *o, const char *backend, const bench_row *rows, int n) {
+  FILE *f = fopen(o->json, "w");
+  if (!f) {
+    fprintf(stderr, "fissile: error: cannot write '%s': %s\n", o->json, strerror(errno));
+    return EXIT_MODEL;
+  }
+  const char *device = "";
+  int prims = -1;
+  for (int i = 0; i < n; i++)
+    if (rows[i].have_info) {
+      device = rows[i].info.device;
+      prims = rows[i].info.n_primitives;
+    }
+  fprintf(f, "{\n  \"model\": ");
+  json_str(f, o->model);
+  fprintf(f, ",\n  \"backend\": ");
+  json_str(f, backend);
+  fprintf(f, ",\n  \"threads\": %d,\n  \"repeats\": %d,\n  \"warmup\": %d,\n  \"seed\": %" PRIu64 ",\n  \"device\": ",
+          o->threads, o->repeats, o->warmup, o->seed);
+  json_str(f, device);
+  fprintf(f, ",\n  \"primitives\": %d,\n  \"strategies\": [", prims);
+  for (int i = 0; i < n; i++) {
+    const bench_row *r = &rows[i];
+    const fsl_plan_info *pi = &r->info;
+    bool ok = r->rc == EXIT_OK;
+    fprintf(f, "%s\n    {\"strategy\": ", i ? "," : "");
+    json_str(f, fsl_strategy_name(r->strategy));
+    fprintf(f, ", \"status\": \"%s\", \"error\": ", ok ? "ok" : "error");
+    json_str(f, r->error);
+    if (r->have_info) {
+      fprintf(f, ",\n     \"kernels\": %d, \"by_kind\": {", pi->n_kernels);
+      for (int k = 0; k < FSL_PLAN_KINDS; k++) fprintf(f, "%s\"%s\": %d", k ? ", " : "", k_kind_names[k], pi->n_by_kind[k]);
+      fprintf(f, "}, \"recomputed\": %d, \"optimal\": %s,\n     \"predicted_s\": ", pi->n_recomputed,
+              pi->optimal ? "true" : "false");
+      json_num(f, pi->predicted_s, true);
+      fprintf(f, ", \"orchestrate_s\": ");
+      json_num(f, pi->orchestrate_s, true);
+      fprintf(f, ", \"backend_compile_s\": ");
+      json_num(f, pi->backend_s, true);
+      fprintf(f, ", \"compile_s\": ");
+      json_num(f, r->compile_s, true);
+      fprintf(f, ",\n     \"peak_bytes\": %" PRId64 ", \"total_bytes\": %" PRId64, pi->peak_bytes, pi->total_bytes);
+    }
+    fprintf(f, ",\n     \"median_s\": ");
+    json_num(f, r->median_s, ok);
+    fprintf(f, ", \"min_s\": ");
+    json_num(f, r->min_s, ok);
+    fprintf(f, ", \"mean_s\": ");
+    json_num(f, r->mean_s, ok);
+    fprintf(f, ", \"times_s\": [");
+    for (int t = 0; ok && t < r->n_times; t++) fprintf(f, "%s%.9g", t ? ", " : "", r->times[t]);
+    fprintf(f, "]}");
+  }
+  fprintf(f, "\n  ]\n}\n");
+  if (fclose(f) != 0) {
+    fprintf(stderr, "fissile: error: cannot write '%s': %s\n", o->json, strerror(errno));
+    return EXIT_MODEL;
+  }
+  return EXIT_OK;
+}
+
+static void print_bench_table(const options *o, const char *backend, const bench_row *rows, int n) {
+  const char *device = "";
+  for (int i = 0; i < n; i++)
+    if (rows[i].have_info) device = rows[i].info.device;
+  printf("model: %s\n", o->model);
+  char th[32];
+  if (o->threads > 0) snprintf(th, sizeof th, "%d", o->threads);
+  else snprintf(th, sizeof th, "default");
+  printf("backend: %s, threads: %s, %d timed runs after %d warm-up runs (fresh random inputs each)\n", backend, th,
+         o->repeats, o->warmup);
+  printf("device: %s\n", device);
+  printf("%-9s %8s %20s %7s %13s %11s %11s %10s %8s %9s  %s\n", "strategy", "kernels", "loop/red/lin/opq", "recomp",
+         "predicted ms", "median ms", "min ms", "arena MiB", "orch s", "compile s", "status");
+  for (int i = 0; i < n; i++) {
+    const bench_row *r = &rows[i];
+    const fsl_plan_info *pi = &r->info;
+    char kinds[64] = "-", kern[16] = "-", rec[16] = "-", pred[32] = "-", med[32] = "-", mn[32] = "-", mem[32] = "-",
+         orch[32] = "-", comp[32] = "-";
+    if (r->have_info) {
+      snprintf(kern, sizeof kern, "%d", pi->n_kernels);
+      snprintf(kinds, sizeof kinds, "%d/%d/%d/%d", pi->n_by_kind[0], pi->n_by_kind[1], pi->n_by_kind[2], pi->n_by_kind[3]);
+      snprintf(rec, sizeof rec, "%d", pi->n_recomputed);
+      snprintf(pred, sizeof pred, "%.4f", pi->predicted_s * 1e3);
+      snprintf(mem, sizeof mem, "%.2f", mib(pi->peak_bytes));
+      snprintf(orch, sizeof orch, "%.3f", pi->orchestrate_s);
+      snprintf(comp, sizeof comp, "%.3f", r->compile_s);
+    }
+    if (r->rc == EXIT_OK) {
+      snprintf(med, sizeof med, "%.4f", r->median_s * 1e3);
+      snprintf(mn, sizeof mn, "%.4f", r->min_s * 1e3);
+    }
+    printf("%-9s %8s %20s %7s %13s %11s %11s %10s %8s %9s  %s%s%.120s\n", fsl_strategy_name(r->strategy), kern, kinds,
+           rec, pred, med, mn, mem, orch, comp, r->rc == EXIT_OK ? "ok" : "error",
+           r->rc == EXIT_OK ? "" : ": ", r->rc == EXIT_OK ? "" : r->error);
+  }
+}
+
+/* Parses --strategies (or --strategy) into list; returns the count or -1. */
+static int bench_strategies(const options *o, fsl_strategy *list) {
+  if (!o->strategies) {
+    if (o->strategy >= 0) {
+      list[0] = (fsl_strategy)o->strategy;
+      return 1;
+    }
+    for (int s = 0; s < FSL_STRATEGY_COUNT; s++) list[s] = (fsl_strategy)s;
+    return FSL_STRATEGY_COUNT;
+  }
+  int n = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", o->strategies);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    fsl_strategy s;
+    if (n >= FSL_STRATEGY_COUNT * 4 || fsl_strategy_from_name(tok, &s) != FSL_OK) return -1;
+    list[n++] = s;
+  }
+  return n > 0 ? n : -1;
+}
+
+static int cmd_bench(options *o) {
+  fsl_strategy list[FSL_STRATEGY_COUNT * 4];
+  int n = bench_strategies(o, list);
+  if (n < 0) return usage_error("--strategies expects a comma-separated list of unfused, opfuse, greedy, optimal; got '%s'",
+                                o->strategies);
+  const char *backend = o->backend ? o->backend : "cpu";
+  if (o->threads > 0) fsl_set_num_threads(o->threads);
+  fsl_model *m = NULL;
+  int rc = load_model(o, &m);
+  if (rc == EXIT_OK) rc = bind_options(o, m);
+  if (rc != EXIT_OK) {
+    fsl_model_free(m);
+    return rc;
+  }
+  bench_row rows[FSL_STRATEGY_COUNT * 4];
+  memset(rows, 0, sizeof rows);
+  int first_rc = EXIT_OK;
+  for (int i = 0; i < n; i++) {
+    rows[i].strategy = list[i];
+    fprintf(stderr, "fissile: bench: %s ...\n", fsl_strategy_name(list[i]));
+    int r = bench_strategy(o, m, backend, &rows[i]);
+    if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
+  }
+  print_bench_table(o, backend, rows, n);
+  if (o->json) {
+    int r = write_bench_json(o, backend, rows, n);
+    if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
+  }
+  for (int i = 0; i < n; i++) free(rows[i].times);
+  fsl_model_free(m);
+  return first_rc;
+}
+
 /* ---- main ---- */
 static bool known_cmd(const char *c) {
-  return !strcmp(c, "run") || !strcmp(c, "inspect") || !strcmp(c, "dot") || !strcmp(c, "print");
+  return !strcmp(c, "run") || !strcmp(c, "inspect") || !strcmp(c, "dot") || !strcmp(c, "print") ||
+         !strcmp(c, "compile") || !strcmp(c, "explain") || !strcmp(c, "bench");
 }
 
 /** Entry point: dispatches to a subcommand; returns an exit code. */
@@ -756,10 +1205,16 @@ int main(int argc, char **argv) {
   options o;
   memset(&o, 0, sizeof o);
   o.cmd = cmd;
+  o.strategy = -1;
+  o.repeats = 20;
+  o.warmup = 3;
   int rc = parse_args(&o, argc, argv);
   if (rc == EXIT_OK && o.help) usage_cmd(cmd, stdout);
   else if (rc == EXIT_OK && !strcmp(cmd, "run")) rc = cmd_run(&o);
   else if (rc == EXIT_OK && !strcmp(cmd, "inspect")) rc = cmd_inspect(&o);
+  else if (rc == EXIT_OK && !strcmp(cmd, "compile")) rc = cmd_compile(&o, false);
+  else if (rc == EXIT_OK && !strcmp(cmd, "explain")) rc = cmd_compile(&o, true);
+  else if (rc == EXIT_OK && !strcmp(cmd, "bench")) rc = cmd_bench(&o);
   else if (rc == EXIT_OK) rc = cmd_graph(&o, !strcmp(cmd, "dot"));
   fflush(stdout);
   free_options(&o);

@@ -56,7 +56,8 @@ void fsl_kernel_set_free(fsl_kernel_set *s);
  * set is convex (no path leaves the set and re-enters it) and legal
  * (fsl_kernel_kind), and computes hash, flops and bytes.  *out is NULL and
  * FSL_OK is returned when the set is not a legal kernel (why in *why if
- * given); errors only for OOM.  `topo` gives every node's position in
+ * given).  Errors: FSL_ERR_NOMEM; FSL_ERR_ARG (missing argument, a node not
+ * in g).  `topo` gives every node's position in
  * g->nodes, indexed by node id (fsl_graph_topo_index).
  */
 fsl_status fsl_kernel_make(const fsl_graph *g, const int *topo, fsl_node *const *nodes, int n,

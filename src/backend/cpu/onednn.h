@@ -18,7 +18,8 @@ typedef struct fsl_onednn_linear fsl_onednn_linear;
  * code).  `epi` lists the epilogue nodes that follow it in a chain (each
  * takes the previous node's output as one operand; a second operand, if
  * any, comes from outside the chain, possibly through reshape/expand views,
- * e.g. a bias); the function absorbs the longest prefix of `epi` that
+ * e.g. a bias; a reshape that keeps the last dimension may appear in the
+ * chain, as fsl_b_matmul emits after folding batch dims); the function absorbs the longest prefix of `epi` that
  * oneDNN post-ops express (eltwise: relu, tanh, sigmoid via logistic, exp,
  * gelu_erf, gelu_tanh patterns it recognises, linear/scale; binary add/mul/
  * max/min with a broadcastable operand), and sets *n_absorbed.  The
@@ -30,12 +31,19 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
 
 /**
  * Runs it.  `src` and `wei` are the linear node's inputs (row-major as in
- * the graph), `post[i]` the outside operand data of the i-th absorbed
+ * the graph; `wei` may be NULL when the weights are constant: they were
+ * captured at create time), `post[i]` the outside operand data of the i-th absorbed
  * binary post-op (in chain order; NULL entries for eltwise post-ops), `dst`
  * the output buffer (row-major, shape of the last absorbed node).
  */
 fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const void *wei,
                                  const void *const *post, void *dst);
+/** The value whose data fsl_onednn_linear_run expects in post[i] for the
+ *  i-th absorbed epilogue node: the source reached from that node's outside
+ *  operand through reshape/expand views (e.g. the bias [M], not its
+ *  expanded view).  NULL when none is needed (an eltwise post-op, or a
+ *  constant operand captured at create time). */
+const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i);
 void fsl_onednn_linear_free(fsl_onednn_linear *op);
 
 #endif

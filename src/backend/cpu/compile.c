@@ -1,0 +1,230 @@
+/*
+ * compile.c — generated C -> cached shared object -> dlopen (compile.h).
+ * The compiler runs through posix_spawnp with its output captured in a
+ * pipe; cache entries appear only through rename(2), so readers never see
+ * a partial object.
+ */
+#include "backend/cpu/compile.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define CC_FLAGS "-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared"
+static const char *const k_flags[] = {CC_FLAGS};
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* mkdir -p */
+static fsl_status make_dirs(const char *path) {
+  char buf[1024];
+  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return fsl_errorf(FSL_ERR_RUNTIME, "cache path too long");
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return fsl_errorf(FSL_ERR_RUNTIME, "cannot create cache folder '%s': %s", buf, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    return fsl_errorf(FSL_ERR_RUNTIME, "cannot create cache folder '%s': %s", buf, strerror(errno));
+  return FSL_OK;
+}
+
+static fsl_status cache_dir(char *dir, size_t cap) {
+  const char *d = getenv("FSL_CACHE_DIR");
+  int n;
+  if (d && *d) n = snprintf(dir, cap, "%s", d);
+  else if ((d = getenv("XDG_CACHE_HOME")) && *d) n = snprintf(dir, cap, "%s/fissile/kernels", d);
+  else if ((d = getenv("HOME")) && *d) n = snprintf(dir, cap, "%s/.cache/fissile/kernels", d);
+  else n = snprintf(dir, cap, "/tmp/fissile-kernels-%ld", (long)getuid());
+  if (n < 0 || (size_t)n >= cap) return fsl_errorf(FSL_ERR_RUNTIME, "cache path too long");
+  return make_dirs(dir);
+}
+
+/* Splits FSL_CC (default "cc") into words in `store`; argv points into it. */
+static int compiler_argv(char *store, size_t cap, const char **argv, int max) {
+  const char *cc = getenv("FSL_CC");
+  if (!cc || !*cc) cc = "cc";
+  snprintf(store, cap, "%s", cc);
+  int n = 0;
+  char *save = NULL;
+  for (char *p = strtok_r(store, " \t", &save); p && n < max; p = strtok_r(NULL, " \t", &save)) argv[n++] = p;
+  return n;
+}
+
+/* Runs argv, capturing stdout+stderr (trimmed to cap-1 bytes) in out.
+ * Returns the exit status, or -1 if it could not be started. */
+static int run_capture(const char *const *argv, char *out, size_t cap) {
+  int fd[2];
+  out[0] = 0;
+  if (pipe(fd) != 0) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fd[0]);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fd[1]);
+  if (rc != 0) {
+    close(fd[0]);
+    snprintf(out, cap, "%s", strerror(rc));
+    return -1;
+  }
+  size_t len = 0;
+  char tmp[4096];
+  for (;;) {
+    ssize_t k = read(fd[0], tmp, sizeof tmp);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    size_t c = (size_t)k;
+    if (len + c > cap - 1) c = cap - 1 - len;
+    memcpy(out + len, tmp, c);
+    len += c;
+  }
+  out[len] = 0;
+  close(fd[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* Hash of everything that decides the object's contents. */
+static uint64_t build_hash(const char *src, const char *const *cc, int ncc) {
+  uint64_t h = fsl_hash(FSL_HASH_INIT, src, strlen(src));
+  for (int i = 0; i < ncc; i++) h = fsl_hash(h, cc[i], strlen(cc[i]) + 1);
+  for (size_t i = 0; i < FSL_ARRAY_LEN(k_flags); i++) h = fsl_hash(h, k_flags[i], strlen(k_flags[i]) + 1);
+  static char version[1024];
+  static bool have_version = false;
+  if (!have_version) {
+    const char *argv[18];
+    char store[512];
+    int n = compiler_argv(store, sizeof store, argv, 16);
+    argv[n++] = "--version";
+    argv[n] = NULL;
+    if (run_capture(argv, version, sizeof version) == 0) have_version = true;
+  }
+  h = fsl_hash(h, version, strlen(version));
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char ln[8192];
+    int seen = 0;
+    while (seen < 2 && fgets(ln, sizeof ln, f)) {
+      if (strncmp(ln, "model name", 10) == 0 || strncmp(ln, "flags", 5) == 0) {
+        h = fsl_hash(h, ln, strlen(ln));
+        seen++;
+      }
+    }
+    fclose(f);
+  }
+  return h;
+}
+
+static fsl_status write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return fsl_errorf(FSL_ERR_RUNTIME, "cannot write '%s': %s", path, strerror(errno));
+  size_t n = strlen(text);
+  bool ok = fwrite(text, 1, n, f) == n;
+  ok = fclose(f) == 0 && ok;
+  if (!ok) {
+    unlink(path);
+    return fsl_errorf(FSL_ERR_RUNTIME, "cannot write '%s'", path);
+  }
+  return FSL_OK;
+}
+
+static fsl_status open_so(fsl_cpu_so *so) {
+  so->handle = dlopen(so->path, RTLD_NOW | RTLD_LOCAL);
+  if (!so->handle) {
+    const char *m = dlerror();
+    return fsl_errorf(FSL_ERR_RUNTIME, "dlopen '%s': %s", so->path, m ? m : "failed");
+  }
+  return FSL_OK;
+}
+
+fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
+  if (!src || !so) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_so_load: NULL argument");
+  memset(so, 0, sizeof *so);
+  char dir[900];
+  FSL_TRY(cache_dir(dir, sizeof dir));
+  const char *cc[16];
+  char store[512];
+  int ncc = compiler_argv(store, sizeof store, cc, 16);
+  if (ncc == 0) return fsl_errorf(FSL_ERR_RUNTIME, "FSL_CC is empty");
+  uint64_t h = build_hash(src, cc, ncc);
+  snprintf(so->path, sizeof so->path, "%s/%016llx.so", dir, (unsigned long long)h);
+  if (access(so->path, R_OK) == 0) {
+    if (open_so(so) == FSL_OK) {
+      so->cache_hit = true;
+      return FSL_OK;
+    }
+    fsl_error_clear(); /* unreadable entry: rebuild it */
+  }
+  static int counter;
+  int uniq = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+  char csrc[1024], tmp_so[1024], final_c[1024];
+  snprintf(csrc, sizeof csrc, "%s/%016llx.%ld.%d.tmp.c", dir, (unsigned long long)h, (long)getpid(), uniq);
+  snprintf(tmp_so, sizeof tmp_so, "%s/%016llx.%ld.%d.tmp.so", dir, (unsigned long long)h, (long)getpid(), uniq);
+  snprintf(final_c, sizeof final_c, "%s/%016llx.c", dir, (unsigned long long)h);
+  FSL_TRY(write_file(csrc, src));
+  const char *argv[40];
+  int n = 0;
+  for (int i = 0; i < ncc; i++) argv[n++] = cc[i];
+  for (size_t i = 0; i < FSL_ARRAY_LEN(k_flags); i++) argv[n++] = k_flags[i];
+  argv[n++] = "-o";
+  argv[n++] = tmp_so;
+  argv[n++] = csrc;
+  argv[n++] = "-lm";
+  argv[n] = NULL;
+  char *log = malloc(65536);
+  if (!log) {
+    unlink(csrc);
+    return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  }
+  double t0 = now_s();
+  int rc = run_capture(argv, log, 65536);
+  so->compile_s = now_s() - t0;
+  fsl_status st = FSL_OK;
+  if (rc != 0) {
+    if (strlen(log) > 2000) strcpy(log + 1980, " ...(trimmed)");
+    st = rc < 0 ? fsl_errorf(FSL_ERR_RUNTIME, "cannot run the C compiler '%s': %s", cc[0], log)
+                : fsl_errorf(FSL_ERR_RUNTIME, "C compiler '%s' failed (exit %d) on %s:\n%s", cc[0], rc, csrc, log);
+    unlink(tmp_so);
+    /* keep the failing source next to the cache for inspection, but never under the entry's name */
+  } else if (rename(tmp_so, so->path) != 0) {
+    st = fsl_errorf(FSL_ERR_RUNTIME, "cannot rename '%s' to '%s': %s", tmp_so, so->path, strerror(errno));
+    unlink(tmp_so);
+  }
+  free(log);
+  if (st != FSL_OK) return st;
+  if (rename(csrc, final_c) != 0) unlink(csrc);
+  return open_so(so);
+}
+
+void *fsl_cpu_so_kernel(const fsl_cpu_so *so, int id) {
+  char name[32];
+  snprintf(name, sizeof name, "fsl_k%d", id);
+  dlerror();
+  void *p = dlsym(so->handle, name);
+  if (!p) fsl_errorf(FSL_ERR_RUNTIME, "'%s' lacks %s", so->path, name);
+  return p;
+}
+
+void fsl_cpu_so_close(fsl_cpu_so *so) {
+  if (so && so->handle) dlclose(so->handle);
+  if (so) so->handle = NULL;
+}

@@ -1,0 +1,58 @@
+/*
+ * compile.h — turning generated C source into loaded code, with a cache
+ * (docs/cpu-backend.md), and the CPU backend's statistics.
+ *
+ * The source is compiled with
+ *     $FSL_CC -O3 -march=native -fno-math-errno -fopenmp -fPIC -shared -o X.so X.c -lm
+ * (FSL_CC default "cc"; it may hold extra words, e.g. "ccache gcc") into
+ *     $FSL_CACHE_DIR/<hash>.so, or ($XDG_CACHE_HOME or ~/.cache)/fissile/kernels/<hash>.so
+ * where <hash> covers the source, the compiler command, its --version
+ * output and the CPU model and flags (-march=native code is only reused on
+ * the machine kind it was built for).  The object is built under a
+ * temporary name in the same folder and renamed into place, so a failed
+ * or interrupted compile leaves no entry; a cache hit skips the compiler.
+ */
+#ifndef FSL_CPU_COMPILE_H
+#define FSL_CPU_COMPILE_H
+
+#include "core/core.h"
+
+/** A loaded shared object of generated kernels. */
+typedef struct fsl_cpu_so {
+  void *handle;          /* dlopen handle */
+  char path[1024];       /* the cache entry */
+  bool cache_hit;        /* loaded without running the compiler */
+  double compile_s;      /* seconds spent in the compiler (0 on a hit) */
+} fsl_cpu_so;
+
+/**
+ * Compiles (or finds in the cache) the C source `src` (NUL-terminated) and
+ * loads it.  Errors: FSL_ERR_RUNTIME when the cache folder cannot be made
+ * or written, the compiler cannot be started or fails (its trimmed output
+ * is in the message), or dlopen fails; FSL_ERR_NOMEM.
+ */
+fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so);
+
+/** The generated function fsl_k<id>, or NULL (with an error set) if the
+ *  object lacks it. */
+void *fsl_cpu_so_kernel(const fsl_cpu_so *so, int id);
+
+/** dlcloses the object (NULL-safe; the cache entry stays). */
+void fsl_cpu_so_close(fsl_cpu_so *so);
+
+/** What the CPU backend made of a plan (cpu.c). */
+typedef struct fsl_cpu_stats {
+  int n_kernels;         /* kernels of the plan */
+  int n_generated;       /* generated C functions */
+  int n_onednn;          /* linear ops run by oneDNN */
+  int n_fallback;        /* kernels (or linear ops) run by the reference interpreter */
+  int n_opaque;          /* opaque kernels (always the reference interpreter) */
+  bool cache_hit;        /* the shared object came from the cache */
+  double compile_s;      /* seconds in the C compiler */
+  char so_path[1024];    /* the shared object ("" when nothing was generated) */
+} fsl_cpu_stats;
+
+/** Statistics of an executable made by fsl_backend_cpu.compile. */
+void fsl_cpu_exe_stats(const void *exe, fsl_cpu_stats *out);
+
+#endif

@@ -1,0 +1,643 @@
+/*
+ * cpu.c — the CPU backend (backend.h): a plan becomes a list of steps,
+ *
+ *   GEN     a generated C function (emit.c) from the plan's shared object
+ *   ONEDNN  a matmul/conv with absorbed epilogue post-ops (onednn.c)
+ *   REF     nodes run one by one by the reference interpreter (opaque
+ *           kernels, and kernels or linear ops the emitter cannot handle)
+ *
+ * LOOP and REDUCE kernels are one GEN step.  A LINEAR kernel is split into
+ * an optional prologue (GEN, when its linear op's inputs are computed in
+ * the kernel by more than views), the linear op (ONEDNN, or a generated
+ * matmul / REF conv where oneDNN refuses, e.g. non-f32) and an epilogue
+ * (GEN over the output, reading the linear result).  Every value a step
+ * writes gets a malloc'd buffer at its first write and is freed after the
+ * last step that reads or writes it (graph outputs excepted).  Values
+ * written by several kernels (recomputation) are simply written again.
+ * Design notes: docs/cpu-backend.md.
+ */
+#include "backend/backend.h"
+#include "backend/cpu/compile.h"
+#include "backend/cpu/emit.h"
+#include "backend/cpu/onednn.h"
+#include "backend/ref/ref.h"
+
+/* Declared by onednn.c (its header may not list it yet): the value whose
+ * data fsl_onednn_linear_run expects in post[i], or NULL. */
+const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i);
+
+typedef int (*kernel_fn)(const void *const *in, void *const *out);
+
+typedef enum { STEP_GEN, STEP_ONEDNN, STEP_REF } step_kind;
+
+typedef struct step {
+  step_kind kind;
+  int kernel;              /* index in the plan */
+  int fn_id;               /* GEN: fsl_k<fn_id> */
+  kernel_fn fn;
+  int n_in, n_out;
+  int *in, *out;           /* value ids (ONEDNN: src, wei, then post operands or -1) */
+  fsl_onednn_linear *dnn;  /* ONEDNN */
+  int n_post;
+  int n_nodes;             /* REF */
+  fsl_node **nodes;
+} step;
+
+typedef struct cpu_exe {
+  const fsl_plan *p;
+  fsl_cpu_so so;
+  step *steps;
+  int n_steps, cap_steps;
+  int *last;               /* value id -> last step touching it, -1 */
+  bool *written;           /* compile-time: value id -> written by an earlier step */
+  int next_fn;
+  fsl_cpu_stats stats;
+} cpu_exe;
+
+/* ---- small helpers ---- */
+
+static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
+
+static bool is_avail(const cpu_exe *x, const fsl_value *v) {
+  return v->data || v->is_input || x->written[v->id];
+}
+
+static step *new_step(cpu_exe *x, step_kind kind, int kernel) {
+  if (x->n_steps == x->cap_steps) {
+    int cap = x->cap_steps ? 2 * x->cap_steps : 16;
+    step *s = realloc(x->steps, sizeof *s * (size_t)cap);
+    if (!s) return NULL;
+    x->steps = s;
+    x->cap_steps = cap;
+  }
+  step *s = &x->steps[x->n_steps++];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->kernel = kernel;
+  s->fn_id = -1;
+  return s;
+}
+
+static bool set_ids(int **dst, int *n, fsl_value *const *vals, int count) {
+  *dst = malloc(sizeof(int) * (size_t)(count > 0 ? count : 1));
+  if (!*dst) return false;
+  for (int i = 0; i < count; i++) (*dst)[i] = vals[i] ? vals[i]->id : -1;
+  *n = count;
+  return true;
+}
+
+/* A growable list of values / nodes. */
+typedef struct vlist {
+  int n, cap;
+  void **p;
+} vlist;
+
+static bool vl_add(vlist *l, void *x) {
+  for (int i = 0; i < l->n; i++)
+    if (l->p[i] == x) return true;
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 16;
+    void **p = realloc(l->p, sizeof(void *) * (size_t)cap);
+    if (!p) return false;
+    l->p = p;
+    l->cap = cap;
+  }
+  l->p[l->n++] = x;
+  return true;
+}
+
+static bool vl_has(const vlist *l, const void *x) {
+  for (int i = 0; i < l->n; i++)
+    if (l->p[i] == x) return true;
+  return false;
+}
+
+/* Inputs of a node set: values read that no node of the set produces. */
+static bool set_inputs(fsl_node *const *nodes, int n, vlist *ins) {
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < nodes[i]->n_in; k++) {
+      fsl_value *v = nodes[i]->in[k];
+      if (!v) continue;
+      bool inside = false;
+      for (int j = 0; j < n && !inside; j++)
+        for (int o = 0; o < nodes[j]->n_out; o++) inside = inside || nodes[j]->out[o] == v;
+      if (!inside && !vl_add(ins, v)) return false;
+    }
+  return true;
+}
+
+static void mark_written(cpu_exe *x, fsl_value *const *vals, int n) {
+  for (int i = 0; i < n; i++)
+    if (vals[i]) x->written[vals[i]->id] = true;
+}
+
+/* ---- steps ---- */
+
+/* REF step over nodes, keeping outs. */
+static fsl_status add_ref(cpu_exe *x, int kernel, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out) {
+  vlist ins = {0};
+  if (!set_inputs(nodes, n, &ins)) return oom();
+  step *s = new_step(x, STEP_REF, kernel);
+  fsl_status st = FSL_OK;
+  if (!s || !set_ids(&s->in, &s->n_in, (fsl_value *const *)ins.p, ins.n) || !set_ids(&s->out, &s->n_out, outs, n_out) ||
+      !(s->nodes = malloc(sizeof(fsl_node *) * (size_t)(n > 0 ? n : 1))))
+    st = oom();
+  else {
+    memcpy(s->nodes, nodes, sizeof(fsl_node *) * (size_t)n);
+    s->n_nodes = n;
+    mark_written(x, outs, n_out);
+  }
+  free(ins.p);
+  return st;
+}
+
+/* GEN step (emitted into src) or, when the emitter cannot, a REF step. */
+static fsl_status add_gen(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *const *nodes, int n,
+                          fsl_value *const *outs, int n_out) {
+  if (n_out == 0) return FSL_OK;
+  vlist ins = {0};
+  if (!set_inputs(nodes, n, &ins)) return oom();
+  fsl_emit_spec spec = {.g = x->p->g, .id = x->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
+                        .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
+  fsl_status st = fsl_emit_kernel(&spec, src);
+  if (st == FSL_ERR_UNSUPPORTED) {
+    fsl_error_clear();
+    free(ins.p);
+    x->stats.n_fallback++;
+    return add_ref(x, kernel, nodes, n, outs, n_out);
+  }
+  if (st == FSL_OK) {
+    step *s = new_step(x, STEP_GEN, kernel);
+    if (!s || !set_ids(&s->in, &s->n_in, (fsl_value *const *)ins.p, ins.n) || !set_ids(&s->out, &s->n_out, outs, n_out))
+      st = oom();
+    else {
+      s->fn_id = x->next_fn++;
+      x->stats.n_generated++;
+      mark_written(x, outs, n_out);
+    }
+  }
+  free(ins.p);
+  return st;
+}
+
+static bool is_ew(const fsl_node *n) {
+  return fsl_op_is_primitive(n->op) && fsl_op_get(n->op)->kind == FSL_KIND_ELEMENTWISE;
+}
+
+/* The linear op itself: oneDNN with the longest usable epilogue chain, else
+ * a generated matmul, else the reference interpreter.  *z receives the
+ * value it writes, *n_abs the absorbed chain length. */
+static fsl_status add_linear(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *lin, fsl_value *const *lin_in,
+                             fsl_node *const *chain, int n_chain, fsl_value **z, int *n_abs) {
+  *z = lin->out[0];
+  *n_abs = 0;
+  fsl_onednn_linear *op = NULL;
+  int na = 0;
+  fsl_status st = FSL_ERR_UNSUPPORTED;
+  if (lin->in[0]->dtype == FSL_DT_F32 && getenv("FSL_NO_ONEDNN") == NULL) {
+    int n = n_chain;
+    for (;;) {
+      st = fsl_onednn_linear_create(lin, chain, n, 0, &op, &na);
+      if (st != FSL_OK) break;
+      int bad = -1;
+      for (int i = 0; i < na && bad < 0; i++) {
+        const fsl_value *pv = fsl_onednn_linear_post_value(op, i);
+        if (pv && !is_avail(x, pv)) bad = i;
+      }
+      if (bad < 0) break;
+      fsl_onednn_linear_free(op);
+      op = NULL;
+      n = bad; /* the operand of chain[bad] is not materialized: stop before it */
+    }
+  }
+  if (st == FSL_OK) {
+    step *s = new_step(x, STEP_ONEDNN, kernel);
+    if (!s) {
+      fsl_onednn_linear_free(op);
+      return oom();
+    }
+    s->dnn = op;
+    s->n_post = na;
+    s->in = malloc(sizeof(int) * (size_t)(2 + na));
+    s->out = malloc(sizeof(int));
+    if (!s->in || !s->out) return oom();
+    s->n_in = 2 + na;
+    s->in[0] = lin_in[0]->id;
+    s->in[1] = lin_in[1]->id;
+    for (int i = 0; i < na; i++) {
+      const fsl_value *pv = fsl_onednn_linear_post_value(op, i);
+      s->in[2 + i] = pv ? pv->id : -1;
+    }
+    *z = na > 0 ? chain[na - 1]->out[0] : lin->out[0];
+    *n_abs = na;
+    s->n_out = 1;
+    s->out[0] = (*z)->id;
+    x->written[(*z)->id] = true;
+    x->stats.n_onednn++;
+    return FSL_OK;
+  }
+  if (st != FSL_ERR_UNSUPPORTED && st != FSL_ERR_SHAPE && st != FSL_ERR_RUNTIME) return st;
+  fsl_error_clear();
+  /* generated matmul over the (view-resolved) operands */
+  if (lin->op == FSL_OP_matmul) {
+    fsl_sbuf tmp = {0};
+    if (fsl_emit_matmul(x->next_fn, lin, &tmp) == FSL_OK && !tmp.oom) {
+      fsl_sbuf_puts(src, tmp.p);
+      fsl_sbuf_free(&tmp);
+      step *s = new_step(x, STEP_GEN, kernel);
+      /* lin_in: the operands, or the values they are reshapes of (same bytes) */
+      if (!s || !set_ids(&s->in, &s->n_in, lin_in, 2) || !set_ids(&s->out, &s->n_out, lin->out, 1)) return oom();
+      s->fn_id = x->next_fn++;
+      x->stats.n_generated++;
+      x->written[lin->out[0]->id] = true;
+      return FSL_OK;
+    }
+    fsl_sbuf_free(&tmp);
+    fsl_error_clear();
+  }
+  x->stats.n_fallback++;
+  /* the reference runs the in-kernel reshapes between lin_in and lin too */
+  fsl_node *nodes[2 * FSL_MAX_RANK + 1];
+  int n = 0;
+  for (int i = 0; i < 2; i++)
+    for (fsl_value *v = lin->in[i]; v != lin_in[i] && n < 2 * FSL_MAX_RANK; v = v->producer->in[0])
+      nodes[n++] = v->producer;
+  /* reverse into topological order (each chain is already a path) */
+  for (int i = 0, j = n - 1; i < j; i++, j--) {
+    fsl_node *t = nodes[i];
+    nodes[i] = nodes[j];
+    nodes[j] = t;
+  }
+  nodes[n++] = lin;
+  return add_ref(x, kernel, nodes, n, lin->out, 1);
+}
+
+/* Follows in-kernel reshapes back from a linear operand (a reshape is a
+ * view: the same bytes). */
+static fsl_value *through_reshapes(fsl_value *v, const vlist *knodes) {
+  while (v->producer && v->producer->op == FSL_OP_reshape && vl_has(knodes, v->producer)) v = v->producer->in[0];
+  return v;
+}
+
+static fsl_status plan_linear(cpu_exe *x, fsl_sbuf *src, int ki, const fsl_kernel *k) {
+  fsl_node *lin = NULL;
+  int nl = 0;
+  for (int i = 0; i < k->n_nodes; i++)
+    if (fsl_op_is_primitive(k->nodes[i]->op) && fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) {
+      lin = k->nodes[i];
+      nl++;
+    }
+  if (nl != 1) {
+    x->stats.n_fallback++;
+    return add_ref(x, ki, k->nodes, k->n_nodes, k->out, k->n_out);
+  }
+  vlist knodes = {0}, anc = {0}, pre_out = {0}, post = {0}, post_out = {0};
+  fsl_status st = FSL_OK;
+  for (int i = 0; i < k->n_nodes && st == FSL_OK; i++)
+    if (!vl_add(&knodes, k->nodes[i])) st = oom();
+  /* ancestors of lin inside the kernel (walking back in topological order) */
+  int li = 0;
+  while (k->nodes[li] != lin) li++;
+  for (int i = li - 1; i >= 0 && st == FSL_OK; i--) {
+    fsl_node *n = k->nodes[i];
+    bool feeds = false;
+    for (int o = 0; o < n->n_out && !feeds; o++)
+      for (int c = 0; c < n->out[o]->n_cons && !feeds; c++) {
+        fsl_node *r = n->out[o]->cons[c];
+        feeds = r == lin || vl_has(&anc, r);
+      }
+    if (feeds && !vl_add(&anc, n)) st = oom();
+  }
+  /* reverse anc into topological order */
+  for (int i = 0, j = anc.n - 1; i < j; i++, j--) {
+    void *t = anc.p[i];
+    anc.p[i] = anc.p[j];
+    anc.p[j] = t;
+  }
+  fsl_value *lin_in[2] = {lin->in[0], lin->in[1]};
+  bool only_reshapes = true;
+  for (int i = 0; i < anc.n; i++) only_reshapes = only_reshapes && ((fsl_node *)anc.p[i])->op == FSL_OP_reshape;
+  if (st == FSL_OK && anc.n > 0) {
+    if (only_reshapes) {
+      for (int i = 0; i < 2; i++) lin_in[i] = through_reshapes(lin->in[i], &knodes);
+    } else {
+      /* prologue: every anc value read outside anc (by lin or later nodes), and kernel outputs */
+      for (int i = 0; i < anc.n && st == FSL_OK; i++) {
+        fsl_node *n = anc.p[i];
+        for (int o = 0; o < n->n_out; o++) {
+          fsl_value *v = n->out[o];
+          bool need = v->is_output;
+          for (int c = 0; c < v->n_cons && !need; c++) need = !vl_has(&anc, v->cons[c]);
+          if (need && !vl_add(&pre_out, v)) st = oom();
+        }
+      }
+      if (st == FSL_OK)
+        st = add_gen(x, src, ki, (fsl_node *const *)anc.p, anc.n, (fsl_value *const *)pre_out.p, pre_out.n);
+    }
+  }
+  /* epilogue chain: single-consumer elementwise nodes of the kernel after lin */
+  fsl_node *chain[64];
+  int n_chain = 0;
+  fsl_value *cur = lin->out[0];
+  while (st == FSL_OK && n_chain < (int)FSL_ARRAY_LEN(chain) && cur->n_cons == 1 && !cur->is_output) {
+    fsl_node *c = cur->cons[0];
+    if (!vl_has(&knodes, c) || !is_ew(c) || c->n_out != 1) break;
+    chain[n_chain++] = c;
+    cur = c->out[0];
+  }
+  fsl_value *z = NULL;
+  int n_abs = 0;
+  if (st == FSL_OK) st = add_linear(x, src, ki, lin, lin_in, chain, n_chain, &z, &n_abs);
+  /* epilogue: the rest, reading z */
+  for (int i = 0; i < k->n_nodes && st == FSL_OK; i++) {
+    fsl_node *n = k->nodes[i];
+    bool absorbed = false;
+    for (int c = 0; c < n_abs; c++) absorbed = absorbed || chain[c] == n;
+    if (n == lin || absorbed || vl_has(&anc, n)) continue;
+    if (!vl_add(&post, n)) st = oom();
+  }
+  for (int j = 0; j < k->n_out && st == FSL_OK; j++) {
+    fsl_value *v = k->out[j];
+    if (x->written[v->id] && (v == z || vl_has(&pre_out, v))) continue;
+    if (v->producer && vl_has(&post, v->producer) && !vl_add(&post_out, v)) st = oom();
+  }
+  if (st == FSL_OK && post_out.n > 0)
+    st = add_gen(x, src, ki, (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p, post_out.n);
+  free(knodes.p);
+  free(anc.p);
+  free(pre_out.p);
+  free(post.p);
+  free(post_out.p);
+  return st;
+}
+
+/* ---- compile ---- */
+
+static void free_exe(void *p) {
+  cpu_exe *x = p;
+  if (!x) return;
+  for (int i = 0; i < x->n_steps; i++) {
+    step *s = &x->steps[i];
+    free(s->in);
+    free(s->out);
+    free(s->nodes);
+    if (s->dnn) fsl_onednn_linear_free(s->dnn);
+  }
+  free(x->steps);
+  free(x->last);
+  free(x->written);
+  fsl_cpu_so_close(&x->so);
+  free(x);
+}
+
+static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
+  if (!p || !exe || !p->g) return fsl_errorf(FSL_ERR_ARG, "cpu compile: NULL argument");
+  *exe = NULL;
+  cpu_exe *x = calloc(1, sizeof *x);
+  if (!x) return oom();
+  x->p = p;
+  const fsl_graph *g = p->g;
+  size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
+  x->last = malloc(sizeof(int) * nv);
+  x->written = calloc(nv, sizeof(bool));
+  fsl_sbuf src = {0};
+  fsl_status st = (x->last && x->written) ? FSL_OK : oom();
+  x->stats.n_kernels = p->kernels.n;
+  if (st == FSL_OK) fsl_emit_prologue(&src);
+  for (int ki = 0; ki < p->kernels.n && st == FSL_OK; ki++) {
+    const fsl_kernel *k = p->kernels.k[ki];
+    bool opaque = false, linear = false;
+    for (int i = 0; i < k->n_nodes; i++) {
+      const fsl_op_info *oi = fsl_op_get(k->nodes[i]->op);
+      if (!oi->primitive || oi->kind == FSL_KIND_OPAQUE) opaque = true;
+      else if (oi->kind == FSL_KIND_LINEAR) linear = true;
+    }
+    if (opaque) {
+      x->stats.n_opaque++;
+      st = add_ref(x, ki, k->nodes, k->n_nodes, k->out, k->n_out);
+    } else if (linear) {
+      st = plan_linear(x, &src, ki, k);
+    } else {
+      st = add_gen(x, &src, ki, k->nodes, k->n_nodes, k->out, k->n_out);
+    }
+    if (st != FSL_OK) fsl_error_context(st, "cpu backend, kernel %d", ki);
+  }
+  if (st == FSL_OK && src.oom) st = oom();
+  if (st == FSL_OK && x->stats.n_generated > 0) {
+    st = fsl_cpu_so_load(src.p, &x->so);
+    if (st == FSL_OK) {
+      x->stats.cache_hit = x->so.cache_hit;
+      x->stats.compile_s = x->so.compile_s;
+      snprintf(x->stats.so_path, sizeof x->stats.so_path, "%s", x->so.path);
+    }
+    for (int i = 0; i < x->n_steps && st == FSL_OK; i++) {
+      step *s = &x->steps[i];
+      if (s->kind != STEP_GEN) continue;
+      void *f = fsl_cpu_so_kernel(&x->so, s->fn_id);
+      if (!f) st = FSL_ERR_RUNTIME;
+      else memcpy(&s->fn, &f, sizeof f);
+    }
+  }
+  fsl_sbuf_free(&src);
+  if (st == FSL_OK) {
+    for (size_t i = 0; i < nv; i++) x->last[i] = -1;
+    for (int i = 0; i < x->n_steps; i++) {
+      const step *s = &x->steps[i];
+      for (int k = 0; k < s->n_in; k++)
+        if (s->in[k] >= 0) x->last[s->in[k]] = i;
+      for (int k = 0; k < s->n_out; k++) x->last[s->out[k]] = i;
+    }
+    for (int i = 0; i < g->n_outputs; i++) x->last[g->outputs[i]->id] = x->n_steps;
+  }
+  if (st != FSL_OK) {
+    free_exe(x);
+    return st;
+  }
+  *exe = x;
+  return FSL_OK;
+}
+
+/* ---- run ---- */
+
+typedef struct run_ctx {
+  const cpu_exe *x;
+  const void **buf;   /* value id -> data */
+  bool *owned;        /* buf[id] malloc'd by this run */
+} run_ctx;
+
+static char k_empty[64];
+
+static fsl_status ensure_buf(run_ctx *r, const fsl_value *v) {
+  if (r->buf[v->id]) return FSL_OK;
+  int64_t nb = fsl_value_nbytes(v);
+  if (nb < 0) return fsl_errorf(FSL_ERR_SHAPE, "value '%s' has no static shape", v->name ? v->name : "?");
+  void *p = malloc((size_t)(nb > 0 ? nb : 1));
+  if (!p) return fsl_errorf(FSL_ERR_NOMEM, "out of memory (%lld bytes for '%s')", (long long)nb, v->name ? v->name : "?");
+  r->buf[v->id] = p;
+  r->owned[v->id] = true;
+  return FSL_OK;
+}
+
+static fsl_status need(const run_ctx *r, int id, const step *s) {
+  if (r->buf[id]) return FSL_OK;
+  const fsl_value *v = r->x->p->g->values[id];
+  if (fsl_value_nbytes(v) == 0) {
+    r->buf[id] = k_empty;
+    return FSL_OK;
+  }
+  return fsl_errorf(FSL_ERR_INVALID, "cpu backend, kernel %d: value '%s' is read before it is written", s->kernel,
+                    v->name ? v->name : "?");
+}
+
+static fsl_status run_ref_step(run_ctx *r, const step *s) {
+  const fsl_graph *g = r->x->p->g;
+  fsl_status st = FSL_OK;
+  int made[64], n_made = 0; /* temporaries allocated here (freed at the end) */
+  for (int i = 0; i < s->n_nodes && st == FSL_OK; i++) {
+    const fsl_node *n = s->nodes[i];
+    const void *in[32];
+    void *out[16];
+    if (n->n_in > 32 || n->n_out > 16) return fsl_node_errorf(n, FSL_ERR_UNSUPPORTED, "too many operands");
+    for (int k = 0; k < n->n_in && st == FSL_OK; k++) {
+      in[k] = NULL;
+      if (n->in[k]) {
+        st = need(r, n->in[k]->id, s);
+        in[k] = r->buf[n->in[k]->id];
+      }
+    }
+    for (int k = 0; k < n->n_out && st == FSL_OK; k++) {
+      out[k] = NULL;
+      const fsl_value *v = n->out[k];
+      if (!v) continue;
+      bool fresh = r->buf[v->id] == NULL;
+      st = ensure_buf(r, v);
+      if (st == FSL_OK && fresh) {
+        bool keep = false;
+        for (int j = 0; j < s->n_out; j++) keep = keep || s->out[j] == v->id;
+        if (!keep) {
+          if (n_made == (int)FSL_ARRAY_LEN(made)) st = fsl_errorf(FSL_ERR_UNSUPPORTED, "too many temporaries");
+          else made[n_made++] = v->id;
+        }
+      }
+      out[k] = (void *)r->buf[v->id];
+    }
+    if (st == FSL_OK) st = fsl_ref_eval(n, in, out);
+  }
+  for (int i = 0; i < n_made; i++) {
+    if (r->owned[made[i]]) free((void *)r->buf[made[i]]);
+    r->owned[made[i]] = false;
+    r->buf[made[i]] = NULL;
+  }
+  (void)g;
+  return st;
+}
+
+static fsl_status run_step(run_ctx *r, const step *s) {
+  const fsl_graph *g = r->x->p->g;
+  const void *in[256];
+  void *out[64];
+  if (s->kind == STEP_REF) return run_ref_step(r, s);
+  if (s->n_in > 256 || s->n_out > 64) return fsl_errorf(FSL_ERR_UNSUPPORTED, "too many kernel operands");
+  for (int k = 0; k < s->n_in; k++) {
+    in[k] = NULL;
+    if (s->in[k] < 0) continue;
+    FSL_TRY(need(r, s->in[k], s));
+    in[k] = r->buf[s->in[k]];
+  }
+  for (int k = 0; k < s->n_out; k++) {
+    FSL_TRY(ensure_buf(r, g->values[s->out[k]]));
+    out[k] = (void *)r->buf[s->out[k]];
+  }
+  if (s->kind == STEP_ONEDNN) return fsl_onednn_linear_run(s->dnn, in[0], in[1], in + 2, out[0]);
+  int e = s->fn(in, out);
+  if (e) {
+    const fsl_kernel *k = r->x->p->kernels.k[s->kernel];
+    const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
+    return fsl_errorf(FSL_ERR_RUNTIME, "cpu backend, kernel %d (from %s '%s'): %s", s->kernel,
+                      n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
+                      (e & FSL_KERR_INDEX)     ? "gather index out of range"
+                      : (e & FSL_KERR_DIVZERO) ? "integer division by zero"
+                                               : "out of memory");
+  }
+  return FSL_OK;
+}
+
+static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) {
+  cpu_exe *x = exe;
+  if (!x || (!outputs && x->p->g->n_outputs > 0)) return fsl_errorf(FSL_ERR_ARG, "cpu run: NULL argument");
+  const fsl_graph *g = x->p->g;
+  for (int i = 0; i < g->n_outputs; i++) outputs[i] = NULL;
+  size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
+  run_ctx r = {x, calloc(nv, sizeof(void *)), calloc(nv, sizeof(bool))};
+  fsl_status st = FSL_OK;
+  if (!r.buf || !r.owned) {
+    st = oom();
+    goto done;
+  }
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i]->data) r.buf[i] = g->values[i]->data;
+  for (int i = 0; i < g->n_inputs; i++) {
+    const fsl_value *v = g->inputs[i];
+    if ((!inputs || !inputs[i]) && fsl_value_nbytes(v) > 0) {
+      st = fsl_errorf(FSL_ERR_ARG, "no data for graph input '%s'", v->name ? v->name : "?");
+      goto done;
+    }
+    r.buf[v->id] = inputs && inputs[i] ? inputs[i] : k_empty;
+  }
+  for (int i = 0; i < x->n_steps && st == FSL_OK; i++) {
+    const step *s = &x->steps[i];
+    st = run_step(&r, s);
+    /* free what this step touched last */
+    for (int pass = 0; pass < 2 && st == FSL_OK; pass++) {
+      int n = pass ? s->n_out : s->n_in;
+      const int *ids = pass ? s->out : s->in;
+      for (int k = 0; k < n; k++) {
+        int id = ids[k];
+        if (id >= 0 && x->last[id] == i && r.owned[id]) {
+          free((void *)r.buf[id]);
+          r.buf[id] = NULL;
+          r.owned[id] = false;
+        }
+      }
+    }
+  }
+  for (int i = 0; i < g->n_outputs && st == FSL_OK; i++) {
+    const fsl_value *v = g->outputs[i];
+    int64_t nb = fsl_value_nbytes(v);
+    if (!r.buf[v->id] && nb > 0) {
+      st = fsl_errorf(FSL_ERR_INVALID, "graph output '%s' is never computed", v->name ? v->name : "?");
+      break;
+    }
+    bool dup = false;
+    for (int j = 0; j < i; j++) dup = dup || g->outputs[j] == v;
+    if (r.owned[v->id] && !dup) {
+      outputs[i] = (void *)r.buf[v->id];
+      r.owned[v->id] = false; /* handed over */
+      continue;
+    }
+    outputs[i] = malloc((size_t)(nb > 0 ? nb : 1));
+    if (!outputs[i]) st = oom();
+    else if (nb > 0) memcpy(outputs[i], r.buf[v->id], (size_t)nb);
+  }
+  if (st != FSL_OK)
+    for (int i = 0; i < g->n_outputs; i++) {
+      /* an output handed over is no longer owned: free it here */
+      free(outputs[i]);
+      outputs[i] = NULL;
+    }
+done:
+  if (r.owned)
+    for (size_t i = 0; i < nv; i++)
+      if (r.owned[i]) free((void *)r.buf[i]);
+  free(r.buf);
+  free(r.owned);
+  return st;
+}
+
+void fsl_cpu_exe_stats(const void *exe, fsl_cpu_stats *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  if (exe) *out = ((const cpu_exe *)exe)->stats;
+}
+
+const fsl_backend fsl_backend_cpu = {"cpu", cpu_compile, cpu_run, free_exe};

@@ -1,0 +1,1001 @@
+/*
+ * onednn.c — matmul and conv primitives (docs/primitives.md) through the
+ * oneDNN 2.6 C API, with the elementwise epilogue folded into post-ops
+ * ("Primitive Attributes: Post-ops" in the oneDNN developer guide).
+ *
+ * Mapping:
+ *   matmul [b..., M, K] x [b..., K, N]: dnnl_matmul over plain row-major
+ *     src/dst descriptors; the batch dims are merged into one (3-D matmul)
+ *     unless a post-op operand broadcasts over only some of them, in which
+ *     case the native rank is kept.  Constant weights reached through
+ *     reshape/expand views (a [K, N] weight broadcast over the batch) are
+ *     used once, as weights broadcast over the batch.  A reshape of a 2-D
+ *     matmul's output that keeps N (the builder folds batch dims into M)
+ *     is absorbed by giving the matmul those leading dims.
+ *   conv x [N, C, s...] w [M, C/g, k...] (1-3 spatial dims): dnnl
+ *     convolution forward (direct), dnnl dilation = ours - 1, padding_l /
+ *     padding_r = our pads' begins / ends, groups as [g, M/g, C/g, k...]
+ *     weights.  A conv with lhs_dilation (ConvTranspose) and stride 1 maps
+ *     to a dnnl deconvolution with stride = lhs_dilation, the kernel flipped
+ *     along every spatial axis, padding_l = (k-1)*d - pads_begin,
+ *     padding_r from the output size.  Activations use the layout oneDNN
+ *     prefers (blocked: its brgemm/jit convolutions are ~20x faster than
+ *     its gemm path on plain nchw here), reordered from/to plain per run.
+ * Weights use a layout oneDNN chooses (format_tag any): constant weights
+ * are reordered once at create time, others at every run (matmul keeps
+ * run-time weights plain, no reorder).
+ *
+ * Epilogue: each epi node combines the chain value (the previous node's
+ * output) with nothing (unary), itself, a scalar constant, or an outside
+ * operand that is a broadcast of some source value through reshape/expand
+ * views.  Broadcast operands become binary post-ops whose memory descriptor
+ * has the destination's rank with 1 on broadcast dims and the source's
+ * strides on the others; constant operands are copied (and shrunk to the
+ * dims along which they actually vary, which also turns a folded
+ * full-size bias back into [1, M, 1, 1]) at create time.  Among the
+ * prefixes oneDNN accepts, the longest one with an optimized (non "ref")
+ * implementation wins.
+ */
+#include "backend/cpu/onednn.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#define MAX_POST 64  /* post-op entries per primitive */
+
+/* ---- process-wide engine and stream ---- */
+
+static dnnl_engine_t g_engine;
+static dnnl_stream_t g_stream;
+static dnnl_status_t g_init_status = dnnl_success;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_engine(void) {
+  g_init_status = dnnl_engine_create(&g_engine, dnnl_cpu, 0);
+  if (g_init_status == dnnl_success) g_init_status = dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags);
+}
+
+static fsl_status engine_get(void) {
+  pthread_once(&g_once, init_engine);
+  if (g_init_status != dnnl_success)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "oneDNN: creating the CPU engine/stream failed: %s",
+                      dnnl_status2str(g_init_status));
+  return FSL_OK;
+}
+
+/* OpenMP thread count of the calling thread, through the libgomp oneDNN is
+ * linked with (found at run time: libfissile itself is not built with
+ * -fopenmp). */
+typedef void (*omp_set_fn)(int);
+typedef int (*omp_get_fn)(void);
+static omp_set_fn g_omp_set;
+static omp_get_fn g_omp_get;
+static pthread_once_t g_omp_once = PTHREAD_ONCE_INIT;
+
+static void init_omp(void) {
+  void *self = dlopen(NULL, RTLD_LAZY);
+  if (!self) return;
+  g_omp_set = (omp_set_fn)dlsym(self, "omp_set_num_threads");
+  g_omp_get = (omp_get_fn)dlsym(self, "omp_get_max_threads");
+  if (!g_omp_set || !g_omp_get) g_omp_set = NULL, g_omp_get = NULL;
+}
+
+/* ---- post-op entries ---- */
+
+typedef struct post_entry {
+  bool binary;
+  bool reshape;               /* no post-op: the chain value is reshaped to (sr, sd) */
+  dnnl_alg_kind_t alg;
+  float alpha, beta;          /* eltwise parameters */
+  int node;                   /* index of the epi node it comes from */
+  /* binary: operand as a view over the destination's (unflattened) shape */
+  int64_t bd[FSL_MAX_RANK];   /* dims: dst dim or 1 */
+  int64_t bst[FSL_MAX_RANK];  /* element strides into the operand's data */
+  int sr;                     /* binary, reshape: the chain value's shape (bd/bst's space) */
+  int64_t sd[FSL_MAX_RANK];
+  float *cdata;               /* constant operand, compact over bd (owned), or NULL */
+  const fsl_value *src;       /* run-time operand (data from the caller), or NULL */
+} post_entry;
+
+struct fsl_onednn_linear {
+  dnnl_primitive_t prim;
+  dnnl_memory_t src_mem, wei_mem, dst_mem;  /* in the primitive's layouts */
+  /* activations in a layout other than plain: reorders and buffers */
+  dnnl_primitive_t src_reorder, dst_reorder;
+  dnnl_memory_t src_user_mem, dst_user_mem;
+  void *src_buf, *dst_buf;
+  /* run-time weights reorder (non-constant weights whose chosen layout is not plain) */
+  dnnl_primitive_t wei_reorder;
+  dnnl_memory_t wei_user_mem;
+  void *wei_buf;              /* weights in the chosen layout (owned), or NULL */
+  bool wei_const;             /* weights packed at create time; `wei` ignored at run */
+  bool flip;                  /* deconvolution: run-time weights need flipping */
+  float *flip_buf;            /* flipped run-time weights (owned) */
+  int64_t flip_outer, flip_inner[3], flip_k;  /* flip geometry: outer x spatial dims */
+  int n_spatial;
+  int n_absorbed;
+  int n_entries;
+  post_entry *entries;        /* n_entries; cdata owned */
+  dnnl_memory_t post_mem[MAX_POST];
+  const fsl_value *post_val[MAX_POST];  /* per absorbed epi node: run-time operand value */
+  int n_threads;
+};
+
+static void entries_free(post_entry *e, int n) {
+  if (!e) return;
+  for (int i = 0; i < n; i++) free(e[i].cdata);
+  free(e);
+}
+
+/* Row-major strides of a shape, in elements. */
+static void rm_strides(int rank, const int64_t *dims, int64_t *st) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= dims[i] > 0 ? dims[i] : 1;
+  }
+}
+
+/*
+ * Describes operand v, whose shape is the destination shape (rank r), as a
+ * view of a source value reached by walking back through reshape/expand
+ * producers.  On return *src is the source; bd/bst give, per destination
+ * dim, the extent (the dst dim or 1 where broadcast) and the source's
+ * element stride.  A reshape is walked through only when it keeps the
+ * sequence of non-1 dims (it only inserts or drops 1s).
+ */
+static void operand_view(const fsl_value *v, int r, const fsl_value **src, int64_t *bd, int64_t *bst) {
+  int map[FSL_MAX_RANK];
+  for (int j = 0; j < r; j++) map[j] = v->dims[j] != 1 ? j : -1;
+  const fsl_value *cur = v;
+  for (;;) {
+    const fsl_node *p = cur->producer;
+    if (!p || p->n_in < 1 || !p->in[0] || (p->op != FSL_OP_reshape && p->op != FSL_OP_expand)) break;
+    const fsl_value *u = p->in[0];
+    if (u->rank < 0 || u->rank > FSL_MAX_RANK) break;
+    int umap[FSL_MAX_RANK];
+    if (p->op == FSL_OP_expand) {
+      if (u->rank != cur->rank) break;
+      for (int j = 0; j < u->rank; j++) umap[j] = u->dims[j] == 1 ? -1 : map[j];
+    } else {
+      int nu[FSL_MAX_RANK], nv[FSL_MAX_RANK], cu = 0, cv = 0;
+      for (int j = 0; j < u->rank; j++)
+        if (u->dims[j] != 1) nu[cu++] = j;
+      for (int j = 0; j < cur->rank; j++)
+        if (cur->dims[j] != 1) nv[cv++] = j;
+      bool ok = cu == cv;
+      for (int t = 0; ok && t < cu; t++) ok = u->dims[nu[t]] == cur->dims[nv[t]];
+      if (!ok) break;
+      for (int j = 0; j < u->rank; j++) umap[j] = -1;
+      for (int t = 0; t < cu; t++) umap[nu[t]] = map[nv[t]];
+    }
+    memcpy(map, umap, sizeof(int) * (size_t)u->rank);
+    cur = u;
+  }
+  int64_t ust[FSL_MAX_RANK];
+  rm_strides(cur->rank, cur->dims, ust);
+  for (int i = 0; i < r; i++) bd[i] = 1, bst[i] = 0;
+  for (int j = 0; j < cur->rank; j++)
+    if (cur->dims[j] != 1 && map[j] >= 0) bd[map[j]] = cur->dims[j], bst[map[j]] = ust[j];
+  *src = cur;
+}
+
+/* Gathers a constant f32 operand into a compact row-major buffer over bd,
+ * then drops every dim along which it does not vary (bd[i] -> 1).  The
+ * result is in e->cdata / e->bd / e->bst.  false on OOM. */
+static bool const_operand(post_entry *e, int r, const float *data) {
+  int64_t n = fsl_numel(r, e->bd);
+  float *c = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  if (!c) return false;
+  int64_t idx[FSL_MAX_RANK] = {0};
+  for (int64_t f = 0; f < n; f++) {
+    int64_t off = 0;
+    for (int i = 0; i < r; i++) off += idx[i] * e->bst[i];
+    c[f] = data[off];
+    for (int i = r - 1; i >= 0; i--) {
+      if (++idx[i] < e->bd[i]) break;
+      idx[i] = 0;
+    }
+  }
+  /* shrink: a dim along which every slice equals slice 0 */
+  for (int d = 0; d < r; d++) {
+    if (e->bd[d] <= 1) continue;
+    int64_t inner = 1, outer = 1;
+    for (int i = d + 1; i < r; i++) inner *= e->bd[i];
+    for (int i = 0; i < d; i++) outer *= e->bd[i];
+    int64_t ext = e->bd[d];
+    bool uniform = true;
+    for (int64_t o = 0; uniform && o < outer; o++)
+      for (int64_t k = 1; uniform && k < ext; k++)
+        uniform = !memcmp(c + (o * ext + k) * inner, c + o * ext * inner, sizeof(float) * (size_t)inner);
+    if (!uniform) continue;
+    for (int64_t o = 0; o < outer; o++) memmove(c + o * inner, c + o * ext * inner, sizeof(float) * (size_t)inner);
+    e->bd[d] = 1;
+  }
+  rm_strides(r, e->bd, e->bst);
+  e->cdata = c;
+  return true;
+}
+
+static bool is_f32_like(const fsl_value *v, const fsl_value *like) {
+  if (!v || v->dtype != FSL_DT_F32 || v->rank != like->rank) return false;
+  for (int i = 0; i < v->rank; i++)
+    if (v->dims[i] != like->dims[i]) return false;
+  return true;
+}
+
+static void add_eltwise(post_entry *e, int *n, int node, dnnl_alg_kind_t alg, float alpha, float beta) {
+  post_entry *p = &e[(*n)++];
+  memset(p, 0, sizeof *p);
+  p->alg = alg, p->alpha = alpha, p->beta = beta, p->node = node;
+}
+
+/*
+ * Translates epi[i] (whose chain operand is `prev`) into post-op entries
+ * appended at e[*n]; returns the number of epi nodes it consumed (0: stop,
+ * -1: out of memory).
+ */
+static int translate(const fsl_value *lin_out, fsl_node *const *epi, int n_epi, int i, const fsl_value *prev,
+                     post_entry *e, int *n) {
+  const fsl_node *nd = epi[i];
+  if (*n + 2 > MAX_POST || nd->n_out != 1 || !is_f32_like(nd->out[0], prev)) return 0;
+  for (int j = 0; j < nd->n_in; j++)
+    if (!nd->in[j]) return 0;
+  if (nd->n_in == 1) {
+    if (nd->in[0] != prev) return 0;
+    switch (nd->op) {
+      case FSL_OP_tanh: add_eltwise(e, n, i, dnnl_eltwise_tanh, 0, 0); return 1;
+      case FSL_OP_exp: add_eltwise(e, n, i, dnnl_eltwise_exp, 0, 0); return 1;
+      case FSL_OP_log: add_eltwise(e, n, i, dnnl_eltwise_log, 0, 0); return 1;
+      case FSL_OP_sqrt: add_eltwise(e, n, i, dnnl_eltwise_sqrt, 0, 0); return 1;
+      case FSL_OP_abs: add_eltwise(e, n, i, dnnl_eltwise_abs, 0, 0); return 1;
+      case FSL_OP_neg: add_eltwise(e, n, i, dnnl_eltwise_linear, -1.0f, 0); return 1;
+      case FSL_OP_sigmoid:
+        /* sigmoid(x) followed by x * sigmoid(x) is swish */
+        if (i + 1 < n_epi && epi[i + 1]->op == FSL_OP_mul && epi[i + 1]->n_in == 2 && epi[i + 1]->n_out == 1 &&
+            is_f32_like(epi[i + 1]->out[0], prev) &&
+            ((epi[i + 1]->in[0] == prev && epi[i + 1]->in[1] == nd->out[0]) ||
+             (epi[i + 1]->in[1] == prev && epi[i + 1]->in[0] == nd->out[0]))) {
+          add_eltwise(e, n, i, dnnl_eltwise_swish, 1.0f, 0);
+          e[*n - 1].node = i + 1;
+          return 2;
+        }
+        add_eltwise(e, n, i, dnnl_eltwise_logistic, 0, 0);
+        return 1;
+      default: return 0;
+    }
+  }
+  if (nd->n_in != 2) return 0;
+  fsl_op op = nd->op;
+  if (op != FSL_OP_add && op != FSL_OP_sub && op != FSL_OP_mul && op != FSL_OP_div && op != FSL_OP_max &&
+      op != FSL_OP_min)
+    return 0;
+  int ci = nd->in[0] == prev ? 0 : nd->in[1] == prev ? 1 : -1;
+  if (ci < 0) return 0;
+  const fsl_value *other = nd->in[1 - ci];
+  if (other == prev) { /* x op x */
+    if (op == FSL_OP_mul) { add_eltwise(e, n, i, dnnl_eltwise_square, 0, 0); return 1; }
+    if (op == FSL_OP_add) { add_eltwise(e, n, i, dnnl_eltwise_linear, 2.0f, 0); return 1; }
+    return 0;
+  }
+  if (!is_f32_like(other, prev)) return 0;
+  int r = prev->rank;
+  post_entry pe;
+  memset(&pe, 0, sizeof pe);
+  pe.binary = true;
+  pe.node = i;
+  pe.sr = r;
+  memcpy(pe.sd, prev->dims, sizeof(int64_t) * (size_t)r);
+  operand_view(other, r, &pe.src, pe.bd, pe.bst);
+  /* the operand must not be computed by the linear op or the chain itself */
+  if (pe.src == lin_out) return 0;
+  for (int j = 0; j <= i; j++)
+    if (pe.src == epi[j]->out[0]) return 0;
+  if (pe.src->dtype != FSL_DT_F32) return 0;
+  if (pe.src->data) {
+    if (!const_operand(&pe, r, pe.src->data)) return -1;
+    pe.src = NULL;
+  }
+  bool scalar = true;
+  for (int d = 0; d < r; d++)
+    if (pe.bd[d] != 1) scalar = false;
+  /* max with a scalar 0 is relu; other scalars stay binary post-ops with a
+   * one-element operand (exact, and free of eltwise parameters: see
+   * same_params) */
+  if (scalar && pe.cdata && op == FSL_OP_max && pe.cdata[0] == 0.0f) {
+    free(pe.cdata);
+    add_eltwise(e, n, i, dnnl_eltwise_relu, 0, 0);
+    return 1;
+  }
+  /* binary post-op: chain value op operand (operand first only for sub/div
+   * with the chain on the right: sub becomes -x + operand, div stops) */
+  dnnl_alg_kind_t alg;
+  switch (op) {
+    case FSL_OP_add: alg = dnnl_binary_add; break;
+    case FSL_OP_mul: alg = dnnl_binary_mul; break;
+    case FSL_OP_max: alg = dnnl_binary_max; break;
+    case FSL_OP_min: alg = dnnl_binary_min; break;
+    case FSL_OP_sub: alg = ci == 0 ? dnnl_binary_sub : dnnl_binary_add; break;
+    default: /* div */
+      if (ci != 0) {
+        free(pe.cdata);
+        return 0;
+      }
+      alg = dnnl_binary_div;
+      break;
+  }
+  if (op == FSL_OP_sub && ci == 1) add_eltwise(e, n, i, dnnl_eltwise_linear, -1.0f, 0);
+  pe.alg = alg;
+  e[(*n)++] = pe;
+  return 1;
+}
+
+/* oneDNN 2.6's jit post-op injectors (seen with the brgemm matmul) apply
+ * the parameters of the first eltwise post-op of an algorithm to every
+ * later one of the same algorithm.  So a chain may hold several eltwise
+ * post-ops of one algorithm only if their parameters agree: true when the
+ * entries e[0..n) satisfy that. */
+static bool same_params(const post_entry *e, int n) {
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < i; j++)
+      if (!e[i].binary && !e[j].binary && e[i].alg == e[j].alg && (e[i].alpha != e[j].alpha || e[i].beta != e[j].beta))
+        return false;
+  return true;
+}
+
+/* ---- geometry of the linear op ---- */
+
+typedef struct geom {
+  bool conv, deconv;
+  int r;                      /* dst rank as in the graph */
+  /* matmul */
+  int64_t M, K, N;
+  /* conv */
+  int ns;                     /* spatial dims */
+  int64_t group;
+  dnnl_dims_t strides, dil, pl, pr;
+  /* weights: plain user layout in the primitive's weights space */
+  int wnd;
+  dnnl_dims_t wdims, wstr;
+  const float *wdata;         /* constant weights (graph-owned), or NULL */
+  bool wbatch_bcast;          /* matmul: constant weights shared by every batch */
+} geom;
+
+/* Dims [0, n) of a view (bd, bst) over full dims merged into one; false
+ * when only some of them are broadcast or they are not contiguous. */
+static bool merge_dims(int n, const int64_t *full, const int64_t *bd, const int64_t *bst, int64_t *mbd,
+                       int64_t *mbst) {
+  bool any_full = false, all_full = true;
+  int64_t prod = 1, prev_stride = -1;
+  for (int b = 0; b < n; b++) {
+    if (full[b] == 1) continue;
+    if (bd[b] == 1) { all_full = false; continue; }
+    any_full = true;
+    if (prev_stride >= 0 && prev_stride != bst[b] * full[b]) return false;
+    prev_stride = bst[b];
+    prod *= full[b];
+  }
+  if (!any_full) { *mbd = 1, *mbst = 0; return true; }
+  if (!all_full) return false;
+  *mbd = prod, *mbst = prev_stride;
+  return true;
+}
+
+/* Memory descriptor over (nd, dims) with explicit strides; strides of
+ * extent-1 dims are replaced by the row-major ones (they are never used). */
+static dnnl_status_t md_strided(dnnl_memory_desc_t *md, int nd, const int64_t *dims, const int64_t *st) {
+  dnnl_dims_t d, s;
+  int64_t rm[FSL_MAX_RANK];
+  rm_strides(nd, dims, rm);
+  for (int i = 0; i < nd; i++) d[i] = dims[i], s[i] = st && dims[i] != 1 ? st[i] : rm[i];
+  return dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s);
+}
+
+/* Shape of the chain value after the first n entries (the last reshape's). */
+static int prefix_space(const fsl_node *lin, const post_entry *e, int n, int64_t *fd) {
+  for (int i = n - 1; i >= 0; i--)
+    if (e[i].reshape) {
+      memcpy(fd, e[i].sd, sizeof(int64_t) * (size_t)e[i].sr);
+      return e[i].sr;
+    }
+  const fsl_value *y = lin->out[0];
+  memcpy(fd, y->dims, sizeof(int64_t) * (size_t)y->rank);
+  return y->rank;
+}
+
+/* A binary entry's operand view re-expressed over the chain shape (fr, fd).
+ * Reshapes in the chain only split or merge the leading (M) dims of a 2-D
+ * matmul output, so a view carries over when its leading dims merge into
+ * one (all broadcast, or all full and contiguous). */
+static bool entry_view(const post_entry *e, int fr, const int64_t *fd, int64_t *bd, int64_t *bst) {
+  bool same = e->sr == fr;
+  for (int i = 0; same && i < fr; i++) same = e->sd[i] == fd[i];
+  if (same) {
+    memcpy(bd, e->bd, sizeof(int64_t) * (size_t)fr);
+    memcpy(bst, e->bst, sizeof(int64_t) * (size_t)fr);
+    return true;
+  }
+  int64_t mbd, mbst;
+  if (!merge_dims(e->sr - 1, e->sd, e->bd, e->bst, &mbd, &mbst)) return false;
+  int64_t rm[FSL_MAX_RANK];
+  rm_strides(fr - 1, fd, rm);
+  for (int i = 0; i < fr - 1; i++) bd[i] = mbd == 1 ? 1 : fd[i], bst[i] = mbd == 1 ? 0 : rm[i] * mbst;
+  bd[fr - 1] = e->bd[e->sr - 1], bst[fr - 1] = e->bst[e->sr - 1];
+  return true;
+}
+
+typedef struct pd_mds {
+  dnnl_memory_desc_t src, wei_user, dst;
+  dnnl_memory_desc_t post[MAX_POST];  /* binary entries' operands */
+} pd_mds;
+
+/* Creates the primitive descriptor with the first n entries as post-ops
+ * (dnnl_unimplemented when an operand view cannot be expressed). */
+static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entry *e, int n, pd_mds *m,
+                             dnnl_primitive_desc_t *pd) {
+  const fsl_value *x = lin->in[0], *dst = lin->out[0];
+  dnnl_status_t s;
+  dnnl_memory_desc_t wei_any, src_any, dst_any;
+  int64_t fd[FSL_MAX_RANK];
+  int fr = prefix_space(lin, e, n, fd);
+  int64_t vbd[FSL_MAX_RANK], vst[FSL_MAX_RANK];
+  for (int i = 0; i < n; i++)
+    if (e[i].binary && !entry_view(&e[i], fr, fd, vbd, vst)) return dnnl_unimplemented;
+  bool flat = false;
+  if (!g->conv) {
+    /* dst fd = [batch..., m, N]; src [batch..., m, K]; weights [batch or 1s, K, N] */
+    bool reshaped = fr != dst->rank;
+    for (int i = 0; !reshaped && i < fr; i++) reshaped = fd[i] != dst->dims[i];
+    bool wb = g->wbatch_bcast || reshaped;
+    int nb = fr - 2;
+    flat = nb > 1;
+    for (int i = 0; flat && i < n; i++) {
+      int64_t a, b;
+      if (e[i].binary) {
+        entry_view(&e[i], fr, fd, vbd, vst);
+        flat = merge_dims(nb, fd, vbd, vst, &a, &b);
+      }
+    }
+    int64_t sd[FSL_MAX_RANK], dd[FSL_MAX_RANK], wd[FSL_MAX_RANK], ws[FSL_MAX_RANK];
+    int nd = flat ? 3 : fr;
+    int lead = flat ? 1 : nb;
+    for (int i = 0; i < lead; i++) sd[i] = flat ? fsl_numel(nb, fd) : fd[i];
+    for (int i = 0; i < lead; i++) dd[i] = sd[i], wd[i] = wb ? 1 : sd[i];
+    sd[lead] = dd[lead] = fd[fr - 2];
+    sd[lead + 1] = g->K;
+    dd[lead + 1] = g->N;
+    wd[lead] = g->K, wd[lead + 1] = g->N;
+    rm_strides(nd, wd, ws);
+    ws[lead] = g->wstr[g->wnd - 2], ws[lead + 1] = g->wstr[g->wnd - 1];
+    if ((s = md_strided(&m->src, nd, sd, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(&m->dst, nd, dd, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(&m->wei_user, nd, wd, ws)) != dnnl_success) return s;
+    if (g->wdata) {
+      if ((s = dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
+        return s;
+    } else {
+      wei_any = m->wei_user;
+    }
+  } else {
+    if ((s = md_strided(&m->src, g->r, x->dims, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(&m->dst, g->r, dst->dims, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(&m->wei_user, g->wnd, g->wdims, g->wstr)) != dnnl_success) return s;
+    dnnl_dims_t wd;
+    for (int i = 0; i < g->wnd; i++) wd[i] = g->wdims[i];
+    if ((s = dnnl_memory_desc_init_by_tag(&wei_any, g->wnd, wd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
+      return s;
+    /* activations in the layout oneDNN prefers (blocked nChw16c-style:
+     * its direct jit convolutions), reordered from/to plain at run time */
+    dnnl_dims_t xd, yd;
+    for (int i = 0; i < g->r; i++) xd[i] = x->dims[i], yd[i] = dst->dims[i];
+    if ((s = dnnl_memory_desc_init_by_tag(&src_any, g->r, xd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success ||
+        (s = dnnl_memory_desc_init_by_tag(&dst_any, g->r, yd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
+      return s;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!e[i].binary) continue;
+    entry_view(&e[i], fr, fd, vbd, vst);
+    if (flat) {
+      int64_t d3[3], s3[3];
+      merge_dims(fr - 2, fd, vbd, vst, &d3[0], &s3[0]);
+      d3[1] = vbd[fr - 2], s3[1] = vst[fr - 2];
+      d3[2] = vbd[fr - 1], s3[2] = vst[fr - 1];
+      s = md_strided(&m->post[i], 3, d3, s3);
+    } else {
+      s = md_strided(&m->post[i], fr, vbd, vst);
+    }
+    if (s != dnnl_success) return s;
+  }
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  if ((s = dnnl_primitive_attr_create(&attr)) != dnnl_success) return s;
+  if ((s = dnnl_post_ops_create(&po)) != dnnl_success) goto out;
+  for (int i = 0; i < n; i++) {
+    if (e[i].reshape) continue;
+    if (e[i].binary) {
+      s = dnnl_post_ops_append_binary(po, e[i].alg, &m->post[i]);
+    } else {
+      s = dnnl_post_ops_append_eltwise(po, 1.0f, e[i].alg, e[i].alpha, e[i].beta);
+    }
+    if (s != dnnl_success) goto out;
+  }
+  if ((s = dnnl_primitive_attr_set_post_ops(attr, po)) != dnnl_success) goto out;
+  if (!g->conv) {
+    dnnl_matmul_desc_t d;
+    if ((s = dnnl_matmul_desc_init(&d, &m->src, &wei_any, NULL, &m->dst)) != dnnl_success) goto out;
+    s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+  } else if (!g->deconv) {
+    dnnl_convolution_desc_t d;
+    if ((s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
+                                                         &wei_any, NULL, &dst_any, g->strides, g->dil, g->pl,
+                                                         g->pr)) != dnnl_success)
+      goto out;
+    s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+  } else {
+    dnnl_deconvolution_desc_t d;
+    if ((s = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_deconvolution_direct,
+                                                           &src_any, &wei_any, NULL, &dst_any, g->strides, g->dil,
+                                                           g->pl, g->pr)) != dnnl_success)
+      goto out;
+    s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+  }
+out:
+  if (po) dnnl_post_ops_destroy(po);
+  dnnl_primitive_attr_destroy(attr);
+  return s;
+}
+
+/* Fills the geometry of lin; FSL_ERR_UNSUPPORTED (with a message) for what
+ * this mapping does not cover. */
+static fsl_status lin_geom(const fsl_node *lin, geom *g) {
+  memset(g, 0, sizeof *g);
+  if (lin->n_in != 2 || lin->n_out != 1 || !lin->in[0] || !lin->in[1] || !lin->out[0])
+    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN: expected 2 inputs and 1 output");
+  const fsl_value *x = lin->in[0], *w = lin->in[1], *y = lin->out[0];
+  if (x->dtype != FSL_DT_F32 || w->dtype != FSL_DT_F32 || y->dtype != FSL_DT_F32)
+    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN path takes float32 only, got %s",
+                           fsl_dtype_name(x->dtype));
+  if (!fsl_value_has_shape(x) || !fsl_value_has_shape(w) || !fsl_value_has_shape(y))
+    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN: static shapes expected");
+  if (fsl_value_numel(x) <= 0 || fsl_value_numel(w) <= 0 || fsl_value_numel(y) <= 0)
+    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN: empty tensors are left to generated code");
+  g->r = y->rank;
+  if (lin->op == FSL_OP_matmul) {
+    int r = x->rank;
+    if (r < 2 || w->rank != r || y->rank != r)
+      return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN matmul: expected equal ranks >= 2");
+    g->M = x->dims[r - 2], g->K = x->dims[r - 1], g->N = w->dims[r - 1];
+    g->wnd = r;
+    /* constant weights, possibly broadcast over the batch through views */
+    const fsl_value *ws;
+    int64_t bd[FSL_MAX_RANK], bst[FSL_MAX_RANK];
+    operand_view(w, r, &ws, bd, bst);
+    bool all_b = true, no_b = true;
+    for (int b = 0; b < r - 2; b++) {
+      if (w->dims[b] == 1) continue;
+      if (bd[b] == 1) no_b = false;
+      else all_b = false;
+    }
+    if (ws->data && ws->dtype == FSL_DT_F32 && bd[r - 2] == g->K && bd[r - 1] == g->N && (all_b || no_b)) {
+      g->wdata = ws->data;
+      for (int i = 0; i < r; i++) g->wdims[i] = bd[i], g->wstr[i] = bst[i];
+      g->wbatch_bcast = all_b && !no_b;
+      if (g->wbatch_bcast || no_b) {
+        /* dims of extent 1: keep the row-major layout of the source */
+        int64_t rm[FSL_MAX_RANK];
+        rm_strides(r, g->wdims, rm);
+        if (no_b && !g->wbatch_bcast) {
+          /* full batch: the walked strides must be row-major over w's dims */
+          int64_t wr[FSL_MAX_RANK];
+          rm_strides(r, w->dims, wr);
+          for (int i = 0; i < r; i++)
+            if (w->dims[i] != 1 && bst[i] != wr[i]) g->wdata = NULL;
+        }
+        for (int i = 0; i < r; i++)
+          if (g->wdims[i] == 1) g->wstr[i] = rm[i];
+      }
+    }
+    if (!g->wdata) {
+      g->wdata = w->data;  /* NULL for run-time weights */
+      g->wbatch_bcast = false;
+      for (int i = 0; i < r; i++) g->wdims[i] = w->dims[i];
+      rm_strides(r, w->dims, g->wstr);
+    }
+    return FSL_OK;
+  }
+  if (lin->op != FSL_OP_conv) return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN: not a matmul or conv");
+  g->conv = true;
+  int ns = x->rank - 2;
+  if (ns < 1 || ns > 3 || w->rank != x->rank || y->rank != x->rank)
+    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN conv: 1 to 3 spatial dims, got rank %d", x->rank);
+  g->ns = ns;
+  const int64_t *st = NULL, *di = NULL, *pa = NULL, *ld = NULL;
+  if (fsl_attr_ints(lin, "strides", &st) < 0) st = NULL;
+  if (fsl_attr_ints(lin, "dilations", &di) < 0) di = NULL;
+  if (fsl_attr_ints(lin, "pads", &pa) < 0) pa = NULL;
+  if (fsl_attr_ints(lin, "lhs_dilation", &ld) < 0) ld = NULL;
+  g->group = fsl_attr_int(lin, "group", 1);
+  int64_t C = x->dims[1], M = w->dims[0];
+  if (g->group < 1 || C % g->group || M % g->group || w->dims[1] != C / g->group)
+    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN conv: bad group %lld", (long long)g->group);
+  bool lhs = false;
+  for (int i = 0; i < ns; i++) {
+    int64_t s = st ? st[i] : 1, d = di ? di[i] : 1, l = ld ? ld[i] : 1;
+    if (s < 1 || d < 1 || l < 1) return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN conv: bad attributes");
+    if (l != 1) lhs = true;
+    g->strides[i] = s, g->dil[i] = d - 1;
+    g->pl[i] = pa ? pa[i] : 0, g->pr[i] = pa ? pa[ns + i] : 0;
+  }
+  if (lhs) {
+    /* conv over the lhs-dilated input == deconvolution with stride l and the
+     * kernel flipped; only for conv stride 1 */
+    for (int i = 0; i < ns; i++)
+      if (g->strides[i] != 1)
+        return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN: conv with both lhs_dilation and stride");
+    g->deconv = true;
+    for (int i = 0; i < ns; i++) {
+      int64_t l = ld[i], d = g->dil[i] + 1, k = w->dims[2 + i], in = x->dims[2 + i], o = y->dims[2 + i];
+      int64_t pl = (k - 1) * d - g->pl[i];
+      int64_t pr = (in - 1) * l + (k - 1) * d + 1 - pl - o;
+      if (pl < 0 || pr < 0)
+        return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN: lhs-dilated conv needs pads <= dilated kernel - 1");
+      g->strides[i] = l, g->pl[i] = pl, g->pr[i] = pr;
+    }
+  }
+  int wnd = 0;
+  if (g->group > 1) g->wdims[wnd++] = g->group;
+  g->wdims[wnd++] = M / g->group;
+  g->wdims[wnd++] = C / g->group;
+  for (int i = 0; i < ns; i++) g->wdims[wnd++] = w->dims[2 + i];
+  g->wnd = wnd;
+  rm_strides(wnd, g->wdims, g->wstr);
+  g->wdata = w->data;
+  return FSL_OK;
+}
+
+static fsl_status dnnl_fail(const fsl_node *lin, dnnl_status_t s, const char *what) {
+  return fsl_node_errorf(lin, s == dnnl_out_of_memory ? FSL_ERR_NOMEM : FSL_ERR_UNSUPPORTED, "oneDNN %s: %s", what,
+                         dnnl_status2str(s));
+}
+
+/* Flips weights along the spatial axes: src is [outer, k...] row-major. */
+static void flip_weights(const float *src, float *dst, int64_t outer, int ns, const int64_t *k) {
+  int64_t kn = 1;
+  for (int i = 0; i < ns; i++) kn *= k[i];
+  for (int64_t o = 0; o < outer; o++) {
+    const float *s = src + o * kn;
+    float *d = dst + o * kn;
+    int64_t idx[3] = {0, 0, 0};
+    for (int64_t f = 0; f < kn; f++) {
+      int64_t off = 0;
+      for (int i = 0; i < ns; i++) off = off * k[i] + (k[i] - 1 - idx[i]);
+      d[off] = s[f];
+      for (int i = ns - 1; i >= 0; i--) {
+        if (++idx[i] < k[i]) break;
+        idx[i] = 0;
+      }
+    }
+  }
+}
+
+static dnnl_status_t run_reorder(const dnnl_memory_desc_t *from, void *from_data, const dnnl_memory_desc_t *to,
+                                 void *to_data) {
+  dnnl_primitive_desc_t rpd = NULL;
+  dnnl_primitive_t rp = NULL;
+  dnnl_memory_t a = NULL, b = NULL;
+  dnnl_status_t s = dnnl_reorder_primitive_desc_create(&rpd, from, g_engine, to, g_engine, NULL);
+  if (s == dnnl_success) s = dnnl_primitive_create(&rp, rpd);
+  if (s == dnnl_success) s = dnnl_memory_create(&a, from, g_engine, from_data);
+  if (s == dnnl_success) s = dnnl_memory_create(&b, to, g_engine, to_data);
+  if (s == dnnl_success) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
+    s = dnnl_primitive_execute(rp, g_stream, 2, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(g_stream);
+  }
+  if (a) dnnl_memory_destroy(a);
+  if (b) dnnl_memory_destroy(b);
+  if (rp) dnnl_primitive_destroy(rp);
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  return s;
+}
+
+/* A reshape in the chain that oneDNN absorbs: of a 2-D matmul's output
+ * (possibly reshaped already), keeping the last dim N (it splits or merges
+ * M, which becomes batch dims of the matmul with broadcast weights). */
+static bool reshape_ok(const fsl_node *lin, const fsl_node *nd, const fsl_value *prev) {
+  if (nd->op != FSL_OP_reshape || lin->op != FSL_OP_matmul || lin->in[0]->rank != 2 || nd->n_in != 1 ||
+      nd->in[0] != prev || nd->n_out != 1)
+    return false;
+  const fsl_value *y = nd->out[0];
+  return y && y->dtype == FSL_DT_F32 && y->rank >= 2 && y->dims[y->rank - 1] == lin->out[0]->dims[1] &&
+         fsl_value_numel(y) == fsl_value_numel(prev);
+}
+
+/* Memory for an activation (src or dst) of pd whose caller-side layout is
+ * `plain`: *mem in the primitive's layout; when that is not plain, also a
+ * buffer, a plain *user mem and the reorder between them (plain -> prim for
+ * the input, prim -> plain for the output). */
+static dnnl_status_t act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t what, const dnnl_memory_desc_t *plain,
+                                bool input, dnnl_memory_t *mem, dnnl_memory_t *user, void **buf,
+                                dnnl_primitive_t *reorder) {
+  const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, what, 0);
+  if (!md) return dnnl_runtime_error;
+  if (dnnl_memory_desc_equal(md, plain)) return dnnl_memory_create(mem, plain, g_engine, DNNL_MEMORY_NONE);
+  size_t sz = dnnl_memory_desc_get_size(md);
+  *buf = aligned_alloc(64, (sz + 63) / 64 * 64);
+  if (!*buf) return dnnl_out_of_memory;
+  dnnl_status_t s = dnnl_memory_create(mem, md, g_engine, *buf);
+  if (s == dnnl_success) s = dnnl_memory_create(user, plain, g_engine, DNNL_MEMORY_NONE);
+  dnnl_primitive_desc_t rpd = NULL;
+  if (s == dnnl_success)
+    s = input ? dnnl_reorder_primitive_desc_create(&rpd, plain, g_engine, md, g_engine, NULL)
+              : dnnl_reorder_primitive_desc_create(&rpd, md, g_engine, plain, g_engine, NULL);
+  if (s == dnnl_success) s = dnnl_primitive_create(reorder, rpd);
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  return s;
+}
+
+static bool impl_is_ref(const_dnnl_primitive_desc_t pd) {
+  const char *impl = NULL;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return false;
+  return strstr(impl, "ref") != NULL;
+}
+
+fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
+                                    fsl_onednn_linear **out, int *n_absorbed) {
+  if (!lin || !out || !n_absorbed || (n_epi > 0 && !epi) || n_epi < 0)
+    return fsl_errorf(FSL_ERR_ARG, "fsl_onednn_linear_create: NULL argument");
+  *out = NULL;
+  *n_absorbed = 0;
+  geom g;
+  FSL_TRY(lin_geom(lin, &g));
+  FSL_TRY(engine_get());
+  pthread_once(&g_omp_once, init_omp);
+
+  /* epilogue -> post-op entries (longest expressible prefix) */
+  post_entry *e = calloc(MAX_POST, sizeof *e);
+  fsl_onednn_linear *op = calloc(1, sizeof *op);
+  if (!e || !op) {
+    free(e), free(op);
+    return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  }
+  int ne = 0;
+  const fsl_value *prev = lin->out[0];
+  for (int i = 0; i < n_epi && i < MAX_POST - 1;) {
+    if (!epi[i]) break;
+    if (reshape_ok(lin, epi[i], prev) && ne < MAX_POST) {
+      post_entry *p = &e[ne++];
+      memset(p, 0, sizeof *p);
+      p->reshape = true, p->node = i, p->sr = epi[i]->out[0]->rank;
+      memcpy(p->sd, epi[i]->out[0]->dims, sizeof(int64_t) * (size_t)p->sr);
+      prev = epi[i++]->out[0];
+      continue;
+    }
+    int used = translate(lin->out[0], epi, n_epi, i, prev, e, &ne);
+    if (used < 0) {
+      entries_free(e, ne);
+      free(op);
+      return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+    }
+    if (used > 0 && !same_params(e, ne)) {
+      /* drop this node's entries and stop */
+      while (ne > 0 && e[ne - 1].node >= i) free(e[--ne].cdata);
+      used = 0;
+    }
+    if (used == 0) break;
+    i += used;
+    prev = epi[i - 1]->out[0];
+  }
+
+  /* the longest prefix (at node boundaries) that oneDNN implements, preferring
+   * an optimized implementation over the reference one */
+  dnnl_primitive_desc_t pd = NULL, fallback = NULL;
+  pd_mds m, fb_m;
+  memset(&m, 0, sizeof m);
+  memset(&fb_m, 0, sizeof fb_m);
+  int n_used = -1, fb_used = -1;
+  dnnl_status_t last = dnnl_unimplemented;
+  for (int L = ne; L >= 0; L--) {
+    if (L > 0 && L < ne && e[L].node == e[L - 1].node) continue;
+    dnnl_primitive_desc_t cand = NULL;
+    pd_mds cm;
+    last = make_pd(lin, &g, e, L, &cm, &cand);
+    if (last != dnnl_success) continue;
+    if (!impl_is_ref(cand)) {
+      pd = cand, m = cm, n_used = L;
+      break;
+    }
+    if (!fallback) fallback = cand, fb_m = cm, fb_used = L;
+    else dnnl_primitive_desc_destroy(cand);
+  }
+  if (pd && fallback) dnnl_primitive_desc_destroy(fallback);
+  else if (!pd) pd = fallback, m = fb_m, n_used = fb_used;
+  if (!pd) {
+    entries_free(e, ne);
+    free(op);
+    return dnnl_fail(lin, last, "primitive descriptor");
+  }
+  for (int i = n_used; i < ne; i++) free(e[i].cdata), e[i].cdata = NULL;
+  op->entries = e;
+  op->n_entries = n_used;
+  op->n_absorbed = n_used ? e[n_used - 1].node + 1 : 0;
+  op->n_threads = n_threads;
+  op->n_spatial = g.ns;
+
+  fsl_status st = FSL_OK;
+  dnnl_status_t s = dnnl_primitive_create(&op->prim, pd);
+  const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  if (s != dnnl_success || !wmd) {
+    st = dnnl_fail(lin, s, "primitive");
+    goto fail;
+  }
+  if ((s = act_memory(pd, dnnl_query_src_md, &m.src, true, &op->src_mem, &op->src_user_mem, &op->src_buf,
+                      &op->src_reorder)) != dnnl_success ||
+      (s = act_memory(pd, dnnl_query_dst_md, &m.dst, false, &op->dst_mem, &op->dst_user_mem, &op->dst_buf,
+                      &op->dst_reorder)) != dnnl_success) {
+    st = dnnl_fail(lin, s, "memory");
+    goto fail;
+  }
+  /* weights */
+  bool plain = dnnl_memory_desc_equal(wmd, &m.wei_user);
+  op->flip = g.deconv && !g.wdata;
+  if (g.deconv) {
+    op->flip_outer = lin->in[1]->dims[0] * lin->in[1]->dims[1];
+    for (int i = 0; i < g.ns; i++) op->flip_inner[i] = lin->in[1]->dims[2 + i];
+  }
+  if (g.wdata) {
+    op->wei_const = true;
+    const float *wsrc = g.wdata;
+    float *flipped = NULL;
+    if (g.deconv) {
+      flipped = malloc(sizeof(float) * (size_t)fsl_value_numel(lin->in[1]));
+      if (!flipped) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto fail; }
+      flip_weights(g.wdata, flipped, op->flip_outer, g.ns, op->flip_inner);
+      wsrc = flipped;
+    }
+    size_t sz = dnnl_memory_desc_get_size(wmd);
+    op->wei_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
+    if (!op->wei_buf) { free(flipped); st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto fail; }
+    s = run_reorder(&m.wei_user, (void *)wsrc, wmd, op->wei_buf);
+    free(flipped);
+    if (s == dnnl_success) s = dnnl_memory_create(&op->wei_mem, wmd, g_engine, op->wei_buf);
+  } else if (plain && !op->flip) {
+    s = dnnl_memory_create(&op->wei_mem, wmd, g_engine, DNNL_MEMORY_NONE);
+  } else {
+    if (op->flip) {
+      op->flip_buf = malloc(sizeof(float) * (size_t)fsl_value_numel(lin->in[1]));
+      if (!op->flip_buf) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto fail; }
+    }
+    size_t sz = dnnl_memory_desc_get_size(wmd);
+    op->wei_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
+    if (!op->wei_buf) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto fail; }
+    dnnl_primitive_desc_t rpd = NULL;
+    s = dnnl_memory_create(&op->wei_mem, wmd, g_engine, op->wei_buf);
+    if (s == dnnl_success) s = dnnl_memory_create(&op->wei_user_mem, &m.wei_user, g_engine, DNNL_MEMORY_NONE);
+    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&rpd, &m.wei_user, g_engine, wmd, g_engine, NULL);
+    if (s == dnnl_success) s = dnnl_primitive_create(&op->wei_reorder, rpd);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+  }
+  if (s != dnnl_success) {
+    st = dnnl_fail(lin, s, "weights");
+    goto fail;
+  }
+  /* binary post-op operands */
+  for (int i = 0; i < n_used; i++) {
+    if (!e[i].binary) continue;
+    void *h = e[i].cdata ? (void *)e[i].cdata : DNNL_MEMORY_NONE;
+    s = dnnl_memory_create(&op->post_mem[i], &m.post[i], g_engine, h);
+    if (s != dnnl_success) {
+      st = dnnl_fail(lin, s, "post-op operand");
+      goto fail;
+    }
+    if (!e[i].cdata) op->post_val[e[i].node] = e[i].src;
+  }
+  dnnl_primitive_desc_destroy(pd);
+  *out = op;
+  *n_absorbed = op->n_absorbed;
+  return FSL_OK;
+fail:
+  dnnl_primitive_desc_destroy(pd);
+  fsl_onednn_linear_free(op);
+  return st;
+}
+
+/** Outside value whose data fsl_onednn_linear_run expects in post[i] for
+ *  the i-th absorbed epi node: the source reached from the node's outside
+ *  operand through reshape/expand views.  NULL when none is needed (an
+ *  eltwise post-op, or a constant operand captured at create time). */
+const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i) {
+  if (!op || i < 0 || i >= op->n_absorbed || i >= MAX_POST) return NULL;
+  return op->post_val[i];
+}
+
+fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const void *wei, const void *const *post,
+                                 void *dst) {
+  if (!op || !src || !dst || (!op->wei_const && !wei))
+    return fsl_errorf(FSL_ERR_ARG, "fsl_onednn_linear_run: NULL argument");
+  dnnl_exec_arg_t args[3 + MAX_POST];
+  int na = 0;
+  dnnl_status_t s;
+  if ((s = dnnl_memory_set_data_handle(op->src_user_mem ? op->src_user_mem : op->src_mem, (void *)src)) !=
+          dnnl_success ||
+      (s = dnnl_memory_set_data_handle(op->dst_user_mem ? op->dst_user_mem : op->dst_mem, dst)) != dnnl_success)
+    goto fail;
+  int old_threads = 0;
+  if (op->n_threads > 0 && g_omp_set) {
+    old_threads = g_omp_get();
+    g_omp_set(op->n_threads);
+  }
+  if (!op->wei_const) {
+    const void *w = wei;
+    if (op->flip) {
+      flip_weights(wei, op->flip_buf, op->flip_outer, op->n_spatial, op->flip_inner);
+      w = op->flip_buf;
+    }
+    if (op->wei_reorder) {
+      if ((s = dnnl_memory_set_data_handle(op->wei_user_mem, (void *)w)) != dnnl_success) goto restore;
+      dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->wei_user_mem}, {DNNL_ARG_TO, op->wei_mem}};
+      if ((s = dnnl_primitive_execute(op->wei_reorder, g_stream, 2, ra)) != dnnl_success) goto restore;
+    } else if ((s = dnnl_memory_set_data_handle(op->wei_mem, (void *)w)) != dnnl_success) {
+      goto restore;
+    }
+  }
+  if (op->src_reorder) {
+    dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->src_user_mem}, {DNNL_ARG_TO, op->src_mem}};
+    if ((s = dnnl_primitive_execute(op->src_reorder, g_stream, 2, ra)) != dnnl_success) goto restore;
+  }
+  args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, op->src_mem};
+  args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, op->wei_mem};
+  args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, op->dst_mem};
+  for (int i = 0, po = 0; i < op->n_entries; i++) {
+    if (op->entries[i].reshape) continue;
+    int po_index = po++;  /* index in the oneDNN post-op chain */
+    if (!op->entries[i].binary) continue;
+    if (!op->entries[i].cdata) {
+      const void *p = post ? post[op->entries[i].node] : NULL;
+      if (!p) {
+        if (old_threads) g_omp_set(old_threads);
+        return fsl_errorf(FSL_ERR_ARG, "fsl_onednn_linear_run: post-op operand %d is NULL", op->entries[i].node);
+      }
+      if ((s = dnnl_memory_set_data_handle(op->post_mem[i], (void *)p)) != dnnl_success) goto restore;
+    }
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1, op->post_mem[i]};
+  }
+  s = dnnl_primitive_execute(op->prim, g_stream, na, args);
+  if (s == dnnl_success && op->dst_reorder) {
+    dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->dst_mem}, {DNNL_ARG_TO, op->dst_user_mem}};
+    s = dnnl_primitive_execute(op->dst_reorder, g_stream, 2, ra);
+  }
+  if (s == dnnl_success) s = dnnl_stream_wait(g_stream);
+restore:
+  if (old_threads) g_omp_set(old_threads);
+  if (s == dnnl_success) return FSL_OK;
+fail:
+  return fsl_errorf(FSL_ERR_RUNTIME, "oneDNN execute: %s", dnnl_status2str(s));
+}
+
+void fsl_onednn_linear_free(fsl_onednn_linear *op) {
+  if (!op) return;
+  if (op->prim) dnnl_primitive_destroy(op->prim);
+  if (op->wei_reorder) dnnl_primitive_destroy(op->wei_reorder);
+  if (op->src_reorder) dnnl_primitive_destroy(op->src_reorder);
+  if (op->dst_reorder) dnnl_primitive_destroy(op->dst_reorder);
+  if (op->src_user_mem) dnnl_memory_destroy(op->src_user_mem);
+  if (op->dst_user_mem) dnnl_memory_destroy(op->dst_user_mem);
+  free(op->src_buf);
+  free(op->dst_buf);
+  if (op->src_mem) dnnl_memory_destroy(op->src_mem);
+  if (op->wei_mem) dnnl_memory_destroy(op->wei_mem);
+  if (op->dst_mem) dnnl_memory_destroy(op->dst_mem);
+  if (op->wei_user_mem) dnnl_memory_destroy(op->wei_user_mem);
+  for (int i = 0; i < MAX_POST; i++)
+    if (op->post_mem[i]) dnnl_memory_destroy(op->post_mem[i]);
+  entries_free(op->entries, op->n_entries);
+  free(op->wei_buf);
+  free(op->flip_buf);
+  free(op);
+}

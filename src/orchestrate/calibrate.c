@@ -1,0 +1,336 @@
+/*
+ * calibrate.c — measures the roofline's device numbers on this machine
+ * (calibrate.h) and caches them per machine in the user's cache folder.
+ *
+ * Parallel benchmarks run through libgomp, loaded with dlopen (it is
+ * already in the process through oneDNN's OpenMP runtime), and its
+ * GOMP_parallel entry point — exactly what `#pragma omp parallel` in a
+ * generated kernel compiles to — so the numbers describe how generated
+ * kernels run without building the library itself with -fopenmp.  Without
+ * libgomp every benchmark runs on one thread.
+ */
+#include "orchestrate/calibrate.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#define CAL_VERSION "fissile-device-v1"
+#define COPY_BYTES ((size_t)64 << 20)     /* memcpy buffer */
+#define GEMM_N 1024                       /* sgemm M = N = K */
+#define ELEM_TOTAL ((int64_t)16 << 20)    /* elements of the exp/mul loop */
+#define ELEM_BLOCK 8192                   /* per-thread cache-resident block (floats) */
+#define LAUNCH_CALLS 2000
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- libgomp, looked up at run time ---- */
+
+typedef struct gomp {
+  void *h;
+  void (*parallel)(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags);
+  int (*thread_num)(void);
+  int (*num_threads)(void);
+  int (*max_threads)(void);
+  void (*set_num_threads)(int);
+} gomp;
+
+static void gomp_open(gomp *o) {
+  memset(o, 0, sizeof *o);
+  o->h = dlopen("libgomp.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!o->h) return;
+  o->parallel = (void (*)(void (*)(void *), void *, unsigned, unsigned))dlsym(o->h, "GOMP_parallel");
+  o->thread_num = (int (*)(void))dlsym(o->h, "omp_get_thread_num");
+  o->num_threads = (int (*)(void))dlsym(o->h, "omp_get_num_threads");
+  o->max_threads = (int (*)(void))dlsym(o->h, "omp_get_max_threads");
+  o->set_num_threads = (void (*)(int))dlsym(o->h, "omp_set_num_threads");
+  if (!o->parallel || !o->thread_num || !o->num_threads || !o->max_threads || !o->set_num_threads) {
+    dlclose(o->h);
+    memset(o, 0, sizeof *o);
+  }
+}
+
+static void gomp_close(gomp *o) {
+  if (o->h) dlclose(o->h);
+  memset(o, 0, sizeof *o);
+}
+
+/* A parallel job: fn(job, thread index, team size). */
+typedef struct job {
+  const gomp *o;
+  void (*fn)(struct job *j, int tid, int nthr);
+  char *src, *dst;       /* copy: buffers; elementwise: per-thread blocks */
+  size_t n;              /* copy: bytes; elementwise: elements per thread */
+} job;
+
+static void job_entry(void *p) {
+  job *j = p;
+  j->fn(j, j->o->thread_num(), j->o->num_threads());
+}
+
+static void run_parallel(job *j, int n_threads) {
+  if (j->o->h) j->o->parallel(job_entry, j, (unsigned)n_threads, 0);
+  else j->fn(j, 0, 1);
+}
+
+/* ---- benchmarks ---- */
+
+static void copy_part(job *j, int tid, int nthr) {
+  size_t per = (j->n / (size_t)nthr + 63) & ~(size_t)63;
+  size_t lo = per * (size_t)tid, hi = lo + per < j->n ? lo + per : j->n;
+  if (lo < hi) memcpy(j->dst + lo, j->src + lo, hi - lo);
+}
+
+/* Bytes/s of memcpy (read + write), best of 5. */
+static fsl_status bench_copy(const gomp *o, int n_threads, double *out) {
+  char *src = malloc(COPY_BYTES), *dst = malloc(COPY_BYTES);
+  if (!src || !dst) {
+    free(src);
+    free(dst);
+    return fsl_errorf(FSL_ERR_NOMEM, "calibration: out of memory for two %zu-byte copy buffers", COPY_BYTES);
+  }
+  memset(src, 1, COPY_BYTES);  /* fault the pages in before timing */
+  memset(dst, 0, COPY_BYTES);
+  job j = {o, copy_part, src, dst, COPY_BYTES};
+  double best = INFINITY;
+  for (int r = 0; r < 5; r++) {
+    double t = now_s();
+    run_parallel(&j, n_threads);
+    t = now_s() - t;
+    if (t < best) best = t;
+  }
+  *out = 2.0 * (double)COPY_BYTES / best;
+  free(src);
+  free(dst);
+  return FSL_OK;
+}
+
+static void elem_part(job *j, int tid, int nthr) {
+  const float *x = (const float *)j->src + (size_t)tid * ELEM_BLOCK;
+  float *y = (float *)j->dst + (size_t)tid * ELEM_BLOCK;
+  int64_t todo = ELEM_TOTAL / nthr;
+  for (int64_t done = 0; done < todo; done += ELEM_BLOCK)
+    for (int i = 0; i < ELEM_BLOCK; i++) y[i] = expf(x[i]) * 0.5f;
+}
+
+/* Ops/s of y = exp(x) * 0.5 (2 ops per element) on cache-resident blocks, best of 3. */
+static fsl_status bench_elem(const gomp *o, int n_threads, double *out) {
+  size_t n = (size_t)ELEM_BLOCK * (size_t)n_threads;
+  float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+  if (!x || !y) {
+    free(x);
+    free(y);
+    return fsl_errorf(FSL_ERR_NOMEM, "calibration: out of memory for the elementwise benchmark");
+  }
+  for (size_t i = 0; i < n; i++) x[i] = (float)(i % 1000) * 1e-3f - 0.5f;
+  job j = {o, elem_part, (char *)x, (char *)y, 0};
+  double best = INFINITY;
+  for (int r = 0; r < 3; r++) {
+    double t = now_s();
+    run_parallel(&j, n_threads);
+    t = now_s() - t;
+    if (t < best) best = t;
+  }
+  /* every thread did ELEM_TOTAL / team elements, rounded up to whole blocks */
+  double sink = 0;
+  for (size_t i = 0; i < n; i += 997) sink += y[i];
+  *out = sink == sink ? 2.0 * (double)ELEM_TOTAL / best : 0;
+  free(x);
+  free(y);
+  return FSL_OK;
+}
+
+/* FLOP/s of oneDNN sgemm, 1024^3, best of up to 3 after a warm-up call. */
+static fsl_status bench_sgemm(const gomp *o, int n_threads, double *out) {
+  size_t n = (size_t)GEMM_N * GEMM_N;
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+  fsl_status st = FSL_OK;
+  if (!a || !b || !c) {
+    st = fsl_errorf(FSL_ERR_NOMEM, "calibration: out of memory for the sgemm benchmark");
+    goto done;
+  }
+  for (size_t i = 0; i < n; i++) {
+    a[i] = (float)(i % 17) * 0.01f;
+    b[i] = (float)(i % 13) * 0.01f;
+    c[i] = 0;
+  }
+  int saved = o->h ? o->max_threads() : 0;
+  if (o->h) o->set_num_threads(n_threads);
+  double best = INFINITY;
+  for (int r = 0; r < 4; r++) {
+    double t = now_s();
+    dnnl_status_t ds = dnnl_sgemm('N', 'N', GEMM_N, GEMM_N, GEMM_N, 1.0f, a, GEMM_N, b, GEMM_N, 0.0f, c, GEMM_N);
+    t = now_s() - t;
+    if (ds != dnnl_success) {
+      st = fsl_errorf(FSL_ERR_RUNTIME, "calibration: dnnl_sgemm failed (status %d)", (int)ds);
+      break;
+    }
+    if (r > 0 && t < best) best = t;
+    if (r > 0 && best > 0.15) break;  /* a slow machine: one timed run is enough */
+  }
+  if (o->h) o->set_num_threads(saved);
+  if (st == FSL_OK) *out = 2.0 * (double)GEMM_N * GEMM_N * GEMM_N / best;
+done:
+  free(a);
+  free(b);
+  free(c);
+  return st;
+}
+
+static void empty_region(void *p) { (void)p; }
+static void (*volatile g_empty_fn)(void *) = empty_region;
+
+/* Seconds per empty parallel region (fork/join), best of 3 rounds. */
+static double bench_launch(const gomp *o, int n_threads) {
+  double best = INFINITY;
+  for (int r = 0; r < 4; r++) {
+    double t = now_s();
+    for (int i = 0; i < LAUNCH_CALLS; i++) {
+      if (o->h) o->parallel(empty_region, NULL, (unsigned)n_threads, 0);
+      else g_empty_fn(NULL);
+    }
+    t = (now_s() - t) / LAUNCH_CALLS;
+    if (r > 0 && t < best) best = t;  /* round 0 starts the threads */
+  }
+  return best > 0 ? best : 1e-9;
+}
+
+/* ---- machine identity and the cache file ---- */
+
+/* The CPU model name from /proc/cpuinfo ("unknown cpu" if none). */
+static void cpu_model(char *buf, size_t len) {
+  snprintf(buf, len, "unknown cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) && strncmp(line, "Model", 5) && strncmp(line, "cpu model", 9)) continue;
+    char *c = strchr(line, ':');
+    if (!c) continue;
+    c++;
+    while (*c == ' ' || *c == '\t') c++;
+    size_t n = strcspn(c, "\r\n");
+    if (n == 0) continue;
+    snprintf(buf, len, "%.*s", (int)n, c);
+    break;
+  }
+  fclose(f);
+}
+
+/* $XDG_CACHE_HOME/fissile (or ~/.cache/fissile), created if missing; false if none. */
+static bool cache_dir(char *buf, size_t len) {
+  const char *x = getenv("XDG_CACHE_HOME");
+  int n;
+  if (x && x[0] == '/') {
+    n = snprintf(buf, len, "%s", x);
+  } else {
+    const char *h = getenv("HOME");
+    if (!h || h[0] != '/') return false;
+    n = snprintf(buf, len, "%s/.cache", h);
+  }
+  if (n < 0 || (size_t)n >= len) return false;
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST) return false;
+  size_t l = strlen(buf);
+  n = snprintf(buf + l, len - l, "/fissile");
+  if (n < 0 || (size_t)n >= len - l) return false;
+  return mkdir(buf, 0755) == 0 || errno == EEXIST;
+}
+
+static bool positive(double v) { return isfinite(v) && v > 0; }
+
+/* Reads a cache file; true if it holds all four numbers, positive and finite. */
+static bool cache_read(const char *path, fsl_device *d) {
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  fsl_device t;
+  memset(&t, 0, sizeof t);
+  char line[512];
+  bool version = false;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    char *eq = strchr(line, '=');
+    if (!strcmp(line, "# " CAL_VERSION)) version = true;
+    if (!eq) continue;
+    *eq = 0;
+    const char *key = line, *val = eq + 1;
+    if (!strcmp(key, "name")) snprintf(t.name, sizeof t.name, "%s", val);
+    else if (!strcmp(key, "bandwidth")) t.bandwidth = strtod(val, NULL);
+    else if (!strcmp(key, "peak_flops")) t.peak_flops = strtod(val, NULL);
+    else if (!strcmp(key, "elem_flops")) t.elem_flops = strtod(val, NULL);
+    else if (!strcmp(key, "launch_s")) t.launch_s = strtod(val, NULL);
+  }
+  fclose(f);
+  if (!version || !positive(t.bandwidth) || !positive(t.peak_flops) || !positive(t.elem_flops) ||
+      !positive(t.launch_s))
+    return false;
+  *d = t;
+  return true;
+}
+
+/* Writes the cache file through a temporary file and rename (never a partial file). */
+static void cache_write(const char *path, const fsl_device *d) {
+  char tmp[4200];
+  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  if (n < 0 || (size_t)n >= sizeof tmp) return;
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  int w = fprintf(f, "# " CAL_VERSION "\nname=%s\nbandwidth=%.9g\npeak_flops=%.9g\nelem_flops=%.9g\nlaunch_s=%.9g\n",
+                  d->name, d->bandwidth, d->peak_flops, d->elem_flops, d->launch_s);
+  bool ok = w > 0;
+  if (fclose(f) != 0) ok = false;
+  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+}
+
+fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force) {
+  if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_device_calibrate: NULL device");
+  fsl_device_default(d);
+  gomp o;
+  gomp_open(&o);
+  if (n_threads <= 0) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    n_threads = o.h ? o.max_threads() : (int)(ncpu > 0 ? ncpu : 1);
+  }
+  if (!o.h) n_threads = 1;
+  if (n_threads > 1024) n_threads = 1024;
+
+  char model[256], dir[4096], path[4096 + 64];
+  cpu_model(model, sizeof model);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  uint64_t h = fsl_hash(FSL_HASH_INIT, CAL_VERSION, strlen(CAL_VERSION));
+  h = fsl_hash(h, model, strlen(model));
+  h = fsl_hash(h, &ncpu, sizeof ncpu);
+  h = fsl_hash(h, &n_threads, sizeof n_threads);
+  bool have_path = cache_dir(dir, sizeof dir);
+  if (have_path) snprintf(path, sizeof path, "%s/device-%016llx.txt", dir, (unsigned long long)h);
+
+  fsl_device m;
+  if (!force && have_path && cache_read(path, &m)) {
+    *d = m;
+    gomp_close(&o);
+    return FSL_OK;
+  }
+
+  memset(&m, 0, sizeof m);
+  snprintf(m.name, sizeof m.name, "cpu: %s, %d thread%s", model, n_threads, n_threads == 1 ? "" : "s");
+  fsl_status st = bench_copy(&o, n_threads, &m.bandwidth);
+  if (st == FSL_OK) st = bench_elem(&o, n_threads, &m.elem_flops);
+  if (st == FSL_OK) st = bench_sgemm(&o, n_threads, &m.peak_flops);
+  if (st == FSL_OK) m.launch_s = bench_launch(&o, n_threads);
+  gomp_close(&o);
+  if (st != FSL_OK) return st;
+  if (!positive(m.bandwidth) || !positive(m.peak_flops) || !positive(m.elem_flops) || !positive(m.launch_s))
+    return fsl_errorf(FSL_ERR_RUNTIME, "calibration gave a non-positive number (bandwidth %g B/s, sgemm %g FLOP/s, "
+                      "elementwise %g op/s, launch %g s)", m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
+  *d = m;
+  if (have_path) cache_write(path, d);
+  return FSL_OK;
+}

@@ -1,0 +1,36 @@
+/*
+ * calibrate.h — measuring the roofline's device numbers (fsl_device,
+ * orchestrate.h) on this machine, cached per machine in the user's cache
+ * folder.
+ */
+#ifndef FSL_CALIBRATE_H
+#define FSL_CALIBRATE_H
+
+#include "orchestrate/orchestrate.h"
+
+/**
+ * Fills *d with numbers measured on this machine for `n_threads` threads
+ * (<= 0: OpenMP's default, else the online CPU count):
+ *   bandwidth   bytes/s of memcpy over 64 MiB buffers (read + write
+ *               counted, split over the threads), best of several runs;
+ *   peak_flops  FLOP/s of oneDNN dnnl_sgemm on 1024x1024x1024 (2 M N K
+ *               flops), best of several;
+ *   elem_flops  ops/s of an exp-and-multiply loop over 16 Mi elements
+ *               (2 ops each) on a cache-resident block, as generated
+ *               elementwise code runs it;
+ *   launch_s    seconds of one empty OpenMP parallel region (libgomp's
+ *               GOMP_parallel, what `#pragma omp parallel` compiles to) —
+ *               an indirect function call when libgomp cannot be loaded.
+ * Takes well under 2 s.  The numbers are cached in
+ * $XDG_CACHE_HOME/fissile/device-<fingerprint>.txt (~/.cache when
+ * XDG_CACHE_HOME is unset), the fingerprint hashing the CPU model name
+ * (/proc/cpuinfo), the online CPU count and the thread count; a valid cache
+ * file is read instead of measuring unless `force`.  The cache is written
+ * atomically (temporary file + rename); failing to write it is not an error.
+ * Errors: FSL_ERR_ARG (d NULL), FSL_ERR_NOMEM (benchmark buffers),
+ * FSL_ERR_RUNTIME (oneDNN sgemm failed).  On error *d is the default device
+ * (fsl_device_default).
+ */
+fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * kernel_ws.h — a reusable workspace for checking many node sets of one
+ * graph as kernels without O(graph) work per set (kernel.c).  Private to
+ * src/orchestrate (candidates.c, baselines.c).
+ */
+#ifndef FSL_KERNEL_WS_H
+#define FSL_KERNEL_WS_H
+
+#include "orchestrate/orchestrate.h"
+
+typedef struct fsl_kernel_ws fsl_kernel_ws;
+
+/** Verdicts of fsl_kernel_ws_make: legal; not legal; not legal and no
+ *  superset grown from it can be (candidates.c stops growing it). */
+enum { KV_LEGAL = 0, KV_ILLEGAL = 1, KV_PRUNE = 2 };
+
+/** A workspace for graph g (topo: fsl_graph_topo_index(g)).  FSL_ERR_NOMEM. */
+fsl_status fsl_kernel_ws_new(const fsl_graph *g, const int *topo, fsl_kernel_ws **out);
+void fsl_kernel_ws_free(fsl_kernel_ws *ws);
+/** Checks the node set like fsl_kernel_make and sets *verdict; with
+ *  `build`, a legal set also yields the kernel in *out (else *out NULL). */
+fsl_status fsl_kernel_ws_make(fsl_kernel_ws *ws, fsl_node *const *nodes, int n, bool build,
+                              fsl_kernel **out, const char **why, int *verdict);
+
+#endif

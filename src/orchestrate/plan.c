@@ -1,0 +1,293 @@
+/*
+ * plan.c — a strategy's plan: builds it (candidates -> cost -> BLP for
+ * optimal, a rule-based baseline otherwise), verifies it and prints it.
+ * DESIGN.md section 5.
+ */
+#include "orchestrate/baselines.h"
+
+#include <time.h>
+
+const char *fsl_strategy_name(fsl_strategy s) {
+  switch (s) {
+  case FSL_STRATEGY_UNFUSED: return "unfused";
+  case FSL_STRATEGY_OPFUSE: return "opfuse";
+  case FSL_STRATEGY_GREEDY: return "greedy";
+  case FSL_STRATEGY_OPTIMAL: return "optimal";
+  default: return "?";
+  }
+}
+
+static const char *kind_name(fsl_kernel_kind k) {
+  switch (k) {
+  case FSL_KERNEL_LOOP: return "loop";
+  case FSL_KERNEL_REDUCE: return "reduce";
+  case FSL_KERNEL_LINEAR: return "linear";
+  case FSL_KERNEL_OPAQUE: return "opaque";
+  default: return "?";
+  }
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *d, fsl_plan *out) {
+  if (!out) return fsl_errorf(FSL_ERR_ARG, "fsl_plan_build: NULL plan");
+  memset(out, 0, sizeof *out);
+  if (!g) return fsl_errorf(FSL_ERR_ARG, "fsl_plan_build: NULL graph");
+  if ((unsigned)s >= FSL_STRATEGY_COUNT)
+    return fsl_errorf(FSL_ERR_ARG, "fsl_plan_build: unknown strategy %d (expected unfused, opfuse, greedy or optimal)",
+                      (int)s);
+  fsl_device def;
+  if (!d) {
+    fsl_device_default(&def);
+    d = &def;
+  }
+  double t0 = now_s();
+  out->g = g;
+  out->strategy = s;
+  out->kernels.g = g;
+  fsl_status st;
+  if (s == FSL_STRATEGY_OPTIMAL) {
+    fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64};
+    fsl_kernel_set cands = {.g = g};
+    st = fsl_candidates(g, &copt, &cands);
+    if (st == FSL_OK) {
+      for (int i = 0; i < cands.n; i++) fsl_kernel_cost(cands.k[i], d);
+      fsl_solve_options sopt = {.time_limit_s = 30, .max_cuts = 100};
+      fsl_solve_result res = {0};
+      st = fsl_solve(&cands, &sopt, &out->kernels, &res);
+      out->optimal = st == FSL_OK && res.optimal;
+    }
+    fsl_kernel_set_free(&cands);
+  } else {
+    st = fsl_baseline(g, s, &out->kernels);
+  }
+  if (st != FSL_OK) {
+    fsl_error_context(st, "%s plan", fsl_strategy_name(s));
+    fsl_plan_free(out);
+    return st;
+  }
+  out->kernels.g = g;
+  for (int i = 0; i < out->kernels.n; i++) {
+    out->kernels.k[i]->id = i;
+    out->predicted_s += fsl_kernel_cost(out->kernels.k[i], d);
+  }
+  st = fsl_plan_verify(out);
+  if (st != FSL_OK) {
+    fsl_error_context(st, "%s plan", fsl_strategy_name(s));
+    fsl_plan_free(out);
+    return st;
+  }
+  out->orchestrate_s = now_s() - t0;
+  return FSL_OK;
+}
+
+void fsl_plan_free(fsl_plan *p) {
+  if (!p) return;
+  fsl_kernel_set_free(&p->kernels);
+  memset(p, 0, sizeof *p);
+}
+
+/* ---- verification ---- */
+
+static bool value_of(const fsl_graph *g, const fsl_value *v) {
+  return v && v->id >= 0 && v->id < g->n_values && g->values[v->id] == v;
+}
+
+static const char *vname(const fsl_value *v) { return v && v->name ? v->name : "?"; }
+
+/* true when the value lists a and b hold the same set; `mark` (per value id,
+ * all 0 on entry and exit) is scratch. */
+static bool same_values(fsl_value *const *a, int na, fsl_value *const *b, int nb, int *mark) {
+  bool same = true;
+  for (int i = 0; i < na; i++) mark[a[i]->id] = 1;
+  for (int i = 0; i < nb && same; i++) same = mark[b[i]->id] == 1;
+  for (int i = 0; i < nb && same; i++) mark[b[i]->id] = 2;
+  for (int i = 0; i < na && same; i++) same = mark[a[i]->id] == 2;
+  for (int i = 0; i < na; i++) mark[a[i]->id] = 0;
+  for (int i = 0; i < nb; i++) mark[b[i]->id] = 0;
+  return same;
+}
+
+/* Checks kernel ki of p against its re-derivation from its nodes and marks
+ * what it writes in `written`. */
+static fsl_status verify_kernel(const fsl_plan *p, int ki, const int *topo, bool *written, int *mark) {
+  const fsl_graph *g = p->g;
+  const fsl_kernel *k = p->kernels.k[ki];
+  if (!k || k->n_nodes <= 0 || !k->nodes)
+    return fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d: expected at least one node", ki);
+  for (int i = 0; i < k->n_nodes; i++) {
+    const fsl_node *n = k->nodes[i];
+    if (!n || n->id < 0 || n->id >= g->next_node_id || topo[n->id] < 0 || topo[n->id] >= g->n_nodes ||
+        g->nodes[topo[n->id]] != n)
+      return fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d: node %d is not a node of the graph", ki, i);
+  }
+  for (int i = 0; i < k->n_in; i++)
+    if (!value_of(g, k->in[i])) return fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d: input %d is not a value of the graph", ki, i);
+  for (int i = 0; i < k->n_out; i++)
+    if (!value_of(g, k->out[i])) return fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d: output %d is not a value of the graph", ki, i);
+  fsl_kernel *re = NULL;
+  const char *why = NULL;
+  FSL_TRY(fsl_kernel_make(g, topo, k->nodes, k->n_nodes, &re, &why));
+  fsl_status st = FSL_OK;
+  if (!re) {
+    st = fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d (%s, first node %s '%s'): not a legal kernel: %s", ki,
+                    kind_name(k->kind), fsl_op_name(k->nodes[0]->op), k->nodes[0]->name ? k->nodes[0]->name : "",
+                    why ? why : "rejected");
+    return st;
+  }
+  bool same_nodes = re->n_nodes == k->n_nodes;
+  for (int i = 0; same_nodes && i < k->n_nodes; i++) same_nodes = re->nodes[i] == k->nodes[i];
+  if (!same_nodes) {
+    st = fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d (%s): its nodes are duplicated or not in topological order", ki,
+                    kind_name(k->kind));
+  } else if (re->kind != k->kind) {
+    st = fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d: declared %s but its nodes form a %s kernel", ki,
+                    kind_name(k->kind), kind_name(re->kind));
+  } else if (!same_values(k->in, k->n_in, re->in, re->n_in, mark)) {
+    st = fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d (%s): its input list differs from what its nodes read", ki,
+                    kind_name(k->kind));
+  } else if (!same_values(k->out, k->n_out, re->out, re->n_out, mark)) {
+    st = fsl_errorf(FSL_ERR_INVALID, "plan kernel k%d (%s): its output list differs from what its nodes must write",
+                    ki, kind_name(k->kind));
+  }
+  for (int i = 0; st == FSL_OK && i < re->n_in; i++)
+    if (!written[re->in[i]->id])
+      st = fsl_errorf(FSL_ERR_INVALID,
+                      "plan kernel k%d (%s) reads '%s', which is neither a graph input, a constant nor written by an "
+                      "earlier kernel", ki, kind_name(k->kind), vname(re->in[i]));
+  for (int i = 0; st == FSL_OK && i < re->n_out; i++) written[re->out[i]->id] = true;
+  fsl_kernel_free(re);
+  return st;
+}
+
+fsl_status fsl_plan_verify(const fsl_plan *p) {
+  if (!p || !p->g) return fsl_errorf(FSL_ERR_ARG, "fsl_plan_verify: NULL plan or graph");
+  const fsl_graph *g = p->g;
+  if (p->kernels.n < 0 || (p->kernels.n > 0 && !p->kernels.k))
+    return fsl_errorf(FSL_ERR_INVALID, "plan: corrupt kernel list");
+  size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
+  bool *written = calloc(nv, sizeof *written);
+  int *mark = calloc(nv, sizeof *mark);
+  int *topo = fsl_graph_topo_index(g);
+  fsl_status st = FSL_OK;
+  if (!written || !mark || (!topo && g->n_nodes > 0)) {
+    st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+    goto done;
+  }
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i] && (g->values[i]->data || g->values[i]->is_input)) written[i] = true;
+  for (int i = 0; i < g->n_inputs; i++)
+    if (value_of(g, g->inputs[i])) written[g->inputs[i]->id] = true;
+  for (int ki = 0; st == FSL_OK && ki < p->kernels.n; ki++) st = verify_kernel(p, ki, topo, written, mark);
+  for (int i = 0; st == FSL_OK && i < g->n_outputs; i++) {
+    const fsl_value *v = g->outputs[i];
+    if (!value_of(g, v)) st = fsl_errorf(FSL_ERR_INVALID, "plan: graph output %d is not a value of the graph", i);
+    else if (!written[v->id])
+      st = fsl_errorf(FSL_ERR_INVALID, "plan: graph output '%s' is written by no kernel", vname(v));
+  }
+done:
+  free(written);
+  free(mark);
+  free(topo);
+  return st;
+}
+
+/* ---- DOT ---- */
+
+static void dot_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if (*s == '\n') fputs("\\n", f);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+/* Index of the node in kernel k that produces v, or -1. */
+static int producer_in(const fsl_kernel *k, const fsl_value *v) {
+  if (!v || !v->producer) return -1;
+  for (int i = 0; i < k->n_nodes; i++)
+    if (k->nodes[i] == v->producer) return i;
+  return -1;
+}
+
+/* Prints an edge from wherever v comes from to node `to` (a DOT id);
+ * writer[v->id] is the last kernel so far that wrote v (-1 none). */
+static void dot_edge(FILE *f, const fsl_plan *p, const fsl_value *v, int ki, const int *writer, const char *to) {
+  const fsl_graph *g = p->g;
+  if (!value_of(g, v)) return;
+  if (v->data && !v->producer) return;  /* constants omitted */
+  const fsl_kernel *k = ki >= 0 ? p->kernels.k[ki] : NULL;
+  if (k && producer_in(k, v) >= 0) {
+    fprintf(f, "  k%d_n%d -> %s [label=", ki, v->producer->id, to);
+  } else if (writer[v->id] >= 0) {
+    fprintf(f, "  k%d_n%d -> %s [label=", writer[v->id], v->producer->id, to);
+  } else if (v->is_input) {
+    fprintf(f, "  in%d -> %s [label=", v->id, to);
+  } else {
+    return;
+  }
+  dot_str(f, vname(v));
+  fputs("];\n", f);
+}
+
+void fsl_plan_print_dot(const fsl_plan *p, FILE *f) {
+  if (!p || !p->g || !f) return;
+  const fsl_graph *g = p->g;
+  int *writer = malloc(sizeof(int) * (size_t)(g->n_values > 0 ? g->n_values : 1));
+  if (!writer) return;
+  for (int i = 0; i < g->n_values; i++) writer[i] = -1;
+  fputs("digraph plan {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n  edge [fontsize=8];\n", f);
+  fputs("  label=", f);
+  char title[256];
+  snprintf(title, sizeof title, "%s plan: %d kernels, predicted %.1f us", fsl_strategy_name(p->strategy),
+           p->kernels.n, p->predicted_s * 1e6);
+  dot_str(f, title);
+  fputs(";\n", f);
+  for (int i = 0; i < g->n_inputs; i++) {
+    const fsl_value *v = g->inputs[i];
+    if (!value_of(g, v)) continue;
+    fprintf(f, "  in%d [shape=ellipse, label=", v->id);
+    dot_str(f, vname(v));
+    fputs("];\n", f);
+  }
+  for (int ki = 0; ki < p->kernels.n; ki++) {
+    const fsl_kernel *k = p->kernels.k[ki];
+    char label[128];
+    snprintf(label, sizeof label, "k%d %s %.1f us", ki, kind_name(k->kind), k->cost_s * 1e6);
+    fprintf(f, "  subgraph cluster_k%d {\n    label=", ki);
+    dot_str(f, label);
+    fputs(";\n", f);
+    for (int i = 0; i < k->n_nodes; i++) {
+      fprintf(f, "    k%d_n%d [label=", ki, k->nodes[i]->id);
+      dot_str(f, fsl_op_name(k->nodes[i]->op));
+      fputs("];\n", f);
+    }
+    fputs("  }\n", f);
+    for (int i = 0; i < k->n_nodes; i++) {
+      const fsl_node *n = k->nodes[i];
+      char to[48];
+      snprintf(to, sizeof to, "k%d_n%d", ki, n->id);
+      for (int j = 0; j < n->n_in; j++) dot_edge(f, p, n->in[j], ki, writer, to);
+    }
+    for (int i = 0; i < k->n_out; i++)
+      if (value_of(g, k->out[i])) writer[k->out[i]->id] = ki;
+  }
+  for (int i = 0; i < g->n_outputs; i++) {
+    const fsl_value *v = g->outputs[i];
+    if (!value_of(g, v)) continue;
+    fprintf(f, "  out%d [shape=ellipse, label=", i);
+    dot_str(f, vname(v));
+    fputs("];\n", f);
+    char to[32];
+    snprintf(to, sizeof to, "out%d", i);
+    dot_edge(f, p, v, -1, writer, to);
+  }
+  fputs("}\n", f);
+  free(writer);
+}

@@ -1,0 +1,488 @@
+/* test_cpu.c — the CPU backend (src/backend/cpu): small primitive graphs
+ * built with the builder, run through plans of every shape (one kernel per
+ * node, the whole graph as one kernel where legal, and each strategy's
+ * plan) and compared with the reference interpreter on random inputs. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <math.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/compile.h"
+#include "backend/cpu/emit.h"
+#include "backend/ref/ref.h"
+#include "fission/builder.h"
+
+/* ---- helpers ---- */
+
+static uint64_t g_rng = 88172645463325252ULL;
+static double rnd(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (double)(g_rng >> 11) / 9007199254740992.0;
+}
+
+static fsl_value *input(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims) {
+  fsl_value *v = fsl_graph_add_value(g, NULL);
+  assert_non_null(v);
+  v->dtype = dt;
+  assert_true(fsl_value_set_shape(v, rank, dims));
+  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
+  return v;
+}
+
+static void *random_data(const fsl_value *v, double lo, double hi) {
+  int64_t n = fsl_value_numel(v);
+  void *p = malloc((size_t)(fsl_value_nbytes(v) > 0 ? fsl_value_nbytes(v) : 1));
+  assert_non_null(p);
+  for (int64_t i = 0; i < n; i++) {
+    double x = lo + (hi - lo) * rnd();
+    if (fsl_dtype_is_float(v->dtype)) fsl_store_f64(v->dtype, p, i, x);
+    else fsl_store_i64(v->dtype, p, i, (int64_t)floor(x));
+  }
+  return p;
+}
+
+/* Compares an output of the CPU backend with the reference. */
+static void compare(const fsl_value *v, const void *got, const void *want, double tol, const char *what) {
+  int64_t n = fsl_value_numel(v);
+  int bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    bool ok;
+    if (fsl_dtype_is_float(v->dtype)) {
+      double a = fsl_load_f64(v->dtype, got, i), b = fsl_load_f64(v->dtype, want, i);
+      ok = (isnan(a) && isnan(b)) || a == b || fabs(a - b) <= tol * fmax(1.0, fabs(b));
+      if (!ok && bad < 5) fprintf(stderr, "%s: '%s'[%lld] got %.9g want %.9g\n", what, v->name, (long long)i, a, b);
+    } else {
+      ok = fsl_load_i64(v->dtype, got, i) == fsl_load_i64(v->dtype, want, i);
+      if (!ok && bad < 5)
+        fprintf(stderr, "%s: '%s'[%lld] got %lld want %lld\n", what, v->name, (long long)i,
+                (long long)fsl_load_i64(v->dtype, got, i), (long long)fsl_load_i64(v->dtype, want, i));
+    }
+    bad += !ok;
+  }
+  assert_int_equal(bad, 0);
+}
+
+/* Runs plan p on the CPU backend and compares with ref outputs. */
+static void check_plan(const fsl_plan *p, void **inputs, void **want, double tol, const char *what) {
+  const fsl_graph *g = p->g;
+  void *exe = NULL;
+  fsl_status st = fsl_backend_cpu.compile(p, &exe);
+  if (st != FSL_OK) fprintf(stderr, "%s: compile: %s\n", what, fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+  void *got[8] = {0};
+  st = fsl_backend_cpu.run(exe, (const void *const *)inputs, got);
+  if (st != FSL_OK) fprintf(stderr, "%s: run: %s\n", what, fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+  for (int i = 0; i < g->n_outputs; i++) {
+    compare(g->outputs[i], got[i], want[i], tol, what);
+    free(got[i]);
+  }
+  fsl_cpu_stats stats;
+  fsl_cpu_exe_stats(exe, &stats);
+  if (getenv("FSL_TEST_VERBOSE"))
+    fprintf(stderr, "%s: %d kernels, %d generated, %d onednn, %d fallback, %d opaque%s\n", what, stats.n_kernels,
+            stats.n_generated, stats.n_onednn, stats.n_fallback, stats.n_opaque, stats.cache_hit ? " (cached)" : "");
+  fsl_backend_cpu.free_exe(exe);
+}
+
+/* A plan made of the given kernels (node sets), verified. */
+static bool hand_plan(const fsl_graph *g, fsl_plan *p, fsl_node ***sets, const int *sizes, int n) {
+  memset(p, 0, sizeof *p);
+  p->g = g;
+  p->kernels.g = g;
+  int *topo = fsl_graph_topo_index(g);
+  assert_non_null(topo);
+  for (int i = 0; i < n; i++) {
+    fsl_kernel *k = NULL;
+    const char *why = NULL;
+    assert_int_equal(fsl_kernel_make(g, topo, sets[i], sizes[i], &k, &why), FSL_OK);
+    if (!k) {
+      free(topo);
+      fsl_plan_free(p);
+      return false;
+    }
+    if (p->kernels.n == p->kernels.cap) {
+      p->kernels.cap = p->kernels.cap ? 2 * p->kernels.cap : 8;
+      p->kernels.k = realloc(p->kernels.k, sizeof(fsl_kernel *) * (size_t)p->kernels.cap);
+      assert_non_null(p->kernels.k);
+    }
+    k->id = p->kernels.n;
+    p->kernels.k[p->kernels.n++] = k;
+  }
+  free(topo);
+  return fsl_plan_verify(p) == FSL_OK;
+}
+
+/* Runs g through: one kernel per node, one kernel for everything (if
+ * legal), and every strategy's plan; compares each with fsl_ref_run. */
+static void check_graph(fsl_graph *g, void **inputs, double tol, const char *name) {
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  if (getenv("FSL_TEST_VERBOSE")) fsl_graph_print(g, stderr);
+  void *want[8] = {0};
+  fsl_status st = fsl_ref_run(g, (const void *const *)inputs, want);
+  if (st != FSL_OK) fprintf(stderr, "%s: ref: %s\n", name, fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+  char what[128];
+  fsl_plan p;
+  /* one kernel per node */
+  fsl_node **one[512];
+  int sizes[512];
+  int n = g->n_nodes < 512 ? g->n_nodes : 512;
+  for (int i = 0; i < n; i++) {
+    one[i] = &g->nodes[i];
+    sizes[i] = 1;
+  }
+  if (hand_plan(g, &p, one, sizes, n)) {
+    snprintf(what, sizeof what, "%s/per-node", name);
+    check_plan(&p, inputs, want, tol, what);
+    fsl_plan_free(&p);
+  }
+  /* everything in one kernel */
+  fsl_node **all = g->nodes;
+  int na = g->n_nodes;
+  if (hand_plan(g, &p, &all, &na, 1)) {
+    snprintf(what, sizeof what, "%s/one-kernel", name);
+    check_plan(&p, inputs, want, tol, what);
+    fsl_plan_free(&p);
+  } else if (getenv("FSL_TEST_VERBOSE")) {
+    fprintf(stderr, "%s: not one legal kernel\n", name);
+  }
+  for (int s = 0; s < FSL_STRATEGY_COUNT; s++) {
+    if (fsl_plan_build(g, (fsl_strategy)s, NULL, &p) != FSL_OK) {
+      fprintf(stderr, "%s: plan %s: %s (skipped)\n", name, fsl_strategy_name((fsl_strategy)s), fsl_last_error());
+      continue;
+    }
+    snprintf(what, sizeof what, "%s/%s", name, fsl_strategy_name((fsl_strategy)s));
+    check_plan(&p, inputs, want, tol, what);
+    fsl_plan_free(&p);
+  }
+  for (int i = 0; i < g->n_outputs; i++) free(want[i]);
+}
+
+static void free_inputs(void **in, int n) {
+  for (int i = 0; i < n; i++) free(in[i]);
+}
+
+#define B_INIT(g) {.g = (g), .st = FSL_OK, .fold = false}
+
+/* ---- tests ---- */
+
+static void test_elementwise_broadcast(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {4, 1, 5}, dy[] = {3, 1};
+  fsl_value *x = input(g, FSL_DT_F32, 3, dx), *y = input(g, FSL_DT_F32, 2, dy);
+  fsl_value *s = fsl_b_binary(&b, FSL_OP_add, x, y);           /* 4x3x5 */
+  fsl_value *t = fsl_b_unary(&b, FSL_OP_tanh, s);
+  fsl_value *u = fsl_b_binary(&b, FSL_OP_mul, t, fsl_b_unary(&b, FSL_OP_exp, y));
+  fsl_value *c = fsl_b_binary(&b, FSL_OP_gt, u, fsl_b_scalar(&b, FSL_DT_F32, 0.1));
+  fsl_value *w = fsl_b_where(&b, c, fsl_b_unary(&b, FSL_OP_sigmoid, u), fsl_b_binary(&b, FSL_OP_max, s, t));
+  fsl_value *q = fsl_b_binary(&b, FSL_OP_div, w, fsl_b_binary_scalar(&b, FSL_OP_add, fsl_b_unary(&b, FSL_OP_abs, x), 1.0));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, q);
+  fsl_graph_add_output(g, t);
+  void *in[] = {random_data(x, -2, 2), random_data(y, -2, 2)};
+  check_graph(g, in, 1e-5, "elementwise");
+  free_inputs(in, 2);
+  fsl_graph_free(g);
+}
+
+static void test_movement(void **state) {
+  (void)state;
+  for (int mode = 0; mode < 4; mode++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t dx[] = {2, 3, 4}, perm[] = {2, 0, 1};
+    fsl_value *x = input(g, FSL_DT_F32, 3, dx);
+    fsl_value *p = fsl_b_permute(&b, x, perm);                     /* 4x2x3 */
+    int64_t st[] = {3, 0, 0}, sp[] = {-1, 1, 2}, sz[] = {3, 2, 2};
+    fsl_value *s = fsl_b_slice(&b, p, st, sp, sz);                 /* 3x2x2 */
+    int64_t pads[] = {1, 0, 2, 2, 1, 0};
+    fsl_value *pd = fsl_b_pad(&b, s, pads, mode, 0.5);             /* 6x3x4 */
+    fsl_value *e = fsl_b_unary(&b, FSL_OP_neg, pd);
+    int64_t rs[] = {6, 12};
+    fsl_value *r = fsl_b_reshape(&b, e, 2, rs);
+    fsl_value *r2 = fsl_b_reshape(&b, pd, 2, rs);
+    fsl_value *parts[] = {r, r2, r};
+    fsl_value *cc = fsl_b_concat(&b, parts, 3, 1);                 /* 6x36 */
+    fsl_value *o = fsl_b_binary(&b, FSL_OP_mul, cc, cc);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, o);
+    void *in[] = {random_data(x, -3, 3)};
+    char name[32];
+    snprintf(name, sizeof name, "movement-pad%d", mode);
+    check_graph(g, in, 1e-6, name);
+    free_inputs(in, 1);
+    fsl_graph_free(g);
+  }
+}
+
+/* softmax over `axis` of x, the way fission writes it */
+static fsl_value *softmax(fsl_builder *b, fsl_value *x, int64_t axis) {
+  fsl_value *m = fsl_b_reduce(b, FSL_OP_reduce_max, x, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(b, FSL_OP_exp, fsl_b_binary(b, FSL_OP_sub, x, m));
+  fsl_value *s = fsl_b_reduce(b, FSL_OP_reduce_sum, e, &axis, 1, true);
+  return fsl_b_binary(b, FSL_OP_div, e, s);
+}
+
+static void test_softmax(void **state) {
+  (void)state;
+  int64_t shapes[][3] = {{3, 4, 5}, {2, 64, 700}};
+  int64_t axes[] = {1, 2};
+  for (int t = 0; t < 2; t++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    fsl_value *x = input(g, FSL_DT_F32, 3, shapes[t]);
+    fsl_value *y = softmax(&b, x, axes[t]);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    void *in[] = {random_data(x, -5, 5)};
+    check_graph(g, in, 1e-5, t ? "softmax-big" : "softmax");
+    free_inputs(in, 1);
+    fsl_graph_free(g);
+  }
+}
+
+static void test_layernorm(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {2, 3, 40}, dw[] = {40};
+  int64_t axis = 2;
+  fsl_value *x = input(g, FSL_DT_F32, 3, dx), *w = input(g, FSL_DT_F32, 1, dw), *bb = input(g, FSL_DT_F32, 1, dw);
+  fsl_value *mean = fsl_b_binary_scalar(&b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true), 40.0);
+  fsl_value *d = fsl_b_binary(&b, FSL_OP_sub, x, mean);
+  fsl_value *var = fsl_b_binary_scalar(&b, FSL_OP_div,
+                                       fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_binary(&b, FSL_OP_mul, d, d), &axis, 1, true),
+                                       40.0);
+  fsl_value *inv = fsl_b_unary(&b, FSL_OP_rsqrt, fsl_b_binary_scalar(&b, FSL_OP_add, var, 1e-5));
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_mul, fsl_b_binary(&b, FSL_OP_mul, d, inv), w), bb);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_graph_add_output(g, mean);
+  fsl_graph_add_output(g, inv);
+  void *in[] = {random_data(x, -3, 3), random_data(w, 0.5, 1.5), random_data(bb, -1, 1)};
+  check_graph(g, in, 1e-5, "layernorm");
+  free_inputs(in, 3);
+  fsl_graph_free(g);
+}
+
+static void test_reductions_misc(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {5, 6, 7};
+  fsl_value *x = input(g, FSL_DT_F32, 3, dx);
+  int64_t ax02[] = {0, 2}, ax1 = 1;
+  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, x, ax02, 2, false);          /* [6] */
+  fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &ax1, 1, false);         /* [5,7] */
+  fsl_value *pr = fsl_b_reduce(&b, FSL_OP_reduce_prod, x, &ax1, 1, true);         /* [5,1,7] */
+  fsl_value *am = fsl_b_arg(&b, FSL_OP_argmax, x, 2, false, false);               /* [5,6] */
+  fsl_value *an = fsl_b_arg(&b, FSL_OP_argmin, fsl_b_unary(&b, FSL_OP_floor, x), 1, true, true);
+  fsl_value *xi = fsl_b_cast(&b, x, FSL_DT_I32);
+  fsl_value *si = fsl_b_reduce(&b, FSL_OP_reduce_max, xi, &ax1, 1, true);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, s);
+  fsl_graph_add_output(g, mn);
+  fsl_graph_add_output(g, pr);
+  fsl_graph_add_output(g, am);
+  fsl_graph_add_output(g, an);
+  fsl_graph_add_output(g, si);
+  void *in[] = {random_data(x, -3, 3)};
+  check_graph(g, in, 1e-5, "reductions");
+  free_inputs(in, 1);
+  fsl_graph_free(g);
+}
+
+static void test_maxpool(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 3, 28, 28};
+  fsl_value *x = input(g, FSL_DT_F32, 4, dx);
+  int64_t pads[] = {0, 0, 1, 1, 0, 0, 1, 1}, k[] = {3, 3}, st[] = {2, 2}, dl[] = {1, 1}, ax[] = {4, 5};
+  fsl_value *p = fsl_b_pad(&b, x, pads, 0, -INFINITY);
+  fsl_value *w = fsl_b_window(&b, p, 2, k, st, dl);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, w, ax, 2, false);
+  fsl_value *avg = fsl_b_binary_scalar(&b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, w, ax, 2, false), 9.0);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, m);
+  fsl_graph_add_output(g, avg);
+  void *in[] = {random_data(x, -3, 3)};
+  check_graph(g, in, 1e-5, "pool");
+  free_inputs(in, 1);
+  fsl_graph_free(g);
+}
+
+static void test_matmul_bias_relu(void **state) {
+  (void)state;
+  for (int dt = 0; dt < 2; dt++) {
+    fsl_dtype T = dt ? FSL_DT_F64 : FSL_DT_F32;
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t da[] = {2, 32, 64}, dw[] = {64, 48}, db[] = {48};
+    fsl_value *a = input(g, T, 3, da), *w = input(g, T, 2, dw), *bias = input(g, T, 1, db);
+    fsl_value *mm = fsl_b_matmul(&b, a, w);
+    fsl_value *y = fsl_b_binary(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, mm, bias), fsl_b_scalar(&b, T, 0.0));
+    fsl_value *z = fsl_b_binary(&b, FSL_OP_add, y, a == NULL ? y : fsl_b_unary(&b, FSL_OP_tanh, y));
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, z);
+    void *in[] = {random_data(a, -1, 1), random_data(w, -1, 1), random_data(bias, -1, 1)};
+    check_graph(g, in, 1e-4, dt ? "matmul-f64" : "matmul");
+    free_inputs(in, 3);
+    fsl_graph_free(g);
+  }
+}
+
+static void test_conv_bias(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 3, 9, 9}, dw[] = {4, 3, 3, 3}, db[] = {4}, rb[] = {1, 4, 1, 1};
+  int64_t st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
+  fsl_value *x = input(g, FSL_DT_F32, 4, dx), *w = input(g, FSL_DT_F32, 4, dw), *bias = input(g, FSL_DT_F32, 1, db);
+  fsl_value *c = fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL);
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, c, fsl_b_reshape(&b, bias, 4, rb));
+  fsl_value *z = fsl_b_unary(&b, FSL_OP_sigmoid, y);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, z);
+  void *in[] = {random_data(x, -1, 1), random_data(w, -1, 1), random_data(bias, -1, 1)};
+  check_graph(g, in, 1e-4, "conv");
+  free_inputs(in, 3);
+  fsl_graph_free(g);
+}
+
+static void test_gather_ints(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dd[] = {5, 4}, di[] = {3, 2};
+  fsl_value *data = input(g, FSL_DT_F32, 2, dd), *idx = input(g, FSL_DT_I64, 2, di);
+  fsl_value *y = fsl_b_gather(&b, data, idx, 0);                                  /* 3x2x4 */
+  fsl_value *y2 = fsl_b_unary(&b, FSL_OP_exp, fsl_b_gather(&b, data, idx, 1));    /* 5x3x2 */
+  fsl_value *ii = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, data, 10.0), FSL_DT_I32);
+  fsl_value *q = fsl_b_binary(&b, FSL_OP_div, ii, fsl_b_scalar(&b, FSL_DT_I32, -3));
+  fsl_value *r = fsl_b_binary(&b, FSL_OP_mod, ii, fsl_b_scalar(&b, FSL_DT_I32, 7));
+  fsl_value *m = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_mul, q, r), ii);
+  fsl_value *f = fsl_b_cast(&b, m, FSL_DT_F32);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_graph_add_output(g, y2);
+  fsl_graph_add_output(g, m);
+  fsl_graph_add_output(g, f);
+  void *in[] = {random_data(data, -2, 2), random_data(idx, -4, 4)};
+  check_graph(g, in, 1e-6, "gather");
+  free_inputs(in, 2);
+  fsl_graph_free(g);
+}
+
+static void test_gather_error(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dd[] = {5, 4}, di[] = {3};
+  fsl_value *data = input(g, FSL_DT_F32, 2, dd), *idx = input(g, FSL_DT_I64, 1, di);
+  fsl_value *y = fsl_b_gather(&b, data, idx, 0);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_plan p;
+  fsl_node **all = g->nodes;
+  int na = g->n_nodes;
+  assert_true(hand_plan(g, &p, &all, &na, 1));
+  void *exe = NULL;
+  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  float d[20] = {0};
+  int64_t ix[3] = {0, -5, 5};
+  const void *in[] = {d, ix};
+  void *out[1] = {(void *)1};
+  assert_int_equal(fsl_backend_cpu.run(exe, in, out), FSL_ERR_RUNTIME);
+  assert_null(out[0]);
+  assert_non_null(strstr(fsl_last_error(), "out of range"));
+  fsl_backend_cpu.free_exe(exe);
+  fsl_plan_free(&p);
+  fsl_graph_free(g);
+}
+
+static void test_large_parallel(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {300000}, dy[] = {64, 2000};
+  fsl_value *x = input(g, FSL_DT_F32, 1, dx), *y = input(g, FSL_DT_F32, 2, dy);
+  fsl_value *a = fsl_b_unary(&b, FSL_OP_sqrt, fsl_b_binary(&b, FSL_OP_mul, x, x));
+  int64_t perm[] = {1, 0};
+  fsl_value *t = fsl_b_binary_scalar(&b, FSL_OP_add, fsl_b_permute(&b, y, perm), 1.0);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, a);
+  fsl_graph_add_output(g, t);
+  void *in[] = {random_data(x, -3, 3), random_data(y, -3, 3)};
+  check_graph(g, in, 1e-6, "large");
+  free_inputs(in, 2);
+  fsl_graph_free(g);
+}
+
+static void test_compile_cache(void **state) {
+  (void)state;
+  const char *src = "int fsl_k0(const void *const *in, void *const *out) { (void)in; (void)out; return 7; }\n";
+  fsl_cpu_so so;
+  assert_int_equal(fsl_cpu_so_load(src, &so), FSL_OK);
+  int (*f)(const void *const *, void *const *);
+  void *p = fsl_cpu_so_kernel(&so, 0);
+  assert_non_null(p);
+  memcpy(&f, &p, sizeof p);
+  assert_int_equal(f(NULL, NULL), 7);
+  char path[1024];
+  snprintf(path, sizeof path, "%s", so.path);
+  fsl_cpu_so_close(&so);
+  assert_int_equal(fsl_cpu_so_load(src, &so), FSL_OK);
+  assert_true(so.cache_hit);
+  assert_string_equal(so.path, path);
+  fsl_cpu_so_close(&so);
+  /* a failing compile: an error with the compiler's message, no entry */
+  const char *bad = "int fsl_k0(void) { return syntax error; }\n";
+  assert_int_equal(fsl_cpu_so_load(bad, &so), FSL_ERR_RUNTIME);
+  assert_non_null(strstr(fsl_last_error(), "error"));
+  assert_int_equal(access(so.path, F_OK), -1);
+}
+
+static char g_cache[256];
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(g_cache, sizeof g_cache, "/tmp/fsl_test_cpu_XXXXXX");
+  if (!mkdtemp(g_cache)) return -1;
+  setenv("FSL_CACHE_DIR", g_cache, 1);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_compile_cache),
+      cmocka_unit_test(test_elementwise_broadcast),
+      cmocka_unit_test(test_movement),
+      cmocka_unit_test(test_softmax),
+      cmocka_unit_test(test_layernorm),
+      cmocka_unit_test(test_reductions_misc),
+      cmocka_unit_test(test_maxpool),
+      cmocka_unit_test(test_matmul_bias_relu),
+      cmocka_unit_test(test_conv_bias),
+      cmocka_unit_test(test_gather_ints),
+      cmocka_unit_test(test_gather_error),
+      cmocka_unit_test(test_large_parallel),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

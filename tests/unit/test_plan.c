@@ -1,0 +1,356 @@
+/* test_plan.c — plans (src/orchestrate/plan.c) for every strategy on small
+ * primitive graphs (softmax, matmul + bias + GELU MLP, conv + folded batch
+ * norm + ReLU): each plan is verified, run kernel by kernel with the
+ * reference backend (fsl_backend_ref) and compared bit for bit with the
+ * reference interpreter over the whole graph; plus the roofline cost, the
+ * verifier's rejections, the DOT printer and the device calibration cache. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <math.h>
+#include <cmocka.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "backend/backend.h"
+#include "backend/ref/ref.h"
+#include "fission/builder.h"
+#include "orchestrate/calibrate.h"
+#include "orchestrate/orchestrate.h"
+
+/* ---- graph construction ---- */
+
+static fsl_value *input(fsl_graph *g, const char *name, int rank, const int64_t *dims) {
+  fsl_value *v = fsl_graph_add_value(g, name);
+  assert_non_null(v);
+  v->dtype = FSL_DT_F32;
+  assert_true(fsl_value_set_shape(v, rank, dims));
+  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
+  return v;
+}
+
+/* Deterministic pseudo-random floats in [-2, 2). */
+static void fill(float *x, int64_t n, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (float)(s >> 8) / (float)(1u << 24) * 4.0f - 2.0f;
+  }
+}
+
+static fsl_value *const_f32(fsl_builder *b, int rank, const int64_t *dims, uint32_t seed) {
+  int64_t n = fsl_numel(rank, dims);
+  float *d = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(d);
+  fill(d, n, seed);
+  fsl_value *v = fsl_b_const(b, FSL_DT_F32, rank, dims, d);
+  free(d);
+  return v;
+}
+
+static void op(fsl_builder *b, int origin, const char *name, const char *type) {
+  b->origin = origin;
+  b->origin_name = name;
+  b->origin_op = type;
+}
+
+static void finish(fsl_builder *b, fsl_value *y) {
+  if (b->st != FSL_OK) fprintf(stderr, "builder: %s\n", fsl_last_error());
+  assert_int_equal(b->st, FSL_OK);
+  assert_non_null(y);
+  assert_int_equal(fsl_graph_add_output(b->g, y), FSL_OK);
+  fsl_status st = fsl_graph_verify(b->g);
+  if (st != FSL_OK) fprintf(stderr, "verify: %s\n", fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+}
+
+/* y = softmax(x, axis 1), x: [4, 8] — one ONNX op. */
+static fsl_graph *softmax_graph(void) {
+  fsl_graph *g = fsl_graph_new();
+  assert_non_null(g);
+  fsl_builder b = {.g = g, .fold = true};
+  int64_t dims[] = {4, 8}, axis = 1;
+  fsl_value *x = input(g, "x", 2, dims);
+  op(&b, 1, "softmax", "Softmax");
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
+  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true);
+  finish(&b, fsl_b_binary(&b, FSL_OP_div, e, s));
+  return g;
+}
+
+/* y = gelu(x @ W1 + b1) @ W2 (erf GELU), x: [4, 16], W1: [16, 32], W2: [32, 8]. */
+static fsl_graph *mlp_graph(void) {
+  fsl_graph *g = fsl_graph_new();
+  assert_non_null(g);
+  fsl_builder b = {.g = g, .fold = true};
+  int64_t dx[] = {4, 16}, dw1[] = {16, 32}, db1[] = {32}, dw2[] = {32, 8};
+  fsl_value *x = input(g, "x", 2, dx);
+  fsl_value *w1 = const_f32(&b, 2, dw1, 1), *b1 = const_f32(&b, 1, db1, 2), *w2 = const_f32(&b, 2, dw2, 3);
+  op(&b, 1, "mm1", "MatMul");
+  fsl_value *h = fsl_b_matmul(&b, x, w1);
+  op(&b, 2, "bias", "Add");
+  h = fsl_b_binary(&b, FSL_OP_add, h, b1);
+  op(&b, 3, "gelu", "Gelu");
+  fsl_value *t = fsl_b_unary(&b, FSL_OP_erf, fsl_b_binary_scalar(&b, FSL_OP_mul, h, 1.0 / sqrt(2.0)));
+  t = fsl_b_binary_scalar(&b, FSL_OP_add, t, 1.0);
+  h = fsl_b_binary(&b, FSL_OP_mul, fsl_b_binary_scalar(&b, FSL_OP_mul, h, 0.5), t);
+  op(&b, 4, "mm2", "MatMul");
+  finish(&b, fsl_b_matmul(&b, h, w2));
+  return g;
+}
+
+/* y = relu(conv(x, W) * scale + shift) (batch norm folded into a per-channel
+ * affine map), x: [1, 3, 8, 8], W: [4, 3, 3, 3], pads 1. */
+static fsl_graph *conv_graph(void) {
+  fsl_graph *g = fsl_graph_new();
+  assert_non_null(g);
+  fsl_builder b = {.g = g, .fold = true};
+  int64_t dx[] = {1, 3, 8, 8}, dw[] = {4, 3, 3, 3}, dc[] = {1, 4, 1, 1};
+  int64_t ones[] = {1, 1}, pads[] = {1, 1, 1, 1};
+  fsl_value *x = input(g, "x", 4, dx);
+  fsl_value *w = const_f32(&b, 4, dw, 4), *scale = const_f32(&b, 4, dc, 5), *shift = const_f32(&b, 4, dc, 6);
+  op(&b, 1, "conv", "Conv");
+  fsl_value *y = fsl_b_conv(&b, x, w, ones, ones, pads, 1, NULL);
+  op(&b, 2, "bn", "BatchNormalization");
+  y = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_mul, y, scale), shift);
+  op(&b, 3, "relu", "Relu");
+  finish(&b, fsl_b_binary(&b, FSL_OP_max, y, fsl_b_scalar(&b, FSL_DT_F32, 0.0)));
+  return g;
+}
+
+/* ---- plans ---- */
+
+/* Runs plan p with the reference backend and compares with fsl_ref_run. */
+static void check_run(const fsl_plan *p) {
+  const fsl_graph *g = p->g;
+  void *in[4] = {0};
+  assert_true(g->n_inputs <= 4 && g->n_outputs <= 4);
+  for (int i = 0; i < g->n_inputs; i++) {
+    int64_t n = fsl_value_numel(g->inputs[i]);
+    in[i] = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(in[i]);
+    fill(in[i], n, 100 + (uint32_t)i);
+  }
+  void *want[4] = {0}, *got[4] = {0}, *exe = NULL;
+  fsl_status st = fsl_ref_run(g, (const void *const *)in, want);
+  if (st != FSL_OK) fprintf(stderr, "ref run: %s\n", fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+  st = fsl_backend_ref.compile(p, &exe);
+  if (st != FSL_OK) fprintf(stderr, "compile: %s\n", fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+  st = fsl_backend_ref.run(exe, (const void *const *)in, got);
+  if (st != FSL_OK) fprintf(stderr, "plan run: %s\n", fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+  for (int i = 0; i < g->n_outputs; i++) {
+    assert_non_null(got[i]);
+    assert_memory_equal(got[i], want[i], (size_t)fsl_value_nbytes(g->outputs[i]));
+  }
+  fsl_backend_ref.free_exe(exe);
+  for (int i = 0; i < 4; i++) {
+    free(in[i]);
+    free(want[i]);
+    free(got[i]);
+  }
+}
+
+static void check_dot(const fsl_plan *p) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  fsl_plan_print_dot(p, f);
+  fclose(f);
+  assert_non_null(strstr(text, "digraph"));
+  assert_non_null(strstr(text, "cluster_k0"));
+  static const char *const kinds[] = {"loop", "reduce", "linear", "opaque"};
+  char want[64];
+  snprintf(want, sizeof want, "\"k0 %s ", kinds[p->kernels.k[0]->kind]);
+  assert_non_null(strstr(text, want));
+  assert_non_null(strstr(text, "shape=ellipse"));
+  free(text);
+}
+
+/* Builds, verifies, runs every strategy's plan of g; optimal must exist and
+ * use no more kernels than unfused. */
+static void check_strategies(fsl_graph *g) {
+  int n_kernels[FSL_STRATEGY_COUNT];
+  for (int s = 0; s < FSL_STRATEGY_COUNT; s++) {
+    n_kernels[s] = -1;
+    fsl_plan p;
+    fsl_status st = fsl_plan_build(g, (fsl_strategy)s, NULL, &p);
+    if (st == FSL_ERR_UNSUPPORTED && s != FSL_STRATEGY_OPTIMAL) {
+      fprintf(stderr, "note: %s plan not available yet: %s\n", fsl_strategy_name((fsl_strategy)s), fsl_last_error());
+      continue;
+    }
+    if (st != FSL_OK) fprintf(stderr, "%s plan: %s\n", fsl_strategy_name((fsl_strategy)s), fsl_last_error());
+    assert_int_equal(st, FSL_OK);
+    assert_ptr_equal(p.g, g);
+    assert_int_equal(p.strategy, s);
+    assert_true(p.kernels.n >= 1);
+    assert_true(p.orchestrate_s >= 0);
+    double sum = 0;
+    for (int i = 0; i < p.kernels.n; i++) {
+      assert_int_equal(p.kernels.k[i]->id, i);
+      assert_true(p.kernels.k[i]->cost_s > 0);
+      sum += p.kernels.k[i]->cost_s;
+    }
+    assert_true(fabs(sum - p.predicted_s) <= 1e-12 + 1e-9 * sum);
+    st = fsl_plan_verify(&p);
+    if (st != FSL_OK) fprintf(stderr, "verify: %s\n", fsl_last_error());
+    assert_int_equal(st, FSL_OK);
+    check_run(&p);
+    check_dot(&p);
+    n_kernels[s] = p.kernels.n;
+    fsl_plan_free(&p);
+    assert_int_equal(p.kernels.n, 0);
+  }
+  assert_true(n_kernels[FSL_STRATEGY_OPTIMAL] >= 1);
+  if (n_kernels[FSL_STRATEGY_UNFUSED] >= 0)
+    assert_true(n_kernels[FSL_STRATEGY_OPTIMAL] <= n_kernels[FSL_STRATEGY_UNFUSED]);
+}
+
+static void test_softmax(void **state) {
+  (void)state;
+  fsl_graph *g = softmax_graph();
+  check_strategies(g);
+  /* the whole softmax is one reduce kernel */
+  fsl_plan p;
+  assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, NULL, &p), FSL_OK);
+  assert_int_equal(p.kernels.n, 1);
+  assert_int_equal(p.kernels.k[0]->kind, FSL_KERNEL_REDUCE);
+  fsl_plan_free(&p);
+  fsl_graph_free(g);
+}
+
+static void test_mlp(void **state) {
+  (void)state;
+  fsl_graph *g = mlp_graph();
+  check_strategies(g);
+  fsl_graph_free(g);
+}
+
+static void test_conv(void **state) {
+  (void)state;
+  fsl_graph *g = conv_graph();
+  check_strategies(g);
+  fsl_graph_free(g);
+}
+
+/* The verifier rejects kernels out of order and a missing graph output. */
+static void test_verify_rejects(void **state) {
+  (void)state;
+  fsl_graph *g = mlp_graph();
+  fsl_plan p;
+  assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, NULL, &p), FSL_OK);
+  int n = p.kernels.n;
+  assert_true(n >= 2);  /* two matmuls cannot share a kernel */
+  fsl_kernel *first = p.kernels.k[0];
+  p.kernels.k[0] = p.kernels.k[n - 1];
+  p.kernels.k[n - 1] = first;
+  assert_int_equal(fsl_plan_verify(&p), FSL_ERR_INVALID);
+  assert_non_null(strstr(fsl_last_error(), "reads"));
+  void *exe = NULL;
+  assert_int_equal(fsl_backend_ref.compile(&p, &exe), FSL_ERR_INVALID);
+  assert_null(exe);
+  p.kernels.k[n - 1] = p.kernels.k[0];
+  p.kernels.k[0] = first;
+  assert_int_equal(fsl_plan_verify(&p), FSL_OK);
+  p.kernels.n = n - 1;  /* drop the kernel that writes the output */
+  assert_int_equal(fsl_plan_verify(&p), FSL_ERR_INVALID);
+  assert_non_null(strstr(fsl_last_error(), "output"));
+  p.kernels.n = n;
+  fsl_plan_free(&p);
+  fsl_graph_free(g);
+}
+
+/* ---- cost ---- */
+
+static void test_cost(void **state) {
+  (void)state;
+  fsl_device d;
+  fsl_device_default(&d);
+  assert_true(d.bandwidth == 10e9 && d.peak_flops == 50e9 && d.elem_flops == 2e9 && d.launch_s == 5e-6);
+  /* memory bound: 1 MB at 10 GB/s + launch */
+  fsl_kernel k = {0};
+  k.bytes = 1e6;
+  k.flops = 1e3;
+  double t = fsl_kernel_cost(&k, &d);
+  assert_true(fabs(t - (1e-4 + 5e-6)) < 1e-12);
+  assert_true(k.cost_s == t);
+  /* elementwise compute bound: 1e7 ops at 2 G/s */
+  k.bytes = 1e3;
+  k.flops = 1e7;
+  assert_true(fabs(fsl_kernel_cost(&k, &d) - (5e-3 + 5e-6)) < 1e-12);
+  /* a matmul's flops run at the sgemm rate: [4,16] x [16,32] = 2*4*32*16 flops */
+  fsl_graph *g = mlp_graph();
+  fsl_node *mm = NULL;
+  for (int i = 0; i < g->n_nodes && !mm; i++)
+    if (g->nodes[i]->op == FSL_OP_matmul) mm = g->nodes[i];
+  assert_non_null(mm);
+  double lin = 2.0 * 4 * 32 * 16;
+  fsl_kernel km = {0};
+  km.n_nodes = 1;
+  km.nodes = &mm;
+  km.flops = lin + 4 * 32;  /* plus an epilogue's elementwise op per element */
+  km.bytes = 0;
+  assert_true(fabs(fsl_kernel_cost(&km, &d) - (lin / 50e9 + 128 / 2e9 + 5e-6)) < 1e-15);
+  fsl_graph_free(g);
+  assert_string_equal(fsl_strategy_name(FSL_STRATEGY_OPTIMAL), "optimal");
+  assert_string_equal(fsl_strategy_name(FSL_STRATEGY_UNFUSED), "unfused");
+}
+
+/* Calibration measures once, writes the cache atomically, then reads it. */
+static void test_calibrate(void **state) {
+  (void)state;
+  char dir[] = "/tmp/fsl_test_plan_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  const char *old = getenv("XDG_CACHE_HOME");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("XDG_CACHE_HOME", dir, 1);
+  fsl_device a, b;
+  assert_int_equal(fsl_device_calibrate(&a, 1, false), FSL_OK);
+  assert_true(a.bandwidth > 0 && a.peak_flops > 0 && a.elem_flops > 0 && a.launch_s > 0);
+  assert_non_null(strstr(a.name, "1 thread"));
+  assert_int_equal(fsl_device_calibrate(&b, 1, false), FSL_OK);  /* from the cache */
+  assert_true(fabs(a.bandwidth - b.bandwidth) <= 1e-6 * a.bandwidth);
+  assert_true(fabs(a.peak_flops - b.peak_flops) <= 1e-6 * a.peak_flops);
+  assert_true(fabs(a.launch_s - b.launch_s) <= 1e-6 * a.launch_s);
+  assert_string_equal(a.name, b.name);
+  /* one cache file, no temporary left behind; clean up */
+  char sub[256];
+  snprintf(sub, sizeof sub, "%s/fissile", dir);
+  DIR *dd = opendir(sub);
+  assert_non_null(dd);
+  int files = 0;
+  struct dirent *de;
+  while ((de = readdir(dd))) {
+    if (de->d_name[0] == '.') continue;
+    files++;
+    assert_non_null(strstr(de->d_name, "device-"));
+    assert_null(strstr(de->d_name, ".tmp"));
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", sub, de->d_name);
+    unlink(path);
+  }
+  closedir(dd);
+  assert_int_equal(files, 1);
+  rmdir(sub);
+  rmdir(dir);
+  if (saved) setenv("XDG_CACHE_HOME", saved, 1);
+  else unsetenv("XDG_CACHE_HOME");
+  free(saved);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cost),
+      cmocka_unit_test(test_softmax),
+      cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_conv),
+      cmocka_unit_test(test_verify_rejects),
+      cmocka_unit_test(test_calibrate),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
