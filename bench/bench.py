@@ -231,6 +231,7 @@ def markdown(result: dict, args) -> str:
         "roofline prediction of the optimal plan, *kernels* the kernel count per strategy "
         f"({'/'.join(strategies)}), *arena* the planned memory for kernel outputs of the optimal plan.",
         "",
+    ] + ([f"Note: {args.note}", ""] if args.note else []) + [
         "## Machine",
         "",
     ]
@@ -296,6 +297,7 @@ def main() -> int:
     ap.add_argument("--no-models", action="store_true")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per `fissile bench` call")
     ap.add_argument("--out", default=str(ROOT / "bench/results"))
+    ap.add_argument("--note", default="", help="a remark printed under the title (e.g. machine load)")
     args = ap.parse_args()
     args.strategies = [s for s in args.strategies.split(",") if s]
     if args.repeats < 20:
@@ -326,7 +328,7 @@ def main() -> int:
             label = ", ".join(f"{i.name} {'x'.join(map(str, i.shape))}" for i in model.inputs)
             rows.append(bench_one("model", name, label, model.description, model.path, shapes, args))
 
-    result = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": lscpu(), "versions": versions(),
+    result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "machine": lscpu(), "versions": versions(),
               "threads": args.threads, "repeats": args.repeats, "warmup": args.warmup, "backend": args.backend,
               "strategies": args.strategies, "rows": rows}
     out = Path(args.out)

@@ -97,6 +97,15 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d);
 typedef struct fsl_solve_options {
   double time_limit_s;   /* CBC time limit (default 30 s) */
   int max_cuts;          /* cycle-cut rounds before giving up (default 100) */
+  /* Optional, indexed by value id, for solving one region of a graph:
+   * values to treat as available (written before the region), and the
+   * values that must be written (replacing the graph outputs). */
+  const bool *avail;
+  const bool *need;
+  /* Each node depending on a runtime value in at most one chosen kernel (no
+   * recomputation): a set-partitioning row per node, which makes the LP
+   * relaxation tight enough for CBC to prove optimality on real models. */
+  bool no_recompute;
 } fsl_solve_options;
 
 typedef struct fsl_solve_result {
@@ -110,9 +119,13 @@ typedef struct fsl_solve_result {
  * every graph output is produced, every chosen kernel's non-constant,
  * non-graph-input inputs are produced by some chosen kernel, and the chosen
  * kernels can be ordered (cycles among multi-output kernels are cut and the
- * BLP re-solved).  Solved with CBC (Cbc_C_Interface.h).  `chosen` receives
- * copies of the chosen kernels in an executable order.
- * Errors: FSL_ERR_RUNTIME (infeasible, solver failure), FSL_ERR_NOMEM.
+ * BLP re-solved).  Solved with CBC (Cbc_C_Interface.h), seeded with a
+ * greedy orderable selection; when the time limit (wall clock, all rounds
+ * together) or the cut rounds run out, the best orderable selection found
+ * is returned with res->optimal false.  `chosen` receives copies of the
+ * chosen kernels in an executable order.
+ * Errors: FSL_ERR_ARG (NULL argument), FSL_ERR_RUNTIME (a graph output or a
+ * value it needs that no candidate writes; a negative cost), FSL_ERR_NOMEM.
  */
 fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
                      fsl_kernel_set *chosen, fsl_solve_result *res);

@@ -33,6 +33,187 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* ---- the optimal strategy, region by region ---- */
+
+/* Total CBC time for one model (the issue's target: orchestration <= 10 s);
+ * the environment variable FSL_SOLVE_BUDGET (seconds) overrides it. */
+#define SOLVE_BUDGET_S 8.0
+#define MAX_CUT_VALUES 3
+
+/*
+ * The BLP's LP relaxation is weak on whole models (fractional overlapping
+ * candidates), so, as Korch does, the graph is cut into regions that are
+ * solved independently.  A cut goes after topological position i when at
+ * most MAX_CUT_VALUES computed values (not constants or graph inputs) cross
+ * it and the value node i produces has two or more consumers, one of them
+ * a matmul/conv (through reshapes at most): a fan-out point such as a
+ * residual block's input or a transformer layer's output (with, say, an
+ * attention mask computed once and read by every layer), which has to be
+ * materialised anyway: a linear kernel takes no prologue, and fusing
+ * across would mean recomputation.  Candidates that
+ * span a cut are dropped; the crossing values are a region's required
+ * outputs and the next regions' inputs.
+ * Returns the region index of every node (by id) in *region and the count.
+ */
+/* Whether v is read by a matmul/conv, directly or through reshapes (a
+ * linear kernel takes no other prologue, so v must be materialised). */
+static bool feeds_linear(const fsl_value *v, int depth) {
+  for (int c = 0; c < v->n_cons; c++) {
+    const fsl_node *u = v->cons[c];
+    if (u->op == FSL_OP_matmul || u->op == FSL_OP_conv) return true;
+    if (u->op == FSL_OP_reshape && depth > 0 && u->out[0] && feeds_linear(u->out[0], depth - 1)) return true;
+  }
+  return false;
+}
+
+static fsl_status cut_regions(const fsl_graph *g, const int *topo, int **region, int *n_regions) {
+  int n = g->n_nodes;
+  int *last = malloc(((size_t)g->n_values + 1) * sizeof *last);   /* value id -> last consumer pos */
+  int *delta = calloc((size_t)n + 2, sizeof *delta);               /* live-count changes per boundary */
+  int *reg = malloc(((size_t)g->next_node_id + 1) * sizeof *reg);
+  if (!last || !delta || !reg) {
+    free(last); free(delta); free(reg);
+    return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+  }
+  for (int v = 0; v < g->n_values; v++) last[v] = -1;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i]->n_in; k++) {
+      const fsl_value *v = g->nodes[i]->in[k];
+      if (v && topo[g->nodes[i]->id] > last[v->id]) last[v->id] = topo[g->nodes[i]->id];
+    }
+  for (int o = 0; o < g->n_outputs; o++) last[g->outputs[o]->id] = n; /* live to the end */
+  /* values computed from constants only (e.g. a broadcast weight shared by
+   * every layer) do not count: they are cheap and live everywhere */
+  bool *cderiv = calloc((size_t)g->n_values + 1, sizeof *cderiv);
+  if (!cderiv) {
+    free(last); free(delta); free(reg);
+    return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    const fsl_node *nd = g->nodes[i];
+    bool c = nd->n_in > 0;
+    for (int k = 0; k < nd->n_in && c; k++)
+      c = nd->in[k] && (nd->in[k]->data || cderiv[nd->in[k]->id]);
+    for (int k = 0; k < nd->n_out; k++)
+      if (nd->out[k]) cderiv[nd->out[k]->id] = c;
+  }
+  /* value produced at p, last read at q: crosses boundaries p .. q-1 */
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i]->n_out; k++) {
+      const fsl_value *v = g->nodes[i]->out[k];
+      if (!v || last[v->id] <= i || cderiv[v->id]) continue;
+      delta[i]++;
+      delta[last[v->id]]--;
+    }
+  int live = 0, r = 0;
+  for (int i = 0; i < n; i++) {
+    reg[g->nodes[i]->id] = r;
+    live += delta[i];
+    /* boundary after position i */
+    if (live <= MAX_CUT_VALUES && i + 1 < n) {
+      const fsl_node *nd = g->nodes[i];
+      bool fanout = false;
+      for (int k = 0; k < nd->n_out; k++)
+        if (nd->out[k] && last[nd->out[k]->id] > i && nd->out[k]->n_cons >= 2 && feeds_linear(nd->out[k], 4))
+          fanout = true;
+      if (fanout) r++;
+    }
+  }
+  free(last);
+  free(delta);
+  free(cderiv);
+  *region = reg;
+  *n_regions = r + 1;
+  return FSL_OK;
+}
+
+/* Solves every region's BLP and concatenates the choices in region order. */
+static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands, fsl_kernel_set *out,
+                                bool *optimal) {
+  int *topo = fsl_graph_topo_index(g), *reg = NULL, nr = 0;
+  if (!topo) return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+  fsl_status st = cut_regions(g, topo, &reg, &nr);
+  bool *avail = calloc((size_t)g->n_values + 1, sizeof *avail);
+  bool *need = calloc((size_t)g->n_values + 1, sizeof *need);
+  fsl_kernel **sub = malloc(((size_t)cands->n + 1) * sizeof *sub);
+  int *kreg = malloc(((size_t)cands->n + 1) * sizeof *kreg);
+  if (st == FSL_OK && (!avail || !need || !sub || !kreg)) st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+  *optimal = true;
+  /* a candidate belongs to a region when all its nodes do */
+  for (int k = 0; st == FSL_OK && k < cands->n; k++) {
+    const fsl_kernel *kk = cands->k[k];
+    kreg[k] = reg[kk->nodes[0]->id];
+    for (int i = 1; i < kk->n_nodes; i++)
+      if (reg[kk->nodes[i]->id] != reg[kk->nodes[0]->id]) kreg[k] = -1;
+  }
+  for (int r = 0; st == FSL_OK && r < nr; r++) {
+    int n_sub = 0, n_nodes = 0;
+    for (int k = 0; k < cands->n; k++)
+      if (kreg[k] == r) sub[n_sub++] = cands->k[k];
+    for (int i = 0; i < g->n_nodes; i++) n_nodes += reg[g->nodes[i]->id] == r;
+    /* available: written in an earlier region; needed: written here and read
+     * later (or a graph output) */
+    memset(need, 0, (size_t)g->n_values * sizeof *need);
+    for (int i = 0; i < g->n_nodes; i++) {
+      const fsl_node *nd = g->nodes[i];
+      int rn = reg[nd->id];
+      for (int k = 0; k < nd->n_out; k++) {
+        const fsl_value *v = nd->out[k];
+        if (!v) continue;
+        if (rn < r) avail[v->id] = true;
+        if (rn != r) continue;
+        if (v->is_output) need[v->id] = true;
+        for (int c = 0; c < v->n_cons; c++)
+          if (reg[v->cons[c]->id] > r) need[v->id] = true;
+      }
+    }
+    fsl_kernel_set cs = {.g = g, .n = n_sub, .cap = n_sub, .k = sub};
+    fsl_kernel_set chosen = {.g = g};
+    double budget = getenv("FSL_SOLVE_BUDGET") ? atof(getenv("FSL_SOLVE_BUDGET")) : SOLVE_BUDGET_S;
+    double share = budget * n_nodes / (g->n_nodes > 0 ? g->n_nodes : 1);
+    fsl_solve_options sopt = {.time_limit_s = share > 0.5 ? share : 0.5, .max_cuts = 100,
+                              .avail = avail, .need = need, .no_recompute = true};
+    fsl_solve_result res = {0};
+    st = fsl_solve(&cs, &sopt, &chosen, &res);
+    if (st != FSL_OK) break;
+    *optimal = *optimal && res.optimal;
+    for (int i = 0; i < chosen.n && st == FSL_OK; i++) {
+      if (out->n == out->cap) {
+        int nc = out->cap ? 2 * out->cap : 64;
+        fsl_kernel **nk = realloc(out->k, (size_t)nc * sizeof *nk);
+        if (!nk) { st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory"); break; }
+        out->k = nk;
+        out->cap = nc;
+      }
+      out->k[out->n++] = chosen.k[i];
+      chosen.k[i] = NULL;
+    }
+    for (int i = 0; i < chosen.n; i++) fsl_kernel_free(chosen.k[i]);
+    free(chosen.k);
+  }
+  free(topo); free(reg); free(avail); free(need); free(sub); free(kreg);
+  return st;
+}
+
+static double set_cost(fsl_kernel_set *ks, const fsl_device *d) {
+  double c = 0;
+  for (int i = 0; i < ks->n; i++) c += fsl_kernel_cost(ks->k[i], d);
+  return c;
+}
+
+/* Replaces `ks` by the greedy baseline's kernels when those cost less. */
+static fsl_status keep_cheaper_baseline(const fsl_graph *g, const fsl_device *d, fsl_kernel_set *ks) {
+  fsl_kernel_set gr = {.g = g};
+  fsl_status st = fsl_baseline(g, FSL_STRATEGY_GREEDY, &gr);
+  if (st == FSL_OK && set_cost(&gr, d) < set_cost(ks, d)) {
+    fsl_kernel_set tmp = *ks;
+    *ks = gr;
+    gr = tmp;
+  }
+  fsl_kernel_set_free(&gr);
+  return st;
+}
+
 fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *d, fsl_plan *out) {
   if (!out) return fsl_errorf(FSL_ERR_ARG, "fsl_plan_build: NULL plan");
   memset(out, 0, sizeof *out);
@@ -56,12 +237,13 @@ fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *
     st = fsl_candidates(g, &copt, &cands);
     if (st == FSL_OK) {
       for (int i = 0; i < cands.n; i++) fsl_kernel_cost(cands.k[i], d);
-      fsl_solve_options sopt = {.time_limit_s = 30, .max_cuts = 100};
-      fsl_solve_result res = {0};
-      st = fsl_solve(&cands, &sopt, &out->kernels, &res);
-      out->optimal = st == FSL_OK && res.optimal;
+      st = solve_regions(g, &cands, &out->kernels, &out->optimal);
     }
     fsl_kernel_set_free(&cands);
+    /* The solver stops at its time budget; a region-restricted, unproven
+     * choice can then cost more than the greedy plan, which is itself a
+     * feasible point of the BLP.  Keep the cheaper of the two. */
+    if (st == FSL_OK && !out->optimal) st = keep_cheaper_baseline(g, d, &out->kernels);
   } else {
     st = fsl_baseline(g, s, &out->kernels);
   }

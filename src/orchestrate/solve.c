@@ -66,6 +66,7 @@ typedef struct solver {
   int nv;              /* value id bound */
   bool *avail;         /* [nv] graph input or constant */
   bool *gout;          /* [nv] graph output needing a writer */
+  const bool *opt_avail, *opt_need;  /* fsl_solve_options.avail / need */
   /* writers of each value (CSR over value ids) */
   int *prod_start, *prod;
   /* needed inputs of each candidate (CSR over candidates, value ids) */
@@ -137,15 +138,23 @@ static fsl_status index_problem(solver *s) {
   if (!s->avail || !s->gout || !s->prod_start || !s->in_start || !s->cons_start || !s->bad ||
       !s->ycol || !s->stamp)
     return nomem();
+  const bool *xavail = s->opt_avail, *xneed = s->opt_need;
   for (int k = 0; k < nc; k++) {
     const fsl_kernel *kk = c->k[k];
-    for (int i = 0; i < kk->n_in; i++) s->avail[kk->in[i]->id] = is_avail(kk->in[i]);
-    for (int i = 0; i < kk->n_out; i++) s->avail[kk->out[i]->id] = is_avail(kk->out[i]);
+    for (int i = 0; i < kk->n_in; i++) s->avail[kk->in[i]->id] = is_avail(kk->in[i]) || (xavail && xavail[kk->in[i]->id]);
+    for (int i = 0; i < kk->n_out; i++) s->avail[kk->out[i]->id] = is_avail(kk->out[i]) || (xavail && xavail[kk->out[i]->id]);
   }
-  for (int i = 0; i < g->n_outputs; i++) {
-    const fsl_value *v = g->outputs[i];
-    s->avail[v->id] = is_avail(v);
-    if (!s->avail[v->id]) s->gout[v->id] = true;
+  if (xneed) {
+    for (int i = 0; i < g->n_values; i++) {
+      const fsl_value *v = g->values[i];
+      if (v && v->id < nv && xneed[v->id] && !is_avail(v) && !(xavail && xavail[v->id])) s->gout[v->id] = true;
+    }
+  } else {
+    for (int i = 0; i < g->n_outputs; i++) {
+      const fsl_value *v = g->outputs[i];
+      s->avail[v->id] = is_avail(v) || (xavail && xavail[v->id]);
+      if (!s->avail[v->id]) s->gout[v->id] = true;
+    }
   }
   /* count writers (deduplicated per kernel) and needed inputs */
   size_t n_prod = 0, n_in = 0;
@@ -483,6 +492,13 @@ static fsl_status solve_once(solver *s, double time_limit, const bool *inc, bool
   Cbc_setMaximumSeconds(m, time_limit);
   Cbc_setParameter(m, "slogLevel", "0");        /* Clp (LP) messages too */
   Cbc_setParameter(m, "timeMode", "elapsed");  /* wall clock, not CPU time */
+  /* near-equal plans abound (costs differ in the last digits): stop within
+   * 0.1% of the bound; CBC's cut generators cost more than they gain here */
+  Cbc_setParameter(m, "ratioGap", "0.001");
+  Cbc_setParameter(m, "cuts", "off");
+  /* CBC 2.10's CglPreProcess::postProcess crashes on some of these models
+   * (seen on PP-OCR det): no preprocessing */
+  Cbc_setParameter(m, "preprocess", "off");
   Cbc_setInitialSolution(m, init);
   Cbc_solve(m);
   const double *x = Cbc_bestSolution(m);
@@ -547,6 +563,62 @@ static fsl_status add_cut(solver *s, const int *q, int nq, const int *blk) {
   s->cut_rhs[s->n_cuts] = (double)(nq - 1);
   s->cut_start[++s->n_cuts] = s->cut_nnz;
   return FSL_OK;
+}
+
+/* Adds the row sum_{k in cols} x_k <= rhs (shares the cut storage). */
+static fsl_status add_row(solver *s, const int *cols, int n, double rhs) {
+  if (!grow_int(&s->cut_col, &s->cap_cut_nnz, s->cut_nnz + n)) return nomem();
+  if (!grow_double(&s->cut_val, &s->cap_cut_val, s->cut_nnz + n)) return nomem();
+  if (!grow_int(&s->cut_start, &s->cap_cut_start, s->n_cuts + 2)) return nomem();
+  if (!grow_double(&s->cut_rhs, &s->cap_cut_rhs, s->n_cuts + 1)) return nomem();
+  if (s->n_cuts == 0) s->cut_start[0] = 0;
+  for (int i = 0; i < n; i++) {
+    s->cut_col[s->cut_nnz] = cols[i];
+    s->cut_val[s->cut_nnz++] = 1.0;
+  }
+  s->cut_rhs[s->n_cuts] = rhs;
+  s->cut_start[++s->n_cuts] = s->cut_nnz;
+  return FSL_OK;
+}
+
+/*
+ * No recomputation: every node that depends on a runtime value lies in at
+ * most one chosen kernel (nodes computed from constants only, e.g. a shared
+ * broadcast weight, may still be recomputed).  A set-partitioning row per
+ * node, whose LP relaxation is far tighter than the Korch rows alone.
+ */
+static fsl_status add_partition_rows(solver *s) {
+  const fsl_graph *g = s->cands->g;
+  int maxid = g->next_node_id;
+  int *cnt = calloc((size_t)maxid + 2, sizeof *cnt);
+  bool *cderiv = calloc((size_t)g->n_values + 1, sizeof *cderiv);
+  if (!cnt || !cderiv) { free(cnt); free(cderiv); return nomem(); }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const fsl_node *nd = g->nodes[i];
+    bool c = nd->n_in > 0;
+    for (int k = 0; k < nd->n_in && c; k++) c = nd->in[k] && (nd->in[k]->data || cderiv[nd->in[k]->id]);
+    for (int k = 0; k < nd->n_out; k++)
+      if (nd->out[k]) cderiv[nd->out[k]->id] = c;
+  }
+  for (int k = 0; k < s->nc; k++)
+    for (int i = 0; i < s->cands->k[k]->n_nodes; i++) cnt[s->cands->k[k]->nodes[i]->id + 1]++;
+  for (int i = 0; i < maxid; i++) cnt[i + 1] += cnt[i];
+  int *members = malloc(((size_t)cnt[maxid] + 1) * sizeof *members);
+  int *fill = malloc(((size_t)maxid + 1) * sizeof *fill);
+  fsl_status st = members && fill ? FSL_OK : nomem();
+  if (st == FSL_OK) {
+    memcpy(fill, cnt, (size_t)maxid * sizeof *fill);
+    for (int k = 0; k < s->nc; k++)
+      for (int i = 0; i < s->cands->k[k]->n_nodes; i++) members[fill[s->cands->k[k]->nodes[i]->id]++] = k;
+    for (int i = 0; i < g->n_nodes && st == FSL_OK; i++) {
+      const fsl_node *nd = g->nodes[i];
+      int a = cnt[nd->id], b = cnt[nd->id + 1];
+      bool cd = nd->n_out > 0 && nd->out[0] && cderiv[nd->out[0]->id];
+      if (b - a >= 2 && !cd) st = add_row(s, members + a, b - a, 1.0);
+    }
+  }
+  free(cnt); free(cderiv); free(members); free(fill);
+  return st;
 }
 
 /*
@@ -774,13 +846,15 @@ fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
     if (!(c >= 0) || isinf(c))
       return fsl_errorf(FSL_ERR_RUNTIME, "solve: candidate %d has cost %g; expected a finite cost >= 0", k, c);
   }
-  solver s = {.cands = cands, .nc = cands->n};
+  solver s = {.cands = cands, .nc = cands->n, .opt_avail = opt ? opt->avail : NULL,
+              .opt_need = opt ? opt->need : NULL};
   bool *sel = NULL, *keep = NULL, *best_sel = NULL, *written = NULL;
   int *ord = NULL, *best_ord = NULL;
   fsl_status st = index_problem(&s);
   if (st != FSL_OK) goto out;
   st = compute_levels(&s);
   if (st != FSL_OK) goto out;
+  if (opt && opt->no_recompute && (st = add_partition_rows(&s)) != FSL_OK) goto out;
   for (int v = 0; v < s.nv; v++)
     if (s.gout[v] && s.vlevel[v] == INT32_MAX) {
       st = infeasible(&s, v);

@@ -22,9 +22,7 @@
 #include "backend/cpu/onednn.h"
 #include "backend/ref/ref.h"
 
-/* Declared by onednn.c (its header may not list it yet): the value whose
- * data fsl_onednn_linear_run expects in post[i], or NULL. */
-const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i);
+#include <time.h>
 
 typedef int (*kernel_fn)(const void *const *in, void *const *out);
 
@@ -52,9 +50,17 @@ typedef struct cpu_exe {
   bool *written;           /* compile-time: value id -> written by an earlier step */
   int next_fn;
   fsl_cpu_stats stats;
+  double *prof;            /* FSL_CPU_PROFILE set: seconds per step, summed over runs */
+  int n_runs;
 } cpu_exe;
 
 /* ---- small helpers ---- */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
 
@@ -335,13 +341,14 @@ static fsl_status plan_linear(cpu_exe *x, fsl_sbuf *src, int ki, const fsl_kerne
         st = add_gen(x, src, ki, (fsl_node *const *)anc.p, anc.n, (fsl_value *const *)pre_out.p, pre_out.n);
     }
   }
-  /* epilogue chain: single-consumer elementwise nodes of the kernel after lin */
+  /* epilogue chain: single-consumer elementwise (or reshape) nodes of the kernel after lin */
   fsl_node *chain[64];
   int n_chain = 0;
   fsl_value *cur = lin->out[0];
   while (st == FSL_OK && n_chain < (int)FSL_ARRAY_LEN(chain) && cur->n_cons == 1 && !cur->is_output) {
     fsl_node *c = cur->cons[0];
-    if (!vl_has(&knodes, c) || !is_ew(c) || c->n_out != 1) break;
+    /* reshapes may appear in the chain (onednn.h: one that keeps the last dim is absorbed) */
+    if (!vl_has(&knodes, c) || !(is_ew(c) || c->op == FSL_OP_reshape) || c->n_out != 1) break;
     chain[n_chain++] = c;
     cur = c->out[0];
   }
@@ -373,9 +380,37 @@ static fsl_status plan_linear(cpu_exe *x, fsl_sbuf *src, int ki, const fsl_kerne
 
 /* ---- compile ---- */
 
+/* FSL_CPU_PROFILE: per-step times on stderr, slowest first. */
+static void print_profile(const cpu_exe *x) {
+  double total = 0;
+  for (int i = 0; i < x->n_steps; i++) total += x->prof[i];
+  fprintf(stderr, "cpu profile: %d runs, %.3f ms per run\n", x->n_runs, 1e3 * total / (x->n_runs ? x->n_runs : 1));
+  bool *done = calloc((size_t)(x->n_steps > 0 ? x->n_steps : 1), sizeof(bool));
+  if (!done) return;
+  for (int r = 0; r < x->n_steps && r < 20; r++) {
+    int b = -1;
+    for (int i = 0; i < x->n_steps; i++)
+      if (!done[i] && (b < 0 || x->prof[i] > x->prof[b])) b = i;
+    done[b] = true;
+    const step *s = &x->steps[b];
+    const fsl_kernel *k = x->p->kernels.k[s->kernel];
+    const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
+    fprintf(stderr, "  %8.3f ms  step %d kernel %d (%s, %d nodes, from %s '%s')%s%d\n",
+            1e3 * x->prof[b] / (x->n_runs ? x->n_runs : 1), b, s->kernel,
+            s->kind == STEP_GEN ? "gen" : s->kind == STEP_ONEDNN ? "onednn" : "ref", k->n_nodes,
+            n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
+            s->kind == STEP_GEN ? " fsl_k" : "", s->kind == STEP_GEN ? s->fn_id : 0);
+  }
+  free(done);
+}
+
 static void free_exe(void *p) {
   cpu_exe *x = p;
   if (!x) return;
+  if (x->prof) {
+    print_profile(x);
+    free(x->prof);
+  }
   for (int i = 0; i < x->n_steps; i++) {
     step *s = &x->steps[i];
     free(s->in);
@@ -449,6 +484,8 @@ static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
     }
     for (int i = 0; i < g->n_outputs; i++) x->last[g->outputs[i]->id] = x->n_steps;
   }
+  if (st == FSL_OK && getenv("FSL_CPU_PROFILE") && !(x->prof = calloc((size_t)x->n_steps + 1, sizeof(double))))
+    st = oom();
   if (st != FSL_OK) {
     free_exe(x);
     return st;
@@ -586,7 +623,9 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
   }
   for (int i = 0; i < x->n_steps && st == FSL_OK; i++) {
     const step *s = &x->steps[i];
+    double t0 = x->prof ? now_s() : 0;
     st = run_step(&r, s);
+    if (x->prof) x->prof[i] += now_s() - t0;
     /* free what this step touched last */
     for (int pass = 0; pass < 2 && st == FSL_OK; pass++) {
       int n = pass ? s->n_out : s->n_in;
@@ -619,6 +658,7 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
     if (!outputs[i]) st = oom();
     else if (nb > 0) memcpy(outputs[i], r.buf[v->id], (size_t)nb);
   }
+  if (x->prof) x->n_runs++;
   if (st != FSL_OK)
     for (int i = 0; i < g->n_outputs; i++) {
       /* an output handed over is no longer owned: free it here */
