@@ -85,6 +85,9 @@ void fsl_store_i64(fsl_dtype dt, void *p, int64_t i, int64_t v);
 void fsl_store_u64(fsl_dtype dt, void *p, int64_t i, uint64_t v);
 
 /* ---- small utilities ---- */
+/** Grows the malloc'd array *arr (elements of `size` bytes, capacity *cap)
+ *  to hold at least `need` elements, doubling; false on OOM or overflow. */
+bool fsl_grow(void **arr, int *cap, int need, size_t size);
 /** Reads a whole file (max `limit` bytes) into malloc'd memory. */
 fsl_status fsl_read_file(const char *path, size_t limit, void **buf, size_t *len);
 /** 64-bit FNV-1a hash, chainable through `h` (start with FSL_HASH_INIT). */

@@ -36,3 +36,17 @@ uint64_t fsl_hash(uint64_t h, const void *p, size_t n) {
   for (size_t i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ULL; }
   return h;
 }
+
+bool fsl_grow(void **arr, int *cap, int need, size_t size) {
+  if (need <= *cap) return true;
+  int nc = *cap > 0 ? *cap : 16;
+  while (nc < need) {
+    if (nc > (1 << 28)) return false;
+    nc *= 2;
+  }
+  void *na = realloc(*arr, size * (size_t)nc);
+  if (!na) return false;
+  *arr = na;
+  *cap = nc;
+  return true;
+}

@@ -61,20 +61,6 @@ typedef struct enum_ctx {
   int *tmp; int cap_tmp;
 } enum_ctx;
 
-static bool grow_arr(void **arr, int *cap, int need, size_t sz) {
-  if (need <= *cap) return true;
-  int nc = *cap ? *cap : 64;
-  while (nc < need) {
-    if (nc > (1 << 28)) return false;
-    nc *= 2;
-  }
-  void *na = realloc(*arr, sz * (size_t)nc);
-  if (!na) return false;
-  *arr = na;
-  *cap = nc;
-  return true;
-}
-
 static fsl_status nomem(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory (candidate kernels)"); }
 
 static uint64_t set_hash(const int *tp, int n) {
@@ -153,7 +139,7 @@ static bool local_has(const enum_ctx *c, uint64_t key, const int *tp, int n) {
 
 static fsl_status add_kernel(enum_ctx *c, fsl_kernel *k, uint64_t key) {
   fsl_kernel_set *s = c->out;
-  if (!grow_arr((void **)&s->k, &s->cap, s->n + 1, sizeof *s->k) || !table_put(&c->global, key, s->n)) {
+  if (!fsl_grow((void **)&s->k, &s->cap, s->n + 1, sizeof *s->k) || !table_put(&c->global, key, s->n)) {
     fsl_kernel_free(k);
     return nomem();
   }
@@ -167,7 +153,7 @@ static fsl_status add_kernel(enum_ctx *c, fsl_kernel *k, uint64_t key) {
  * fsl_kernel_ws_make; a legal set not yet among the candidates is added.
  */
 static fsl_status evaluate(enum_ctx *c, const int *tp, int n, int *verdict) {
-  if (!grow_arr((void **)&c->nodes, &c->cap_nodes, n, sizeof *c->nodes)) return nomem();
+  if (!fsl_grow((void **)&c->nodes, &c->cap_nodes, n, sizeof *c->nodes)) return nomem();
   for (int i = 0; i < n; i++) c->nodes[i] = c->g->nodes[tp[i]];
   uint64_t key = set_hash(tp, n);
   bool have = global_has(c, key, tp, n);
@@ -210,7 +196,7 @@ static fsl_status neighbours(enum_ctx *c, const int *tp, int n, int min_topo, in
       if (!v || !v->producer) continue;
       int t = c->topo[v->producer->id];
       if (t <= min_topo || !joinable(v->producer) || contains(tp, n, t)) continue;
-      if (!grow_arr((void **)&c->adj, &c->cap_adj, m + 1, sizeof *c->adj)) return nomem();
+      if (!fsl_grow((void **)&c->adj, &c->cap_adj, m + 1, sizeof *c->adj)) return nomem();
       c->adj[m++] = t;
     }
     for (int j = 0; j < nd->n_out; j++) {
@@ -219,7 +205,7 @@ static fsl_status neighbours(enum_ctx *c, const int *tp, int n, int min_topo, in
       for (int k = 0; k < v->n_cons; k++) {
         int t = c->topo[v->cons[k]->id];
         if (t <= min_topo || !joinable(v->cons[k]) || contains(tp, n, t)) continue;
-        if (!grow_arr((void **)&c->adj, &c->cap_adj, m + 1, sizeof *c->adj)) return nomem();
+        if (!fsl_grow((void **)&c->adj, &c->cap_adj, m + 1, sizeof *c->adj)) return nomem();
         c->adj[m++] = t;
       }
     }
@@ -234,7 +220,7 @@ static fsl_status neighbours(enum_ctx *c, const int *tp, int n, int min_topo, in
 
 /* tmp = tp[0..n) with x inserted in order. */
 static fsl_status with_node(enum_ctx *c, const int *tp, int n, int x) {
-  if (!grow_arr((void **)&c->tmp, &c->cap_tmp, n + 1, sizeof *c->tmp)) return nomem();
+  if (!fsl_grow((void **)&c->tmp, &c->cap_tmp, n + 1, sizeof *c->tmp)) return nomem();
   int j = 0;
   for (int i = 0; i < n; i++) {
     if (x >= 0 && tp[i] > x) {
@@ -249,8 +235,8 @@ static fsl_status with_node(enum_ctx *c, const int *tp, int n, int x) {
 
 /* Stores tmp[0..n) as a new set of this seed (pool may move). */
 static fsl_status store_set(enum_ctx *c, int n, uint64_t key, bool pruned) {
-  if (!grow_arr((void **)&c->pool, &c->cap_pool, c->n_pool + n, sizeof *c->pool)) return nomem();
-  if (!grow_arr((void **)&c->sets, &c->cap_sets, c->n_sets + 1, sizeof *c->sets)) return nomem();
+  if (!fsl_grow((void **)&c->pool, &c->cap_pool, c->n_pool + n, sizeof *c->pool)) return nomem();
+  if (!fsl_grow((void **)&c->sets, &c->cap_sets, c->n_sets + 1, sizeof *c->sets)) return nomem();
   memcpy(c->pool + c->n_pool, c->tmp, sizeof *c->tmp * (size_t)n);
   c->sets[c->n_sets] = (set_rec){c->n_pool, n, pruned};
   c->n_pool += n;
@@ -392,7 +378,7 @@ fsl_status fsl_candidates(const fsl_graph *g, const fsl_candidate_options *opt, 
     c.n_sets = c.n_pool = 0;
     c.seed_legal = c.seed_evals = 0;
     table_clear(&c.local);
-    if (!grow_arr((void **)&c.tmp, &c.cap_tmp, 2, sizeof *c.tmp)) st = nomem();
+    if (!fsl_grow((void **)&c.tmp, &c.cap_tmp, 2, sizeof *c.tmp)) st = nomem();
     if (st == FSL_OK) st = greedy(&c, i);
     if (st == FSL_OK && !seed_done(&c)) {
       /* the canonical enumeration keeps its own local table: greedy sets

@@ -119,21 +119,6 @@ void fsl_kernel_ws_free(fsl_kernel_ws *ws) {
   free(ws);
 }
 
-/* Grows *arr (elements of size sz) to hold at least `need`. */
-static bool reserve(void **arr, int *cap, int need, size_t sz) {
-  if (need <= *cap) return true;
-  int nc = *cap ? *cap : 16;
-  while (nc < need) {
-    if (nc > (1 << 28)) return false;
-    nc *= 2;
-  }
-  void *na = realloc(*arr, sz * (size_t)nc);
-  if (!na) return false;
-  *arr = na;
-  *cap = nc;
-  return true;
-}
-
 /* Grows the per-position arrays (tp, nodes, flag) to hold n. */
 static bool reserve_set(fsl_kernel_ws *ws, int n) {
   if (n <= ws->cap_set) return true;
@@ -206,7 +191,7 @@ static bool leaves_and_reenters(fsl_kernel_ws *ws, int n, int maxtopo, bool *oom
         fsl_node *x = v->cons[c];
         if (in_set(ws, x) || ws->topo[x->id] >= maxtopo || ws->seen[x->id] == sg) continue;
         ws->seen[x->id] = sg;
-        if (!reserve((void **)&ws->stack, &ws->cap_stack, sp + 1, sizeof *ws->stack)) {
+        if (!fsl_grow((void **)&ws->stack, &ws->cap_stack, sp + 1, sizeof *ws->stack)) {
           *oom = true;
           return false;
         }
@@ -224,7 +209,7 @@ static bool leaves_and_reenters(fsl_kernel_ws *ws, int n, int maxtopo, bool *oom
         if (in_set(ws, x)) return true;
         if (ws->topo[x->id] >= maxtopo || ws->seen[x->id] == sg) continue;
         ws->seen[x->id] = sg;
-        if (!reserve((void **)&ws->stack, &ws->cap_stack, sp + 1, sizeof *ws->stack)) {
+        if (!fsl_grow((void **)&ws->stack, &ws->cap_stack, sp + 1, sizeof *ws->stack)) {
           *oom = true;
           return false;
         }
@@ -629,7 +614,7 @@ fsl_status fsl_kernel_ws_make(fsl_kernel_ws *ws, fsl_node *const *nodes, int n, 
       if (ws->vstamp[v->id] == vg) continue;
       ws->vstamp[v->id] = vg;
       ws->vidx[v->id] = n_in;
-      if (!reserve((void **)&ws->ins, &ws->cap_in, n_in + 1, sizeof *ws->ins))
+      if (!fsl_grow((void **)&ws->ins, &ws->cap_in, n_in + 1, sizeof *ws->ins))
         return fsl_errorf(FSL_ERR_NOMEM, "out of memory (kernel inputs)");
       ws->ins[n_in++] = v;
     }
@@ -639,7 +624,7 @@ fsl_status fsl_kernel_ws_make(fsl_kernel_ws *ws, fsl_node *const *nodes, int n, 
       bool read_out = v->is_output;
       for (int c = 0; c < v->n_cons && !read_out; c++) read_out = !in_set(ws, v->cons[c]);
       if (!read_out) continue;
-      if (!reserve((void **)&ws->outs, &ws->cap_out, n_out + 1, sizeof *ws->outs))
+      if (!fsl_grow((void **)&ws->outs, &ws->cap_out, n_out + 1, sizeof *ws->outs))
         return fsl_errorf(FSL_ERR_NOMEM, "out of memory (kernel outputs)");
       ws->outs[n_out++] = v;
     }

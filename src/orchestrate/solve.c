@@ -366,28 +366,6 @@ static fsl_status greedy_select(solver *s) {
   return FSL_OK;
 }
 
-static bool grow_int(int **a, int *cap, int need) {
-  if (need <= *cap) return true;
-  int nc = *cap ? *cap : 64;
-  while (nc < need) nc *= 2;
-  int *na = realloc(*a, (size_t)nc * sizeof *na);
-  if (!na) return false;
-  *a = na;
-  *cap = nc;
-  return true;
-}
-
-static bool grow_double(double **a, int *cap, int need) {
-  if (need <= *cap) return true;
-  int nc = *cap ? *cap : 64;
-  while (nc < need) nc *= 2;
-  double *na = realloc(*a, (size_t)nc * sizeof *na);
-  if (!na) return false;
-  *a = na;
-  *cap = nc;
-  return true;
-}
-
 /*
  * One CBC solve of the BLP plus the cuts so far, seeded with the orderable
  * selection `inc`.  Fills sel[k] (chosen); *from_cbc false when CBC found
@@ -541,10 +519,10 @@ static fsl_status add_cut(solver *s, const int *q, int nq, const int *blk) {
     int v = blk[i];
     need += s->prod_start[v + 1] - s->prod_start[v];
   }
-  if (!grow_int(&s->cut_col, &s->cap_cut_nnz, need)) return nomem();
-  if (!grow_double(&s->cut_val, &s->cap_cut_val, need)) return nomem();
-  if (!grow_int(&s->cut_start, &s->cap_cut_start, s->n_cuts + 2)) return nomem();
-  if (!grow_double(&s->cut_rhs, &s->cap_cut_rhs, s->n_cuts + 1)) return nomem();
+  if (!fsl_grow((void **)&s->cut_col, &s->cap_cut_nnz, need, sizeof *s->cut_col)) return nomem();
+  if (!fsl_grow((void **)&s->cut_val, &s->cap_cut_val, need, sizeof *s->cut_val)) return nomem();
+  if (!fsl_grow((void **)&s->cut_start, &s->cap_cut_start, s->n_cuts + 2, sizeof *s->cut_start)) return nomem();
+  if (!fsl_grow((void **)&s->cut_rhs, &s->cap_cut_rhs, s->n_cuts + 1, sizeof *s->cut_rhs)) return nomem();
   if (s->n_cuts == 0) s->cut_start[0] = 0;
   for (int i = 0; i < nq; i++) {
     s->cut_col[s->cut_nnz] = q[i];
@@ -567,10 +545,10 @@ static fsl_status add_cut(solver *s, const int *q, int nq, const int *blk) {
 
 /* Adds the row sum_{k in cols} x_k <= rhs (shares the cut storage). */
 static fsl_status add_row(solver *s, const int *cols, int n, double rhs) {
-  if (!grow_int(&s->cut_col, &s->cap_cut_nnz, s->cut_nnz + n)) return nomem();
-  if (!grow_double(&s->cut_val, &s->cap_cut_val, s->cut_nnz + n)) return nomem();
-  if (!grow_int(&s->cut_start, &s->cap_cut_start, s->n_cuts + 2)) return nomem();
-  if (!grow_double(&s->cut_rhs, &s->cap_cut_rhs, s->n_cuts + 1)) return nomem();
+  if (!fsl_grow((void **)&s->cut_col, &s->cap_cut_nnz, s->cut_nnz + n, sizeof *s->cut_col)) return nomem();
+  if (!fsl_grow((void **)&s->cut_val, &s->cap_cut_val, s->cut_nnz + n, sizeof *s->cut_val)) return nomem();
+  if (!fsl_grow((void **)&s->cut_start, &s->cap_cut_start, s->n_cuts + 2, sizeof *s->cut_start)) return nomem();
+  if (!fsl_grow((void **)&s->cut_rhs, &s->cap_cut_rhs, s->n_cuts + 1, sizeof *s->cut_rhs)) return nomem();
   if (s->n_cuts == 0) s->cut_start[0] = 0;
   for (int i = 0; i < n; i++) {
     s->cut_col[s->cut_nnz] = cols[i];
