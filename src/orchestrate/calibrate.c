@@ -320,7 +320,7 @@ fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force) {
   }
 
   memset(&m, 0, sizeof m);
-  snprintf(m.name, sizeof m.name, "cpu: %s, %d thread%s", model, n_threads, n_threads == 1 ? "" : "s");
+  snprintf(m.name, sizeof m.name, "cpu: %.96s, %d thread%s", model, n_threads, n_threads == 1 ? "" : "s");
   fsl_status st = bench_copy(&o, n_threads, &m.bandwidth);
   if (st == FSL_OK) st = bench_elem(&o, n_threads, &m.elem_flops);
   if (st == FSL_OK) st = bench_sgemm(&o, n_threads, &m.peak_flops);
