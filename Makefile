@@ -89,6 +89,7 @@ bench: setup build
 	$(PY) python/fetch_models.py
 	$(PY) python/export_models.py --bert-base
 	$(PY) bench/frontend.py
+	$(PY) bench/bench.py --threads $(JOBS)
 
 # Regenerate the checked-in expected-pass lists from the current build.
 conformance-lists: build
