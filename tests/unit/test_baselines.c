@@ -10,18 +10,11 @@
 #include <stdlib.h>
 
 #include "fission/builder.h"
+#include "test_graph.h"
 #include "orchestrate/baselines.h"
 
 static const fsl_strategy k_strategies[3] = {FSL_STRATEGY_UNFUSED, FSL_STRATEGY_OPFUSE, FSL_STRATEGY_GREEDY};
 
-static fsl_value *input(fsl_graph *g, const char *name, int rank, const int64_t *dims) {
-  fsl_value *v = fsl_graph_add_value(g, name);
-  assert_non_null(v);
-  v->dtype = FSL_DT_F32;
-  assert_true(fsl_value_set_shape(v, rank, dims));
-  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
-  return v;
-}
 
 /* A float constant of the given shape filled with 0.01 * i. */
 static fsl_value *weight(fsl_builder *b, int rank, const int64_t *dims) {
@@ -35,12 +28,6 @@ static fsl_value *weight(fsl_builder *b, int rank, const int64_t *dims) {
   return v;
 }
 
-/* Starts the primitives of ONNX node `id`. */
-static void origin(fsl_builder *b, int id, const char *name, const char *op) {
-  b->origin = id;
-  b->origin_name = name;
-  b->origin_op = op;
-}
 
 static void output(fsl_graph *g, fsl_value *v) {
   assert_non_null(v);
@@ -129,13 +116,13 @@ static fsl_graph *build_mlp(void) {
   fsl_builder b = {.g = g, .fold = true};
   int64_t xd[2] = {4, 8}, w1d[2] = {8, 16}, b1d[1] = {16}, w2d[2] = {16, 4};
   fsl_value *x = input(g, "x", 2, xd);
-  origin(&b, 1, "mm1", "MatMul");
+  set_origin(&b, 1, "mm1", "MatMul");
   fsl_value *h = fsl_b_matmul(&b, x, weight(&b, 2, w1d));
-  origin(&b, 2, "bias1", "Add");
+  set_origin(&b, 2, "bias1", "Add");
   h = fsl_b_binary(&b, FSL_OP_add, h, weight(&b, 1, b1d));
-  origin(&b, 3, "relu1", "Relu");
+  set_origin(&b, 3, "relu1", "Relu");
   h = fsl_b_binary_scalar(&b, FSL_OP_max, h, 0.0);
-  origin(&b, 4, "mm2", "MatMul");
+  set_origin(&b, 4, "mm2", "MatMul");
   h = fsl_b_matmul(&b, h, weight(&b, 2, w2d));
   assert_int_equal(b.st, FSL_OK);
   output(g, h);
@@ -174,15 +161,15 @@ static void test_mlp_batched(void **state) {
   fsl_builder b = {.g = g, .fold = true};
   int64_t xd[3] = {2, 3, 8}, w1d[2] = {8, 16}, b1d[1] = {16}, w2d[2] = {16, 8};
   fsl_value *x = input(g, "x", 3, xd);
-  origin(&b, 1, "mm1", "MatMul");
+  set_origin(&b, 1, "mm1", "MatMul");
   fsl_value *h = fsl_b_matmul(&b, x, weight(&b, 2, w1d));
-  origin(&b, 2, "bias1", "Add");
+  set_origin(&b, 2, "bias1", "Add");
   h = fsl_b_binary(&b, FSL_OP_add, h, weight(&b, 1, b1d));
-  origin(&b, 3, "gelu", "Tanh");
+  set_origin(&b, 3, "gelu", "Tanh");
   h = fsl_b_unary(&b, FSL_OP_tanh, h);
-  origin(&b, 4, "mm2", "MatMul");
+  set_origin(&b, 4, "mm2", "MatMul");
   h = fsl_b_matmul(&b, h, weight(&b, 2, w2d));
-  origin(&b, 5, "res", "Add");
+  set_origin(&b, 5, "res", "Add");
   h = fsl_b_binary(&b, FSL_OP_add, h, x);
   assert_int_equal(b.st, FSL_OK);
   output(g, h);
@@ -203,7 +190,7 @@ static void test_softmax(void **state) {
   fsl_builder b = {.g = g, .fold = true};
   int64_t xd[2] = {4, 8};
   fsl_value *x = input(g, "x", 2, xd);
-  origin(&b, 1, "sm", "Softmax");
+  set_origin(&b, 1, "sm", "Softmax");
   fsl_value *y = softmax(&b, x);
   assert_int_equal(b.st, FSL_OK);
   output(g, y);
@@ -223,7 +210,7 @@ static fsl_graph *build_block(void) {
   fsl_builder b = {.g = g, .fold = true};
   int64_t xd[2] = {6, 8}, wd[2] = {8, 8}, bd[1] = {8};
   fsl_value *x = input(g, "x", 2, xd);
-  origin(&b, 1, "attn", "Attention");
+  set_origin(&b, 1, "attn", "Attention");
   fsl_value *q = fsl_b_matmul(&b, x, weight(&b, 2, wd));
   fsl_value *k = fsl_b_matmul(&b, x, weight(&b, 2, wd));
   fsl_value *v = fsl_b_matmul(&b, x, weight(&b, 2, wd));
@@ -231,9 +218,9 @@ static fsl_graph *build_block(void) {
   fsl_value *s = fsl_b_matmul(&b, q, fsl_b_permute(&b, k, perm));
   s = fsl_b_binary_scalar(&b, FSL_OP_mul, s, 0.35);
   fsl_value *a = fsl_b_matmul(&b, softmax(&b, s), v);
-  origin(&b, 2, "res1", "Add");
+  set_origin(&b, 2, "res1", "Add");
   fsl_value *r = fsl_b_binary(&b, FSL_OP_add, a, x);
-  origin(&b, 3, "ln", "LayerNormalization");
+  set_origin(&b, 3, "ln", "LayerNormalization");
   int64_t ax = 1;
   fsl_value *mean = fsl_b_binary_scalar(&b, FSL_OP_mul, fsl_b_reduce(&b, FSL_OP_reduce_sum, r, &ax, 1, true), 0.125);
   fsl_value *d = fsl_b_binary(&b, FSL_OP_sub, r, mean);
@@ -243,15 +230,15 @@ static fsl_graph *build_block(void) {
   fsl_value *ln = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_mul, fsl_b_binary(&b, FSL_OP_mul, d, inv),
                                                            weight(&b, 1, bd)),
                                weight(&b, 1, bd));
-  origin(&b, 4, "fc1", "MatMul");
+  set_origin(&b, 4, "fc1", "MatMul");
   fsl_value *h = fsl_b_matmul(&b, ln, weight(&b, 2, wd));
-  origin(&b, 5, "fc1_bias", "Add");
+  set_origin(&b, 5, "fc1_bias", "Add");
   h = fsl_b_binary(&b, FSL_OP_add, h, weight(&b, 1, bd));
-  origin(&b, 6, "fc1_act", "Relu");
+  set_origin(&b, 6, "fc1_act", "Relu");
   h = fsl_b_binary_scalar(&b, FSL_OP_max, h, 0.0);
-  origin(&b, 7, "fc2", "MatMul");
+  set_origin(&b, 7, "fc2", "MatMul");
   h = fsl_b_matmul(&b, h, weight(&b, 2, wd));
-  origin(&b, 8, "res2", "Add");
+  set_origin(&b, 8, "res2", "Add");
   h = fsl_b_binary(&b, FSL_OP_add, h, ln);
   assert_int_equal(b.st, FSL_OK);
   output(g, h);

@@ -8,18 +8,11 @@
 #include <cmocka.h>
 
 #include "fission/builder.h"
+#include "test_graph.h"
 #include "orchestrate/orchestrate.h"
 
 /* ---- helpers ---- */
 
-static fsl_value *input(fsl_graph *g, const char *name, int rank, const int64_t *dims) {
-  fsl_value *v = fsl_graph_add_value(g, name);
-  assert_non_null(v);
-  v->dtype = FSL_DT_F32;
-  assert_true(fsl_value_set_shape(v, rank, dims));
-  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
-  return v;
-}
 
 static fsl_node *P(fsl_value *v) {
   assert_non_null(v);

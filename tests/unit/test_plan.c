@@ -16,19 +16,12 @@
 #include "backend/backend.h"
 #include "backend/ref/ref.h"
 #include "fission/builder.h"
+#include "test_graph.h"
 #include "orchestrate/calibrate.h"
 #include "orchestrate/orchestrate.h"
 
 /* ---- graph construction ---- */
 
-static fsl_value *input(fsl_graph *g, const char *name, int rank, const int64_t *dims) {
-  fsl_value *v = fsl_graph_add_value(g, name);
-  assert_non_null(v);
-  v->dtype = FSL_DT_F32;
-  assert_true(fsl_value_set_shape(v, rank, dims));
-  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
-  return v;
-}
 
 /* Deterministic pseudo-random floats in [-2, 2). */
 static void fill(float *x, int64_t n, uint32_t seed) {
@@ -49,11 +42,6 @@ static fsl_value *const_f32(fsl_builder *b, int rank, const int64_t *dims, uint3
   return v;
 }
 
-static void op(fsl_builder *b, int origin, const char *name, const char *type) {
-  b->origin = origin;
-  b->origin_name = name;
-  b->origin_op = type;
-}
 
 static void finish(fsl_builder *b, fsl_value *y) {
   if (b->st != FSL_OK) fprintf(stderr, "builder: %s\n", fsl_last_error());
@@ -72,7 +60,7 @@ static fsl_graph *softmax_graph(void) {
   fsl_builder b = {.g = g, .fold = true};
   int64_t dims[] = {4, 8}, axis = 1;
   fsl_value *x = input(g, "x", 2, dims);
-  op(&b, 1, "softmax", "Softmax");
+  set_origin(&b, 1, "softmax", "Softmax");
   fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
   fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
   fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true);
@@ -88,15 +76,15 @@ static fsl_graph *mlp_graph(void) {
   int64_t dx[] = {4, 16}, dw1[] = {16, 32}, db1[] = {32}, dw2[] = {32, 8};
   fsl_value *x = input(g, "x", 2, dx);
   fsl_value *w1 = const_f32(&b, 2, dw1, 1), *b1 = const_f32(&b, 1, db1, 2), *w2 = const_f32(&b, 2, dw2, 3);
-  op(&b, 1, "mm1", "MatMul");
+  set_origin(&b, 1, "mm1", "MatMul");
   fsl_value *h = fsl_b_matmul(&b, x, w1);
-  op(&b, 2, "bias", "Add");
+  set_origin(&b, 2, "bias", "Add");
   h = fsl_b_binary(&b, FSL_OP_add, h, b1);
-  op(&b, 3, "gelu", "Gelu");
+  set_origin(&b, 3, "gelu", "Gelu");
   fsl_value *t = fsl_b_unary(&b, FSL_OP_erf, fsl_b_binary_scalar(&b, FSL_OP_mul, h, 1.0 / sqrt(2.0)));
   t = fsl_b_binary_scalar(&b, FSL_OP_add, t, 1.0);
   h = fsl_b_binary(&b, FSL_OP_mul, fsl_b_binary_scalar(&b, FSL_OP_mul, h, 0.5), t);
-  op(&b, 4, "mm2", "MatMul");
+  set_origin(&b, 4, "mm2", "MatMul");
   finish(&b, fsl_b_matmul(&b, h, w2));
   return g;
 }
@@ -111,11 +99,11 @@ static fsl_graph *conv_graph(void) {
   int64_t ones[] = {1, 1}, pads[] = {1, 1, 1, 1};
   fsl_value *x = input(g, "x", 4, dx);
   fsl_value *w = const_f32(&b, 4, dw, 4), *scale = const_f32(&b, 4, dc, 5), *shift = const_f32(&b, 4, dc, 6);
-  op(&b, 1, "conv", "Conv");
+  set_origin(&b, 1, "conv", "Conv");
   fsl_value *y = fsl_b_conv(&b, x, w, ones, ones, pads, 1, NULL);
-  op(&b, 2, "bn", "BatchNormalization");
+  set_origin(&b, 2, "bn", "BatchNormalization");
   y = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_mul, y, scale), shift);
-  op(&b, 3, "relu", "Relu");
+  set_origin(&b, 3, "relu", "Relu");
   finish(&b, fsl_b_binary(&b, FSL_OP_max, y, fsl_b_scalar(&b, FSL_DT_F32, 0.0)));
   return g;
 }
