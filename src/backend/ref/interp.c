@@ -157,19 +157,24 @@ static void run_free_dead(run_state *rs, int ni) {
   }
 }
 
-static fsl_status run_outputs(run_state *rs, void **outputs) {
-  const fsl_graph *g = rs->g;
-  for (int i = 0; i < g->n_outputs; i++) {
+fsl_status fsl_ref_copy_outputs(const fsl_graph *g, const void *const *buf, const char *missing, void **outputs) {
+  fsl_status st = FSL_OK;
+  for (int i = 0; i < g->n_outputs && st == FSL_OK; i++) {
     const fsl_value *v = g->outputs[i];
+    const char *name = v->name ? v->name : "?";
     int64_t nb = fsl_value_nbytes(v);
-    const void *src = rs->buf[v->id];
-    if (nb < 0) return fsl_errorf(FSL_ERR_SHAPE, "graph output '%s' has no static shape", v->name);
-    if (!src && nb > 0) return fsl_errorf(FSL_ERR_INVALID, "graph output '%s' is never computed", v->name);
-    outputs[i] = malloc((size_t)(nb > 0 ? nb : 1));
-    if (!outputs[i]) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
-    if (nb > 0) memcpy(outputs[i], src, (size_t)nb);
+    const void *src = buf[v->id];
+    if (nb < 0) st = fsl_errorf(FSL_ERR_SHAPE, "graph output '%s' has no static shape", name);
+    else if (!src && nb > 0) st = fsl_errorf(FSL_ERR_INVALID, "graph output '%s' %s", name, missing);
+    else if (!(outputs[i] = malloc((size_t)(nb > 0 ? nb : 1)))) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+    else if (nb > 0) memcpy(outputs[i], src, (size_t)nb);
   }
-  return FSL_OK;
+  if (st != FSL_OK)
+    for (int i = 0; i < g->n_outputs; i++) {
+      free(outputs[i]);
+      outputs[i] = NULL;
+    }
+  return st;
 }
 
 fsl_status fsl_ref_run(const fsl_graph *g, const void *const *inputs, void **outputs) {
@@ -185,12 +190,7 @@ fsl_status fsl_ref_run(const fsl_graph *g, const void *const *inputs, void **out
     st = run_node(&rs, i);
     if (st == FSL_OK) run_free_dead(&rs, i);
   }
-  if (st == FSL_OK) st = run_outputs(&rs, outputs);
-  if (st != FSL_OK)
-    for (int i = 0; i < g->n_outputs; i++) {
-      free(outputs[i]);
-      outputs[i] = NULL;
-    }
+  if (st == FSL_OK) st = fsl_ref_copy_outputs(g, rs.buf, "is never computed", outputs);
 done:
   if (rs.owned)
     for (int i = 0; i < g->n_values; i++)

@@ -9,7 +9,7 @@
  * the plan computes what the graph computes.
  */
 #include "backend/backend.h"
-#include "backend/ref/ref.h"
+#include "backend/ref/ref_internal.h"
 
 typedef struct ref_exe {
   const fsl_plan *p;
@@ -178,22 +178,6 @@ static fsl_status run_kernel(run_state *rs, const ref_exe *e, int ki) {
   return FSL_OK;
 }
 
-static fsl_status copy_outputs(run_state *rs, void **outputs) {
-  const fsl_graph *g = rs->g;
-  for (int i = 0; i < g->n_outputs; i++) {
-    const fsl_value *v = g->outputs[i];
-    int64_t nb = fsl_value_nbytes(v);
-    const void *src = rs->buf[v->id];
-    if (nb < 0) return fsl_errorf(FSL_ERR_SHAPE, "graph output '%s' has no static shape", v->name ? v->name : "?");
-    if (!src && nb > 0)
-      return fsl_errorf(FSL_ERR_INVALID, "graph output '%s' is written by no kernel of the plan", v->name ? v->name : "?");
-    outputs[i] = malloc((size_t)(nb > 0 ? nb : 1));
-    if (!outputs[i]) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
-    if (nb > 0) memcpy(outputs[i], src, (size_t)nb);
-  }
-  return FSL_OK;
-}
-
 static fsl_status ref_run(void *exe, const void *const *inputs, void **outputs) {
   const ref_exe *e = exe;
   if (!e || !e->p || !e->p->g) return fsl_errorf(FSL_ERR_ARG, "ref backend: NULL executable");
@@ -227,12 +211,7 @@ static fsl_status ref_run(void *exe, const void *const *inputs, void **outputs) 
     rs.buf[v->id] = inputs[i] ? inputs[i] : k_empty;
   }
   for (int ki = 0; st == FSL_OK && ki < e->p->kernels.n; ki++) st = run_kernel(&rs, e, ki);
-  if (st == FSL_OK) st = copy_outputs(&rs, outputs);
-  if (st != FSL_OK)
-    for (int i = 0; i < g->n_outputs; i++) {
-      free(outputs[i]);
-      outputs[i] = NULL;
-    }
+  if (st == FSL_OK) st = fsl_ref_copy_outputs(g, rs.buf, "is written by no kernel of the plan", outputs);
 done:
   if (rs.owned)
     for (int i = 0; i < g->n_values; i++)

@@ -9,6 +9,11 @@
 
 #include "backend/ref/ref.h"
 
+/** Copies every graph output of g from buf (indexed by value id) into new
+ *  malloc'd outputs[i]; `missing` completes the error for an output with no
+ *  buffer ("is never computed").  On error no output is left allocated. */
+fsl_status fsl_ref_copy_outputs(const fsl_graph *g, const void *const *buf, const char *missing, void **outputs);
+
 /** Row-major element strides of a shape. */
 void fsl_ref_strides(int rank, const int64_t *dims, int64_t *strides);
 
