@@ -175,6 +175,25 @@ fsl_status fsl_fission_Hardmax(fsl_fctx *fx) { return softmax_family(fx, SMAX_HA
 
 /* ---- layer-style normalizations ---- */
 
+/* What LayerNormalization and RMSNormalization share: the axes
+ * [axis, rank) they normalize over, epsilon, and the stash and compute
+ * dtypes (stash_type). */
+typedef struct tail_norm {
+  int64_t axes[FSL_MAX_RANK];
+  int n;
+  double eps;
+  fsl_dtype stash, cdt;
+} tail_norm;
+
+static bool tail_norm_attrs(fsl_fctx *fx, const fsl_value *x, tail_norm *t) {
+  int64_t axis = fsl_attr_int(fx->node, "axis", -1);
+  t->eps = fsl_attr_float(fx->node, "epsilon", 1e-5);
+  if (!fsl_b_axis(fx->b, &axis, x->rank, "attribute 'axis'") || !stash_dtype(fx, x, &t->stash, &t->cdt))
+    return false;
+  t->n = tail_axes(axis, x->rank, t->axes);
+  return true;
+}
+
 /** ONNX LayerNormalization: (x - mean) / sqrt(var + eps) * Scale + B over
  *  axes [axis, rank); outputs Y, Mean, InvStdDev (stash_type). */
 fsl_status fsl_fission_LayerNormalization(fsl_fctx *fx) {
@@ -182,20 +201,15 @@ fsl_status fsl_fission_LayerNormalization(fsl_fctx *fx) {
   fsl_value *x = float_input(fx, 0), *scale = fsl_fx_req(fx, 1);
   fsl_value *bias = fx->n_in > 2 ? fx->in[2] : NULL;
   if (!x || !scale) return fsl_fx_done(fx);
-  int64_t axis = fsl_attr_int(fx->node, "axis", -1);
-  double eps = fsl_attr_float(fx->node, "epsilon", 1e-5);
-  fsl_dtype stash, cdt;
-  if (!fsl_b_axis(b, &axis, x->rank, "attribute 'axis'") || !stash_dtype(fx, x, &stash, &cdt))
-    return fsl_fx_done(fx);
-  int64_t axes[FSL_MAX_RANK];
-  int n = tail_axes(axis, x->rank, axes);
+  tail_norm t;
+  if (!tail_norm_attrs(fx, x, &t)) return fsl_fx_done(fx);
   fsl_value *mean, *diff, *var;
-  moments(b, fsl_b_cast(b, x, cdt), axes, n, &mean, &diff, &var);
-  fsl_value *istd = inv_std(b, var, eps);
+  moments(b, fsl_b_cast(b, x, t.cdt), t.axes, t.n, &mean, &diff, &var);
+  fsl_value *istd = inv_std(b, var, t.eps);
   fsl_value *norm = fsl_b_binary(b, FSL_OP_mul, diff, istd);
   fx->out[0] = affine_out(b, norm, scale, bias, x->dtype);
-  if (fx->n_out > 1) fx->out[1] = fsl_b_cast(b, mean, stash);
-  if (fx->n_out > 2) fx->out[2] = fsl_b_cast(b, istd, stash);
+  if (fx->n_out > 1) fx->out[1] = fsl_b_cast(b, mean, t.stash);
+  if (fx->n_out > 2) fx->out[2] = fsl_b_cast(b, istd, t.stash);
   return fsl_fx_done(fx);
 }
 
@@ -341,16 +355,11 @@ fsl_status fsl_fission_RMSNormalization(fsl_fctx *fx) {
   fsl_builder *b = fx->b;
   fsl_value *x = float_input(fx, 0), *scale = fsl_fx_req(fx, 1);
   if (!x || !scale) return fsl_fx_done(fx);
-  int64_t axis = fsl_attr_int(fx->node, "axis", -1);
-  double eps = fsl_attr_float(fx->node, "epsilon", 1e-5);
-  fsl_dtype stash, cdt;
-  if (!fsl_b_axis(b, &axis, x->rank, "attribute 'axis'") || !stash_dtype(fx, x, &stash, &cdt))
-    return fsl_fx_done(fx);
-  int64_t axes[FSL_MAX_RANK];
-  int n = tail_axes(axis, x->rank, axes);
-  fsl_value *xc = fsl_b_cast(b, x, cdt);
-  fsl_value *ms = mean_over(b, fsl_b_binary(b, FSL_OP_mul, xc, xc), axes, n);
-  fsl_value *norm = fsl_b_binary(b, FSL_OP_mul, xc, inv_std(b, ms, eps));
+  tail_norm t;
+  if (!tail_norm_attrs(fx, x, &t)) return fsl_fx_done(fx);
+  fsl_value *xc = fsl_b_cast(b, x, t.cdt);
+  fsl_value *ms = mean_over(b, fsl_b_binary(b, FSL_OP_mul, xc, xc), t.axes, t.n);
+  fsl_value *norm = fsl_b_binary(b, FSL_OP_mul, xc, inv_std(b, ms, t.eps));
   fx->out[0] = affine_out(b, norm, scale, NULL, x->dtype);
   return fsl_fx_done(fx);
 }
