@@ -83,8 +83,8 @@ typedef struct solver {
   /* cycle cuts, row-wise */
   int n_cuts, *cut_start, cap_cut_start;
   int cut_nnz, cap_cut_nnz, cap_cut_val, *cut_col;
-  double *cut_val, *cut_rhs;
-  int cap_cut_rhs;
+  double *cut_val, *cut_rhs, *cut_lhs;  /* row bounds: cut_lhs <= row <= cut_rhs */
+  int cap_cut_rhs, cap_cut_lhs;
   /* scratch */
   int *stamp, stamp_gen;
 } solver;
@@ -102,7 +102,7 @@ static void solver_free(solver *s) {
   free(s->cons_start); free(s->cons); free(s->kofpos);
   free(s->bad); free(s->ycol);
   free(s->vlevel); free(s->klevel); free(s->greedy);
-  free(s->cut_start); free(s->cut_col); free(s->cut_val); free(s->cut_rhs);
+  free(s->cut_start); free(s->cut_col); free(s->cut_val); free(s->cut_rhs); free(s->cut_lhs);
   free(s->stamp);
 }
 
@@ -387,13 +387,14 @@ static fsl_status solve_once(solver *s, double time_limit, const bool *inc, bool
   double *colub = malloc(((size_t)ncols + 1) * sizeof *colub);
   double *obj = calloc((size_t)ncols + 1, sizeof *obj);
   double *rowub = calloc((size_t)nrows + 1, sizeof *rowub);
+  double *rowlb = malloc(((size_t)nrows + 1) * sizeof *rowlb);
   double *init = calloc((size_t)ncols + 1, sizeof *init);
   /* cut entries by column: count then fill */
   int *cut_cnt = calloc((size_t)ncols + 1, sizeof *cut_cnt);
   int *cut_pos = malloc(((size_t)s->cut_nnz + 1) * sizeof *cut_pos);
   Cbc_Model *m = NULL;
   fsl_status st = FSL_OK;
-  if (!start || !index || !value || !collb || !colub || !obj || !rowub || !init || !cut_cnt || !cut_pos) {
+  if (!start || !index || !value || !collb || !colub || !obj || !rowub || !rowlb || !init || !cut_cnt || !cut_pos) {
     st = nomem();
     goto done;
   }
@@ -460,11 +461,15 @@ static fsl_status solve_once(solver *s, double time_limit, const bool *inc, bool
   }
   start[ncols] = e;
   FSL_ASSERT((size_t)e <= nnz);
-  for (int r = 0; r < s->n_cuts; r++) rowub[ny + n_link + r] = s->cut_rhs[r];
+  for (int r = 0; r < nrows; r++) rowlb[r] = -DBL_MAX;
+  for (int r = 0; r < s->n_cuts; r++) {
+    rowlb[ny + n_link + r] = s->cut_lhs[r];
+    rowub[ny + n_link + r] = s->cut_rhs[r];
+  }
 
   m = Cbc_newModel();
   if (!m) { st = nomem(); goto done; }
-  Cbc_loadProblem(m, ncols, nrows, start, index, value, collb, colub, obj, NULL, rowub);
+  Cbc_loadProblem(m, ncols, nrows, start, index, value, collb, colub, obj, rowlb, rowub);
   for (int k = 0; k < nc; k++) Cbc_setInteger(m, k);
   Cbc_setLogLevel(m, 0);
   Cbc_setMaximumSeconds(m, time_limit);
@@ -505,7 +510,7 @@ static fsl_status solve_once(solver *s, double time_limit, const bool *inc, bool
 done:
   if (m) Cbc_deleteModel(m);
   free(start); free(index); free(value); free(collb); free(colub); free(obj);
-  free(rowub); free(init); free(cut_cnt); free(cut_pos);
+  free(rowub); free(rowlb); free(init); free(cut_cnt); free(cut_pos);
   return st;
 }
 
@@ -523,6 +528,7 @@ static fsl_status add_cut(solver *s, const int *q, int nq, const int *blk) {
   if (!fsl_grow((void **)&s->cut_val, &s->cap_cut_val, need, sizeof *s->cut_val)) return nomem();
   if (!fsl_grow((void **)&s->cut_start, &s->cap_cut_start, s->n_cuts + 2, sizeof *s->cut_start)) return nomem();
   if (!fsl_grow((void **)&s->cut_rhs, &s->cap_cut_rhs, s->n_cuts + 1, sizeof *s->cut_rhs)) return nomem();
+  if (!fsl_grow((void **)&s->cut_lhs, &s->cap_cut_lhs, s->n_cuts + 1, sizeof *s->cut_lhs)) return nomem();
   if (s->n_cuts == 0) s->cut_start[0] = 0;
   for (int i = 0; i < nq; i++) {
     s->cut_col[s->cut_nnz] = q[i];
@@ -538,32 +544,38 @@ static fsl_status add_cut(solver *s, const int *q, int nq, const int *blk) {
       s->cut_val[s->cut_nnz++] = -1.0;
     }
   }
+  s->cut_lhs[s->n_cuts] = -DBL_MAX;
   s->cut_rhs[s->n_cuts] = (double)(nq - 1);
   s->cut_start[++s->n_cuts] = s->cut_nnz;
   return FSL_OK;
 }
 
-/* Adds the row sum_{k in cols} x_k <= rhs (shares the cut storage). */
-static fsl_status add_row(solver *s, const int *cols, int n, double rhs) {
+/* Adds the row lhs <= sum_{k in cols} x_k <= rhs (shares the cut storage). */
+static fsl_status add_row(solver *s, const int *cols, int n, double lhs, double rhs) {
   if (!fsl_grow((void **)&s->cut_col, &s->cap_cut_nnz, s->cut_nnz + n, sizeof *s->cut_col)) return nomem();
   if (!fsl_grow((void **)&s->cut_val, &s->cap_cut_val, s->cut_nnz + n, sizeof *s->cut_val)) return nomem();
   if (!fsl_grow((void **)&s->cut_start, &s->cap_cut_start, s->n_cuts + 2, sizeof *s->cut_start)) return nomem();
   if (!fsl_grow((void **)&s->cut_rhs, &s->cap_cut_rhs, s->n_cuts + 1, sizeof *s->cut_rhs)) return nomem();
+  if (!fsl_grow((void **)&s->cut_lhs, &s->cap_cut_lhs, s->n_cuts + 1, sizeof *s->cut_lhs)) return nomem();
   if (s->n_cuts == 0) s->cut_start[0] = 0;
   for (int i = 0; i < n; i++) {
     s->cut_col[s->cut_nnz] = cols[i];
     s->cut_val[s->cut_nnz++] = 1.0;
   }
+  s->cut_lhs[s->n_cuts] = lhs;
   s->cut_rhs[s->n_cuts] = rhs;
   s->cut_start[++s->n_cuts] = s->cut_nnz;
   return FSL_OK;
 }
 
 /*
- * No recomputation: every node that depends on a runtime value lies in at
- * most one chosen kernel (nodes computed from constants only, e.g. a shared
- * broadcast weight, may still be recomputed).  A set-partitioning row per
- * node, whose LP relaxation is far tighter than the Korch rows alone.
+ * No recomputation: every node that depends on a runtime value lies in
+ * exactly one chosen kernel (nodes computed from constants only, e.g. a
+ * shared broadcast weight, may still be recomputed).  A set-partitioning
+ * equality per node: every node of a (dead-code-free) graph is needed, and
+ * a kernel's outputs are all its values read outside it, so the equalities
+ * imply the Korch rows; their LP relaxation is far tighter (set
+ * partitioning polytopes are often integral or nearly so).
  */
 static fsl_status add_partition_rows(solver *s) {
   const fsl_graph *g = s->cands->g;
@@ -592,7 +604,7 @@ static fsl_status add_partition_rows(solver *s) {
       const fsl_node *nd = g->nodes[i];
       int a = cnt[nd->id], b = cnt[nd->id + 1];
       bool cd = nd->n_out > 0 && nd->out[0] && cderiv[nd->out[0]->id];
-      if (b - a >= 2 && !cd) st = add_row(s, members + a, b - a, 1.0);
+      if (b > a && !cd) st = add_row(s, members + a, b - a, 1.0, 1.0);
     }
   }
   free(cnt); free(cderiv); free(members); free(fill);

@@ -437,6 +437,51 @@ static void test_brute_force(void **state) {
   print_message("brute force: 400 instances, %d needed cycle cuts\n", multi_round);
 }
 
+/* Whether every node of g lies in exactly one kernel of the mask (no
+ * recomputation; the instances have no constant-only nodes). */
+static bool selection_partitions(const fsl_kernel_set *ks, uint32_t mask) {
+  int cover[64] = {0};
+  FSL_ASSERT(ks->g->next_node_id <= 64);
+  for (int k = 0; k < ks->n; k++)
+    if (mask >> k & 1)
+      for (int i = 0; i < ks->k[k]->n_nodes; i++) cover[ks->k[k]->nodes[i]->id]++;
+  for (int i = 0; i < ks->g->n_nodes; i++)
+    if (cover[ks->g->nodes[i]->id] != 1) return false;
+  return true;
+}
+
+/* ---- no recomputation (set-partitioning equalities) against brute force ---- */
+static void test_brute_force_partition(void **state) {
+  (void)state;
+  for (int trial = 0; trial < 300; trial++) {
+    rng_state = 5000 + (uint64_t)trial;
+    fsl_kernel_set ks;
+    fsl_graph *g = random_instance(7, 40, 6, 40, trial % 2 == 0, &ks);
+    while (ks.n > 16) fsl_kernel_free(ks.k[--ks.n]);
+    double best = INFINITY;
+    for (uint32_t m = 1; m < (1u << ks.n); m++) {
+      double c = 0;
+      for (int k = 0; k < ks.n; k++)
+        if (m >> k & 1) c += ks.k[k]->cost_s;
+      if (c < best && selection_partitions(&ks, m) && selection_valid(&ks, m)) best = c;
+    }
+    fsl_solve_options opt = {.time_limit_s = 10, .no_recompute = true};
+    fsl_kernel_set out;
+    fsl_solve_result r;
+    assert_int_equal(fsl_solve(&ks, &opt, &out, &r), FSL_OK);
+    double got = check_plan(g, &out);
+    if (fabs(got - best) > 1e-9 * best) fail_msg("trial %d: solver %.9g, brute force %.9g", trial, got, best);
+    assert_true(r.optimal);
+    int cover[64] = {0};
+    for (int k = 0; k < out.n; k++)
+      for (int i = 0; i < out.k[k]->n_nodes; i++) cover[out.k[k]->nodes[i]->id]++;
+    for (int i = 0; i < g->n_nodes; i++) assert_int_equal(cover[g->nodes[i]->id], 1);
+    fsl_kernel_set_free(&out);
+    fsl_kernel_set_free(&ks);
+    fsl_graph_free(g);
+  }
+}
+
 /* ---- (5) the time limit: a valid plan even when CBC is cut short ---- */
 static void test_time_limit(void **state) {
   (void)state;
@@ -484,7 +529,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_fused), cmocka_unit_test(test_recompute),
       cmocka_unit_test(test_cycle_cut),   cmocka_unit_test(test_infeasible),
-      cmocka_unit_test(test_brute_force), cmocka_unit_test(test_time_limit),
+      cmocka_unit_test(test_brute_force), cmocka_unit_test(test_brute_force_partition),
+      cmocka_unit_test(test_time_limit),
       cmocka_unit_test(test_bench),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
