@@ -15,9 +15,10 @@
  *               counted, split over the threads), best of several runs;
  *   peak_flops  FLOP/s of oneDNN dnnl_sgemm on 1024x1024x1024 (2 M N K
  *               flops), best of several;
- *   elem_flops  ops/s of an exp-and-multiply loop over 16 Mi elements
- *               (2 ops each) on a cache-resident block, as generated
- *               elementwise code runs it;
+ *   elem_flops  ops/s of a multiply-add loop (y = y * c + x, 2 ops per
+ *               element) over cache-resident blocks, 64 Mi elements split
+ *               over the threads: the rate of one unit of cost.c's
+ *               elementwise work;
  *   launch_s    seconds of one empty OpenMP parallel region (libgomp's
  *               GOMP_parallel, what `#pragma omp parallel` compiles to) —
  *               an indirect function call when libgomp cannot be loaded.

@@ -2,27 +2,35 @@
  * cost.c — the analytic roofline cost of a kernel (DESIGN.md section 5).
  *
  *   time = max(bytes / bandwidth, linear_flops / peak_flops
- *                                 + other_flops / elem_flops) + launch_s
+ *                                 + elem_work / elem_flops) + launch_s
  *
- * Linear flops are those of the kernel's matmul/conv node (recomputed here
- * from its shapes: 2 * M * N * K per matmul, 2 * out * (C_in/group * kernel
- * volume) per conv); the rest of k->flops (elementwise, reductions,
- * gathers) runs at the elementwise rate of generated loops.  Device numbers
- * come from fsl_device_default or fsl_device_calibrate (calibrate.h).
+ * Linear flops are those of the kernel's matmul/conv node (2 * M * N * K
+ * per matmul, 2 * out * (C_in/group * kernel volume) per conv).  The rest
+ * is elementwise work in units of one multiply or add (what calibrate.c's
+ * elem_flops measures): each node costs its element count (output for
+ * elementwise and gather nodes, input for reductions) times a weight for
+ * its op (op_weight: 1 for arithmetic, comparisons and selects, 4 for
+ * division and square roots, 16 for exp, log, tanh, erf, sigmoid, pow and
+ * trigonometric functions, which generated code evaluates as polynomials
+ * of about that many vector operations; 2 for gathers and arg-reductions,
+ * which add index arithmetic).  Movement views cost nothing beyond the
+ * bytes their kernel reads.  Device numbers come from fsl_device_default
+ * or fsl_device_calibrate (calibrate.h).
  */
 #include "orchestrate/orchestrate.h"
 
 /* Default device: a modest, fixed machine so that tests and uncalibrated
  * runs are deterministic.  10 GB/s copy bandwidth (one DDR4 channel, read +
- * write counted), 50 GFLOP/s sgemm (a few AVX2 cores), 2 G elementwise
- * ops/s, 5 us per kernel (call + OpenMP fork/join). */
+ * write counted), 50 GFLOP/s sgemm (a few AVX2 cores), 8 G elementwise
+ * ops/s (two cores, 4-wide SIMD), 5 us per kernel (call + OpenMP
+ * fork/join). */
 void fsl_device_default(fsl_device *d) {
   if (!d) return;
   memset(d, 0, sizeof *d);
   snprintf(d->name, sizeof d->name, "default (uncalibrated)");
   d->bandwidth = 10e9;
   d->peak_flops = 50e9;
-  d->elem_flops = 2e9;
+  d->elem_flops = 8e9;
   d->launch_s = 5e-6;
 }
 
@@ -47,6 +55,46 @@ static double linear_flops(const fsl_node *n) {
   return 0;
 }
 
+/* Units of elementwise work per element of op (see the file comment). */
+static double op_weight(fsl_op op) {
+  switch (op) {
+  case FSL_OP_div: case FSL_OP_recip: case FSL_OP_sqrt: case FSL_OP_rsqrt: case FSL_OP_mod:
+    return 4;
+  case FSL_OP_exp: case FSL_OP_log: case FSL_OP_tanh: case FSL_OP_erf: case FSL_OP_sigmoid:
+  case FSL_OP_pow: case FSL_OP_sin: case FSL_OP_cos: case FSL_OP_tan: case FSL_OP_asin:
+  case FSL_OP_acos: case FSL_OP_atan: case FSL_OP_sinh: case FSL_OP_cosh: case FSL_OP_asinh:
+  case FSL_OP_acosh: case FSL_OP_atanh:
+    return 16;
+  case FSL_OP_argmax: case FSL_OP_argmin:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
+/* Elementwise work of one non-linear node, in units (see op_weight). */
+static double elem_work(const fsl_node *n) {
+  const fsl_op_info *oi = fsl_op_get(n->op);
+  const fsl_value *o = n->n_out > 0 ? n->out[0] : NULL;
+  double out = o ? (double)fsl_value_numel(o) : 0;
+  if (out < 0) out = 0;
+  switch (oi->kind) {
+  case FSL_KIND_ELEMENTWISE: return out * op_weight(n->op);
+  case FSL_KIND_REDUCE: {
+    double in = n->n_in > 0 && n->in[0] ? (double)fsl_value_numel(n->in[0]) : 0;
+    return (in > 0 ? in : 0) * op_weight(n->op);
+  }
+  case FSL_KIND_GATHER: return 2 * out;
+  case FSL_KIND_MOVEMENT: case FSL_KIND_LINEAR: return 0;
+  default: {  /* opaque: one unit per output element */
+    double f = 0;
+    for (int j = 0; j < n->n_out; j++)
+      if (n->out[j] && fsl_value_numel(n->out[j]) > 0) f += (double)fsl_value_numel(n->out[j]);
+    return f;
+  }
+  }
+}
+
 double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   if (!k) return 0;
   fsl_device def;
@@ -54,12 +102,14 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
     fsl_device_default(&def);
     d = &def;
   }
-  double lin = 0;
-  for (int i = 0; i < k->n_nodes; i++)
-    if (k->nodes[i] && fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i]);
-  double other = k->flops > lin ? k->flops - lin : 0;
+  double lin = 0, work = 0;
+  for (int i = 0; i < k->n_nodes; i++) {
+    if (!k->nodes[i]) continue;
+    if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i]);
+    else work += elem_work(k->nodes[i]);
+  }
   double mem = d->bandwidth > 0 ? k->bytes / d->bandwidth : 0;
-  double compute = (d->peak_flops > 0 ? lin / d->peak_flops : 0) + (d->elem_flops > 0 ? other / d->elem_flops : 0);
+  double compute = (d->peak_flops > 0 ? lin / d->peak_flops : 0) + (d->elem_flops > 0 ? work / d->elem_flops : 0);
   double t = (mem > compute ? mem : compute) + (d->launch_s > 0 ? d->launch_s : 0);
   k->cost_s = t;
   return t;
