@@ -16,6 +16,15 @@
  * each input" (y_v = max of its readers' x is feasible iff that holds), with
  * sum_k |in(k)| + sum_k |out(k)| non-zeros instead of sum_k sum_v |prod(v)|.
  *
+ * Without recomputation (fsl_solve_options.no_recompute) every node that
+ * depends on a runtime value gets a set-partitioning equality
+ * (sum of the candidates containing it = 1).  The equalities imply the link
+ * rows of the values those nodes write (the one chosen kernel computing the
+ * writer writes the value whenever a chosen kernel outside it reads it), so
+ * those values get neither a y column nor link entries: the LP shrinks and
+ * its relaxation is nearly integral (every real model's regions prove
+ * optimality in about a second).
+ *
  * Cycles.  Multi-output kernels can make a BLP solution unorderable (k1
  * reads w and writes u, k2 reads u and writes w).  After each solve the
  * chosen kernels are ordered (a kernel is ready when each of its needed
@@ -75,6 +84,7 @@ typedef struct solver {
   int *cons_start, *cons;
   int *kofpos;         /* candidate owning each position of `in` */
   bool *bad;           /* [nc] reads a value it writes: never chosen */
+  bool *part;          /* [nv] written by a node with a partition equality: its links are implied */
   int *ycol;           /* [nv] column of y_v, or -1 */
   int ny;
   /* greedy acyclic selection */
@@ -100,7 +110,7 @@ static void solver_free(solver *s) {
   free(s->prod_start); free(s->prod);
   free(s->in_start); free(s->in);
   free(s->cons_start); free(s->cons); free(s->kofpos);
-  free(s->bad); free(s->ycol);
+  free(s->bad); free(s->part); free(s->ycol);
   free(s->vlevel); free(s->klevel); free(s->greedy);
   free(s->cut_start); free(s->cut_col); free(s->cut_val); free(s->cut_rhs); free(s->cut_lhs);
   free(s->stamp);
@@ -426,6 +436,7 @@ static fsl_status solve_once(solver *s, double time_limit, const bool *inc, bool
       value[e++] = -1.0;
     }
     for (int i = s->in_start[k]; i < s->in_start[k + 1]; i++) {
+      if (s->part && s->part[s->in[i]]) continue;  /* implied by the partition rows */
       index[e] = ny + i;
       value[e++] = 1.0;
     }
@@ -449,7 +460,7 @@ static fsl_status solve_once(solver *s, double time_limit, const bool *inc, bool
     start[col] = e;
     index[e] = col - nc;
     value[e++] = 1.0;
-    for (int p = s->cons_start[v]; p < s->cons_start[v + 1]; p++) {
+    for (int p = s->cons_start[v]; p < s->cons_start[v + 1] && !(s->part && s->part[v]); p++) {
       index[e] = ny + s->cons[p];
       value[e++] = -1.0;
     }
@@ -492,7 +503,6 @@ static fsl_status solve_once(solver *s, double time_limit, const bool *inc, bool
     bool ok = true;
     for (int k = 0; k < nc; k++) sel[k] = x[k] > 0.5 && !s->bad[k];
     for (int v = 0; v < s->nv && ok; v++) {
-      if (s->ycol[v] < 0) continue;
       bool needed = s->gout[v], written = false;
       for (int p = s->cons_start[v]; p < s->cons_start[v + 1] && !needed; p++) {
         needed = sel[s->kofpos[s->cons[p]]];
@@ -593,9 +603,10 @@ static fsl_status add_partition_rows(solver *s) {
   for (int k = 0; k < s->nc; k++)
     for (int i = 0; i < s->cands->k[k]->n_nodes; i++) cnt[s->cands->k[k]->nodes[i]->id + 1]++;
   for (int i = 0; i < maxid; i++) cnt[i + 1] += cnt[i];
+  s->part = calloc((size_t)s->nv + 1, sizeof *s->part);
   int *members = malloc(((size_t)cnt[maxid] + 1) * sizeof *members);
   int *fill = malloc(((size_t)maxid + 1) * sizeof *fill);
-  fsl_status st = members && fill ? FSL_OK : nomem();
+  fsl_status st = members && fill && s->part ? FSL_OK : nomem();
   if (st == FSL_OK) {
     memcpy(fill, cnt, (size_t)maxid * sizeof *fill);
     for (int k = 0; k < s->nc; k++)
@@ -604,7 +615,11 @@ static fsl_status add_partition_rows(solver *s) {
       const fsl_node *nd = g->nodes[i];
       int a = cnt[nd->id], b = cnt[nd->id + 1];
       bool cd = nd->n_out > 0 && nd->out[0] && cderiv[nd->out[0]->id];
-      if (b > a && !cd) st = add_row(s, members + a, b - a, 1.0, 1.0);
+      if (b > a && !cd) {
+        st = add_row(s, members + a, b - a, 1.0, 1.0);
+        for (int k = 0; k < nd->n_out; k++)
+          if (nd->out[k] && nd->out[k]->id < s->nv) s->part[nd->out[k]->id] = true;
+      }
     }
   }
   free(cnt); free(cderiv); free(members); free(fill);
@@ -844,7 +859,13 @@ fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
   if (st != FSL_OK) goto out;
   st = compute_levels(&s);
   if (st != FSL_OK) goto out;
-  if (opt && opt->no_recompute && (st = add_partition_rows(&s)) != FSL_OK) goto out;
+  if (opt && opt->no_recompute) {
+    if ((st = add_partition_rows(&s)) != FSL_OK) goto out;
+    /* values with a partitioned writer need no y column (nor link rows) */
+    s.ny = 0;
+    for (int v = 0; v < s.nv; v++)
+      if (s.ycol[v] >= 0) s.ycol[v] = s.part[v] && !s.gout[v] ? -1 : s.nc + s.ny++;
+  }
   for (int v = 0; v < s.nv; v++)
     if (s.gout[v] && s.vlevel[v] == INT32_MAX) {
       st = infeasible(&s, v);
