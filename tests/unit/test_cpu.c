@@ -452,6 +452,197 @@ static void test_compile_cache(void **state) {
   assert_int_equal(access(so.path, F_OK), -1);
 }
 
+/* The prologue's inline expf / tanhf / erff (fsl_emit_prologue), compiled
+ * as generated code is (a vectorized loop), against libm in double: rel.
+ * error <= 1e-6 where the result is a normal float, exact special values
+ * (+-inf, NaN, signed zero, overflow to inf, underflow to 0). */
+static void test_fast_math(void **state) {
+  (void)state;
+  fsl_sbuf src = {0};
+  fsl_emit_prologue(&src);
+  fsl_sbuf_puts(&src, "int fsl_k0(const void *const *in, void *const *out) {\n"
+                      "  const float *x = (const float *)in[0]; const int64_t n = *(const int64_t *)in[1];\n"
+                      "  float *e = (float *)out[0], *t = (float *)out[1], *f = (float *)out[2];\n"
+                      "  for (int64_t i = 0; i < n; i++) { e[i] = fsl_expf(x[i]); t[i] = fsl_tanhf(x[i]); f[i] = fsl_erff(x[i]); }\n"
+                      "  return 0; }\n");
+  assert_false(src.oom);
+  fsl_cpu_so so;
+  assert_int_equal(fsl_cpu_so_load(src.p, &so), FSL_OK);
+  fsl_sbuf_free(&src);
+  int (*fn)(const void *const *, void *const *);
+  void *p = fsl_cpu_so_kernel(&so, 0);
+  assert_non_null(p);
+  memcpy(&fn, &p, sizeof p);
+  const float special[] = {INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f, 1e-40f, -1e-40f, 1e-30f, 88.72f, 88.73f,
+                           89.5f, 100.0f, 1e30f, -87.0f, -100.0f, -103.9f, -104.5f, -1e30f, 7.9f, -7.9f, 4.0f, 9.0f};
+  int64_t ns = (int64_t)(sizeof special / sizeof special[0]), n = ns + 400000;
+  float *x = malloc(sizeof(float) * (size_t)n * 4);
+  assert_non_null(x);
+  float *e = x + n, *t = e + n, *f = t + n;
+  memcpy(x, special, sizeof special);
+  for (int64_t i = ns; i < n; i++) {
+    double u = (double)(i - ns) / 400000.0;  /* a dense sweep of [-110, 110] plus tiny values */
+    x[i] = (i & 1) ? (float)(-110.0 + 220.0 * u) : (float)((u - 0.5) * 1e-3);
+  }
+  const void *in[] = {x, &n};
+  void *out[] = {e, t, f};
+  assert_int_equal(fn(in, out), 0);
+  double worst[3] = {0, 0, 0};
+  for (int64_t i = 0; i < n; i++) {
+    double xi = x[i], want[3] = {exp(xi), tanh(xi), erf(xi)}, got[3] = {e[i], t[i], f[i]};
+    for (int k = 0; k < 3; k++) {
+      double w = want[k], g = got[k];
+      if (isnan(xi)) {
+        assert_true(isnan(g));
+        continue;
+      }
+      if (w > 3.4028234663852886e38) { /* overflows float */
+        assert_true(isinf(g) && g > 0);
+        continue;
+      }
+      if (fabs(w) < 1.1754943508222875e-38) { /* subnormal or zero result */
+        if (fabs(g - w) > 3e-45) fprintf(stderr, "fast math %d: x=%g got %g want %g\n", k, xi, g, w);
+        assert_true(fabs(g - w) <= 3e-45);
+        if (w == 0) assert_true(signbit(g) == signbit(w));
+        continue;
+      }
+      double rel = fabs(g - w) / fabs(w);
+      if (rel > 1e-6) fprintf(stderr, "fast math %d: x=%.9g got %.9g want %.9g\n", k, xi, g, w);
+      worst[k] = fmax(worst[k], rel);
+    }
+  }
+  if (getenv("FSL_TEST_VERBOSE"))
+    fprintf(stderr, "fast math max rel. error: exp %.3g tanh %.3g erf %.3g\n", worst[0], worst[1], worst[2]);
+  for (int k = 0; k < 3; k++) assert_true(worst[k] <= 1e-6);
+  /* exact special values */
+  assert_true(isinf(e[0]) && e[0] > 0 && e[1] == 0 && t[0] == 1 && t[1] == -1 && f[0] == 1 && f[1] == -1);
+  assert_true(e[4] == 1 && e[5] == 1 && t[5] == 0 && signbit(t[5]) && f[5] == 0 && signbit(f[5]));
+  assert_true(isinf(e[12]) && isinf(e[13]) && e[17] == 0 && e[18] == 0);
+  free(x);
+  fsl_cpu_so_close(&so);
+}
+
+/* rel. L2 distance of two f32 buffers */
+static double rel_l2(const float *a, const float *b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    den += (double)b[i] * b[i];
+  }
+  return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* Softmax over long rows (8 x 32000, float partial sums in blocks) and
+ * layer norm over a large offset (cancellation in the variance): softmax
+ * within 1e-5 relative of the reference per element, the normalized
+ * values (about N(0, 1)) within 1e-4 absolute, rel. L2 within 1e-5. */
+static void test_long_rows(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {8, 32000}, axis = 1;
+  fsl_value *x = input(g, FSL_DT_F32, 2, dx);
+  fsl_value *y = softmax(&b, x, 1);
+  fsl_value *mean = fsl_b_binary_scalar(&b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true), 32000.0);
+  fsl_value *d = fsl_b_binary(&b, FSL_OP_sub, x, mean);
+  fsl_value *var = fsl_b_binary_scalar(
+      &b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_binary(&b, FSL_OP_mul, d, d), &axis, 1, true), 32000.0);
+  fsl_value *ln = fsl_b_binary(&b, FSL_OP_mul, d, fsl_b_unary(&b, FSL_OP_rsqrt, fsl_b_binary_scalar(&b, FSL_OP_add, var, 1e-5)));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_graph_add_output(g, ln);
+  float *xin = random_data(x, -8, 8);
+  for (int64_t i = 0; i < 32000; i++) xin[i] += 1000.0f; /* row 0: large offset */
+  void *in[] = {xin};
+  void *want[2] = {0};
+  assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
+  fsl_plan p;
+  assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_GREEDY, NULL, &p), FSL_OK);
+  void *exe = NULL;
+  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  void *got[2] = {0};
+  assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
+  int64_t n = 8 * 32000;
+  for (int k = 0; k < 2; k++) {
+    const float *a = got[k], *w = want[k];
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - w[i]) / (k ? 1.0 : fabs((double)w[i])));
+    double l2 = rel_l2(a, w, n);
+    if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "long rows %d: max err %.3g, rel L2 %.3g\n", k, worst, l2);
+    assert_true(worst <= (k ? 1e-4 : 1e-5));
+    assert_true(l2 <= 1e-5);
+    free(got[k]);
+    free(want[k]);
+  }
+  fsl_backend_cpu.free_exe(exe);
+  fsl_plan_free(&p);
+  free_inputs(in, 1);
+  fsl_graph_free(g);
+}
+
+/* Max/min reductions over vectorized rows propagate a NaN wherever it is
+ * in the row; a row of -inf gives the reference's NaN softmax. */
+static void test_reduce_nan(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {6, 1000}, axis = 1;
+  fsl_value *x = input(g, FSL_DT_F32, 2, dx);
+  fsl_value *mx = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, false);
+  fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, false);
+  fsl_value *sm = softmax(&b, x, 1);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, mx);
+  fsl_graph_add_output(g, mn);
+  fsl_graph_add_output(g, sm);
+  float *xin = random_data(x, -3, 3);
+  xin[0 * 1000 + 0] = NAN;   /* first lane */
+  xin[1 * 1000 + 517] = NAN; /* middle */
+  xin[2 * 1000 + 999] = NAN; /* tail */
+  for (int i = 0; i < 1000; i++) xin[3 * 1000 + i] = -INFINITY;
+  xin[4 * 1000 + 3] = INFINITY;
+  void *in[] = {xin};
+  check_graph(g, in, 1e-5, "reduce-nan");
+  free_inputs(in, 1);
+  fsl_graph_free(g);
+}
+
+/* Instance norm (reduced axes 2,3 of NCHW: one flat index, no div/mod)
+ * with a per-channel scale, and a quantizing round(x / max(y)) that must
+ * see the exact quotient, not a reciprocal product: 45.5 / 7 = 6.5 rounds
+ * to 6, while 45.5 * (1/7) = 6.5000005 in float rounds to 7. */
+static void test_norm_quantize(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {2, 3, 8, 16}, dsc[] = {1, 3, 1, 1}, ax[] = {2, 3}, dq[] = {6, 16}, last = 1;
+  fsl_value *x = input(g, FSL_DT_F32, 4, dx), *sc = input(g, FSL_DT_F32, 4, dsc);
+  fsl_value *xq = input(g, FSL_DT_F32, 2, dq), *yq = input(g, FSL_DT_F32, 2, dq);
+  fsl_value *mean = fsl_b_binary_scalar(&b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, x, ax, 2, true), 128.0);
+  fsl_value *d = fsl_b_binary(&b, FSL_OP_sub, x, mean);
+  fsl_value *var = fsl_b_binary_scalar(&b, FSL_OP_div,
+                                       fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_binary(&b, FSL_OP_mul, d, d), ax, 2, true),
+                                       128.0);
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_mul,
+                              fsl_b_binary(&b, FSL_OP_mul, d, fsl_b_unary(&b, FSL_OP_rsqrt, fsl_b_binary_scalar(&b, FSL_OP_add, var, 1e-5))),
+                              sc);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, yq, &last, 1, true);
+  fsl_value *q = fsl_b_unary(&b, FSL_OP_round, fsl_b_binary(&b, FSL_OP_div, xq, m));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_graph_add_output(g, q);
+  float *xqin = random_data(xq, -50, 50), *yqin = random_data(yq, 0, 6.9);
+  for (int r = 0; r < 6; r++) {
+    yqin[r * 16 + 5] = 7.0f;
+    xqin[r * 16 + 9] = 45.5f;
+    xqin[r * 16 + 12] = -45.5f;
+  }
+  void *in[] = {random_data(x, -3, 3), random_data(sc, 0.5, 1.5), xqin, yqin};
+  check_graph(g, in, 1e-5, "norm-quantize");
+  free_inputs(in, 4);
+  fsl_graph_free(g);
+}
+
 static char g_cache[256];
 
 static int setup(void **state) {
@@ -483,6 +674,10 @@ int main(void) {
       cmocka_unit_test(test_gather_ints),
       cmocka_unit_test(test_gather_error),
       cmocka_unit_test(test_large_parallel),
+      cmocka_unit_test(test_fast_math),
+      cmocka_unit_test(test_long_rows),
+      cmocka_unit_test(test_reduce_nan),
+      cmocka_unit_test(test_norm_quantize),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
