@@ -115,6 +115,37 @@ MODELS: list[Model] = [
           [Input("input_ids", (1, 128), "int64", 0, 30522)],
           "export", description="BERT-base-sized encoder: 12 layers, hidden 768, 12 heads, seq 128",
           tags=["bench"]),
+    # The families Korch (Hu et al., ASPLOS 2024) evaluates.
+    Model("style_transfer",
+          [Input("input", (1, 3, 224, 224), "float32", 0.0, 255.0)],
+          "export", description="Johnson et al. fast style transfer (pytorch/examples "
+          "fast_neural_style: reflection pad, InstanceNorm, 5 residual blocks, Upsample + conv)",
+          # ~7 G multiply-adds: the reference interpreter needs several
+          # seconds, so the test runs the same network on a smaller image.
+          tags=["bench"]),
+    Model("style_transfer_small",
+          [Input("input", (1, 3, 128, 128), "float32", 0.0, 255.0)],
+          "export", description="style_transfer on a 128x128 image",
+          tags=["test"]),
+    Model("segformer_b0",
+          [Input("input", (1, 3, 224, 224), "float32", -2.0, 2.0)],
+          "export", description="SegFormer MiT-b0 encoder (efficient self-attention with "
+          "spatial-reduction conv, Mix-FFN) + all-MLP decoder, 19 classes",
+          tags=["test", "bench"]),
+    Model("yolox_nano",
+          [Input("images", (1, 3, 320, 320), "float32", 0.0, 255.0)],
+          "export", description="YOLOX-Nano (Focus + CSPDarknet, SiLU, PAFPN, decoupled "
+          "head with box decoding), 80 classes",
+          tags=["test", "bench"],
+          # The decoded boxes (up to 320 pixels) would hide errors in the
+          # probabilities (< 1) from the relative L2 check: the
+          # [reg, obj, cls] tensor before decoding is compared too.
+          extra_outputs=["/Transpose_output_0"]),
+    Model("efficientvit_b1",
+          [Input("input", (1, 3, 224, 224), "float32", -2.0, 2.0)],
+          "export", description="EfficientViT-B1 classifier (MBConv, lightweight multi-scale "
+          "ReLU linear attention, Hardswish)",
+          tags=["test", "bench"]),
 ]
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -23,7 +23,7 @@ from test_ops import CASES, build_model, gen
 TOL = 1e-4
 STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
 BACKENDS = ["plan-ref", "cpu"]
-REAL_MODELS = ["resnet18", "minilm_l3", "transformer_encoder"]
+REAL_MODELS = ["resnet18", "minilm_l3", "transformer_encoder", "yolox_nano", "efficientvit_b1", "segformer_b0"]
 
 # Set to a reason string if the CPU backend cannot run yet: its cases are
 # then expected to fail (xfail, not strict) instead of failing the suite.
