@@ -328,6 +328,7 @@ fsl_status fsl_model_compile(fsl_model *m) {
   FSL_TRY(fsl_fission(m->onnx, &g));
   fsl_status st = fsl_pass_cse(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);
+  if (st == FSL_OK) st = fsl_pass_unshare_views(g);
   if (st == FSL_OK) st = fsl_graph_verify(g);
   if (st != FSL_OK) {
     fsl_graph_free(g);

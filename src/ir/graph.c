@@ -116,6 +116,17 @@ void fsl_graph_remove_nodes(fsl_graph *g, const bool *keep) {
   g->n_nodes = j;
 }
 
+bool fsl_node_replace_input(fsl_graph *g, fsl_node *n, fsl_value *from, fsl_value *to) {
+  if (from == to) return true;
+  for (int k = 0; k < n->n_in; k++) {
+    if (n->in[k] != from) continue;
+    if (!add_consumer(g, to, n)) return false;
+    remove_consumer(from, n);
+    n->in[k] = to;
+  }
+  return true;
+}
+
 void fsl_graph_replace_uses(fsl_graph *g, fsl_value *from, fsl_value *to) {
   if (from == to) return;
   for (int c = 0; c < from->n_cons; c++) {

@@ -128,6 +128,10 @@ fsl_status fsl_graph_add_output(fsl_graph *g, fsl_value *v);
 void fsl_graph_remove_nodes(fsl_graph *g, const bool *keep);
 /** Replaces every use of `from` (node inputs, graph outputs) by `to`. */
 void fsl_graph_replace_uses(fsl_graph *g, fsl_value *from, fsl_value *to);
+/** Makes node n read `to` wherever it read `from` (consumer lists
+ *  updated); false on OOM (n then reads `from` in the slots not yet
+ *  changed, consistently). */
+bool fsl_node_replace_input(fsl_graph *g, fsl_node *n, fsl_value *from, fsl_value *to);
 /** Sets v's shape; returns false if rank > FSL_MAX_RANK. */
 bool fsl_value_set_shape(fsl_value *v, int rank, const int64_t *dims);
 /** true when the rank and every dim are known. */

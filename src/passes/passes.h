@@ -28,4 +28,14 @@ fsl_status fsl_pass_cse(fsl_graph *g);
  */
 fsl_status fsl_pass_dce(fsl_graph *g);
 
+/**
+ * Gives every view computed from constants only (a chain of movement
+ * primitives over initializers, e.g. a bias broadcast that CSE shared
+ * between layers) one private copy per consumer node, so that each
+ * consumer's kernel can recompute it from the small constant instead of
+ * reading a materialised full-size tensor (unshare.c).  Run after CSE.
+ * Leaves the nodes in topological order.  Errors: FSL_ERR_NOMEM.
+ */
+fsl_status fsl_pass_unshare_views(fsl_graph *g);
+
 #endif

@@ -303,9 +303,66 @@ static void test_npy_bad_files(void **state) {
   unlink(path);
 }
 
+static fsl_attr *shape_attr(fsl_graph *g, int64_t d0, int64_t d1) {
+  fsl_attr *a = fsl_arena_alloc(&g->arena, sizeof *a);
+  assert_non_null(a);
+  int64_t d[2] = {d0, d1};
+  *a = fsl_attr_make_ints(g, "shape", d, 2);
+  return a;
+}
+
+/*
+ * e = reshape(reshape(c, [3,2]), [2,3]) over a constant c, read by three
+ * nodes (one of them twice): y1 = add(x, e), y2 = mul(x, e), y3 = add(y1,
+ * y2), y4 = mul(e, e).  After the pass each consumer reads its own copy of
+ * the whole chain, copies carry their consumer's origin, and the graph is
+ * still valid and in order.
+ */
+static void test_unshare_views(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  assert_non_null(g);
+  fsl_value *x = input(g, "x"), *c = constant(g, 3.0f);
+  fsl_value *r = node(g, FSL_OP_reshape, c, NULL, shape_attr(g, 3, 2), 1);
+  fsl_value *e = node(g, FSL_OP_reshape, r, NULL, shape_attr(g, 2, 3), 1);
+  fsl_value *y1 = node(g, FSL_OP_add, x, e, NULL, 0);
+  fsl_value *y2 = node(g, FSL_OP_mul, x, e, NULL, 0);
+  fsl_value *y3 = node(g, FSL_OP_add, y1, y2, NULL, 0);
+  fsl_value *y4 = node(g, FSL_OP_mul, e, e, NULL, 0);
+  y1->producer->origin = 1;
+  y2->producer->origin = 2;
+  y4->producer->origin = 4;
+  assert_int_equal(fsl_graph_add_output(g, y3), FSL_OK);
+  assert_int_equal(fsl_graph_add_output(g, y4), FSL_OK);
+  assert_int_equal(fsl_pass_unshare_views(g), FSL_OK);
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  assert_int_equal(count_op(g, FSL_OP_reshape), 6);
+  const fsl_node *users[3] = {y1->producer, y2->producer, y4->producer};
+  const fsl_value *seen[3] = {NULL, NULL, NULL};
+  for (int u = 0; u < 3; u++) {
+    const fsl_value *ev = users[u]->in[users[u]->op == FSL_OP_mul && u == 2 ? 0 : 1];
+    if (u == 2) assert_ptr_equal(users[u]->in[0], users[u]->in[1]);  /* both uses: one copy */
+    assert_non_null(ev->producer);
+    assert_int_equal(ev->producer->op, FSL_OP_reshape);
+    assert_int_equal(ev->n_cons, u == 2 ? 2 : 1);
+    assert_int_equal(ev->producer->origin, users[u]->origin);
+    const fsl_value *rv = ev->producer->in[0];
+    assert_int_equal(rv->n_cons, 1);
+    assert_ptr_equal(rv->producer->in[0], c);
+    for (int w = 0; w < u; w++) assert_ptr_not_equal(seen[w], ev);
+    seen[u] = ev;
+  }
+  assert_int_equal(c->n_cons, 3);
+  /* idempotent: nothing is shared any more */
+  assert_int_equal(fsl_pass_unshare_views(g), FSL_OK);
+  assert_int_equal(count_op(g, FSL_OP_reshape), 6);
+  fsl_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cse_dce),
+      cmocka_unit_test(test_unshare_views),
       cmocka_unit_test(test_cse_keeps_output_nodes),
       cmocka_unit_test(test_verify_rejects_bad_order),
       cmocka_unit_test(test_verify_rejects_bad_shape),
