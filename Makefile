@@ -50,7 +50,8 @@ pytest: setup build models
 
 # Sanitizers (ASan + UBSan + leaks): unit tests, every conformance case of
 # both data sets (a crash, a timeout or a sanitizer report in any case fails,
-# listed or not), and all Python tests against the sanitizer build.
+# listed or not), Debian's cases once more on the CPU backend (optimal
+# strategy; about 2.5 min), and all Python tests against the sanitizer build.
 asan: setup models
 	cmake -S . -B $(ASAN_BUILD) -DFSL_SANITIZE=ON -DFSL_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
@@ -62,6 +63,10 @@ asan: setup models
 	  $(ASAN_BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --timeout 120 --fail-on-crash \
 	  --list $(CONF_LIST_ONNX122) $$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node \
 	  | grep -v '^PASS '
+	set -o pipefail; ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
+	  FSL_CACHE_DIR=$(CURDIR)/$(ASAN_BUILD)/kernel-cache \
+	  $(ASAN_BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --timeout 120 --fail-on-crash \
+	  --backend cpu --strategy optimal --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp FSL_BUILD_DIR=$(CURDIR)/$(ASAN_BUILD) $(PY) -m pytest -q tests/python \
 	  --ignore=tests/python/test_strategies.py $(PYTEST_ARGS)
 
@@ -87,7 +92,7 @@ demo: setup build
 
 bench: setup build
 	$(PY) python/fetch_models.py
-	$(PY) python/export_models.py --bert-base
+	$(PY) python/export_models.py --bench
 	$(PY) bench/frontend.py
 	$(PY) bench/bench.py --threads $(JOBS)
 

@@ -10,6 +10,10 @@
  * backend test runner (rtol 1e-3, atol 1e-7; NaN equals NaN; integers and
  * bools exact; dtype and shape must match).
  *
+ * By default the model runs on the reference interpreter; --backend and
+ * --strategy choose another backend ("plan-ref", "cpu") and the strategy its
+ * plan is built with (fsl_model_set_backend, fsl_model_set_strategy).
+ *
  * Each case runs in its own forked child with a time limit, so a crash or a
  * hang is reported as a failure of that case.  With --list the run fails if
  * a case named in the list does not pass (a regression).
@@ -364,8 +368,15 @@ static bool freezes_more(const tensor_list *in, int from, int to) {
   return false;
 }
 
-/* Loads the model and binds every runtime input to the shape of its test
- * input; inputs frozen_at(level) become constants. */
+/* The backend and strategy every case is compiled for (--backend,
+ * --strategy); NULL / -1: the library's defaults (reference interpreter, no
+ * plan). */
+static const char *g_backend;
+static int g_strategy = -1;
+
+/* Loads the model, chooses the backend and strategy, and binds every runtime
+ * input to the shape of its test input; inputs frozen_at(level) become
+ * constants. */
 static fsl_status prepare(const char *model_path, tensor_list *in, int level, fsl_model **out,
                           char names[][128], int *n_names, int *frozen_count, char *why, size_t whycap) {
   fsl_model *m = NULL;
@@ -374,6 +385,16 @@ static fsl_status prepare(const char *model_path, tensor_list *in, int level, fs
   fsl_status s = fsl_model_load(model_path, &m);
   if (s != FSL_OK) {
     snprintf(why, whycap, "load: %s: %.700s", fsl_status_name(s), fsl_last_error());
+    return s;
+  }
+  if (g_backend && (s = fsl_model_set_backend(m, g_backend)) != FSL_OK) {
+    snprintf(why, whycap, "set_backend(%s): %s: %.700s", g_backend, fsl_status_name(s), fsl_last_error());
+    fsl_model_free(m);
+    return s;
+  }
+  if (g_strategy >= 0 && (s = fsl_model_set_strategy(m, g_strategy)) != FSL_OK) {
+    snprintf(why, whycap, "set_strategy(%d): %s: %.700s", g_strategy, fsl_status_name(s), fsl_last_error());
+    fsl_model_free(m);
     return s;
   }
   int n = fsl_model_num_inputs(m);
@@ -446,7 +467,6 @@ static void run_data_set(const char *case_dir, const char *ds, bool verbose, cas
   /* Compile with nothing frozen; on failure retry at the next freeze level
    * that freezes more inputs than the last. */
   int level = 0;
-  fsl_status s_first = FSL_OK;
   for (;;) {
     s = prepare(model_path, &in, level, &m, names, &n_names, &n_frozen, co->why, sizeof co->why);
     if (s == FSL_OK) {
@@ -455,17 +475,27 @@ static void run_data_set(const char *case_dir, const char *ds, bool verbose, cas
     }
     if (s == FSL_OK) break;
     if (verbose) sb_printf(&co->det, "  %s: freeze level %d: %s\n", ds, level, co->why);
-    if (level == 0) {
-      s_first = s;
-      snprintf(why1, sizeof why1, "%s", co->why);
-    }
+    if (level == 0) snprintf(why1, sizeof why1, "%s", co->why);
     fsl_model_free(m);
     m = NULL;
     int next = level + 1;
     while (next <= 2 && !freezes_more(&in, level, next)) next++;
-    if (next > 2 || s == FSL_ERR_INVALID) {
+    /* Only "unsupported" (a value needed at compile time) is worth a retry
+     * with more inputs frozen; any other failure (invalid, a shape error, a
+     * backend's compiler or runtime error) is reported as it is, so that
+     * folding the whole case into constants cannot hide it. */
+    if (s != FSL_ERR_UNSUPPORTED) {
+      if (level > 0) {
+        char tmp[sizeof co->why];
+        snprintf(tmp, sizeof tmp, "%s", co->why);
+        snprintf(co->why, sizeof co->why, "with inputs frozen (level %d): %.980s", level, tmp);
+      }
+      co->kind = R_FAIL;
+      goto done;
+    }
+    if (next > 2) {
       snprintf(co->why, sizeof co->why, "%s", why1);
-      co->kind = (s_first == FSL_ERR_UNSUPPORTED || s == FSL_ERR_UNSUPPORTED) ? R_UNSUPPORTED : R_FAIL;
+      co->kind = R_UNSUPPORTED;
       goto done;
     }
     level = next;
@@ -819,6 +849,9 @@ static void usage(FILE *f) {
           "  -j N             run N cases in parallel (default 2)\n"
           "  -k TEXT          only cases whose name contains TEXT\n"
           "  --timeout S      time limit per case in seconds (default 60)\n"
+          "  --backend B      run on backend B: ref (default), plan-ref or cpu\n"
+          "  --strategy S     build the plan with strategy S: unfused, opfuse, greedy or optimal\n"
+          "                   (default with a plan backend: optimal)\n"
           "  --no-fork        run cases in this process (for a debugger; no crash isolation)\n"
           "  --list FILE      expected-pass list: exit 1 if a listed case does not pass\n"
           "  --write-list F   write the names of the cases that pass to F\n"
@@ -845,8 +878,21 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--timeout") && has_next) o.timeout = atof(argv[++i]);
     else if (!strcmp(a, "--list") && has_next) o.list = argv[++i];
     else if (!strcmp(a, "--write-list") && has_next) o.write_list = argv[++i];
+    else if (!strcmp(a, "--backend") && has_next) g_backend = argv[++i];
+    else if (!strcmp(a, "--strategy") && has_next) {
+      fsl_strategy st;
+      if (fsl_strategy_from_name(argv[++i], &st) != FSL_OK) {
+        fprintf(stderr, "fsl_conformance: %s\n", fsl_last_error());
+        return 2;
+      }
+      g_strategy = (int)st;
+    }
     else if (a[0] == '-') { fprintf(stderr, "fsl_conformance: unknown or incomplete option %s\n", a); usage(stderr); return 2; }
     else paths[n_paths++] = a;
+  }
+  if (g_backend && strcmp(g_backend, "ref") && strcmp(g_backend, "plan-ref") && strcmp(g_backend, "cpu")) {
+    fprintf(stderr, "fsl_conformance: unknown backend '%s' (ref, plan-ref, cpu)\n", g_backend);
+    return 2;
   }
   if (o.jobs < 1) o.jobs = 1;
   if (o.timeout <= 0) o.timeout = 60;
@@ -877,7 +923,9 @@ int main(int argc, char **argv) {
     case R_UNSUPPORTED: n_unsup++; break;
     }
   }
-  printf("conformance: %d passed, %d failed, %d unsupported (of %d)\n", n_pass, n_fail, n_unsup, n_cases);
+  printf("conformance: %d passed, %d failed, %d unsupported (of %d); backend %s, strategy %s\n", n_pass, n_fail,
+         n_unsup, n_cases, g_backend ? g_backend : "ref",
+         g_strategy >= 0 ? fsl_strategy_name((fsl_strategy)g_strategy) : g_backend && strcmp(g_backend, "ref") ? "optimal" : "none");
   printf("conformance: %d of the passes needed frozen inputs; %.1f s\n", n_frozen, secs);
 
   int rc = 0;

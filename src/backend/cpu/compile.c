@@ -1,8 +1,9 @@
 /*
  * compile.c — generated C -> cached shared object -> dlopen (compile.h).
  * The compiler runs through posix_spawnp with its output captured in a
- * pipe; cache entries appear only through rename(2), so readers never see
- * a partial object.
+ * pipe; cache entries appear only through rename(2), and only after the
+ * new object has been loaded, so readers never see a partial or unloadable
+ * object.
  */
 #include "backend/cpu/compile.h"
 
@@ -39,6 +40,9 @@ static fsl_status make_dirs(const char *path) {
   }
   if (mkdir(buf, 0755) != 0 && errno != EEXIST)
     return fsl_errorf(FSL_ERR_RUNTIME, "cannot create cache folder '%s': %s", buf, strerror(errno));
+  struct stat st;
+  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+    return fsl_errorf(FSL_ERR_RUNTIME, "kernel cache folder '%s' is not a folder (set FSL_CACHE_DIR)", buf);
   return FSL_OK;
 }
 
@@ -134,24 +138,29 @@ static uint64_t build_hash(const char *src, const char *const *cc, int ncc) {
   return h;
 }
 
+/* Writes the kernel source into the cache folder; a partial file is removed.
+ * The message names the folder and how to choose another one. */
 static fsl_status write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
-  if (!f) return fsl_errorf(FSL_ERR_RUNTIME, "cannot write '%s': %s", path, strerror(errno));
-  size_t n = strlen(text);
-  bool ok = fwrite(text, 1, n, f) == n;
-  ok = fclose(f) == 0 && ok;
-  if (!ok) {
-    unlink(path);
-    return fsl_errorf(FSL_ERR_RUNTIME, "cannot write '%s'", path);
+  int err = f ? 0 : errno;
+  if (f) {
+    size_t n = strlen(text);
+    if (fwrite(text, 1, n, f) != n) err = errno ? errno : EIO;
+    if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+    if (err) unlink(path);
   }
+  if (err)
+    return fsl_errorf(FSL_ERR_RUNTIME, "cannot write '%s' in the kernel cache folder: %s (set FSL_CACHE_DIR to a "
+                      "writable folder with free space)", path, strerror(err));
   return FSL_OK;
 }
 
-static fsl_status open_so(fsl_cpu_so *so) {
-  so->handle = dlopen(so->path, RTLD_NOW | RTLD_LOCAL);
+/* dlopen of `path` into so->handle. */
+static fsl_status open_so(fsl_cpu_so *so, const char *path) {
+  so->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!so->handle) {
     const char *m = dlerror();
-    return fsl_errorf(FSL_ERR_RUNTIME, "dlopen '%s': %s", so->path, m ? m : "failed");
+    return fsl_errorf(FSL_ERR_RUNTIME, "dlopen '%s': %s", path, m ? m : "failed");
   }
   return FSL_OK;
 }
@@ -168,7 +177,7 @@ fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
   uint64_t h = build_hash(src, cc, ncc);
   snprintf(so->path, sizeof so->path, "%s/%016llx.so", dir, (unsigned long long)h);
   if (access(so->path, R_OK) == 0) {
-    if (open_so(so) == FSL_OK) {
+    if (open_so(so, so->path) == FSL_OK) {
       so->cache_hit = true;
       return FSL_OK;
     }
@@ -176,10 +185,11 @@ fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
   }
   static int counter;
   int uniq = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-  char csrc[1024], tmp_so[1024], final_c[1024];
+  char csrc[1024], tmp_so[1024], final_c[1024], failed_c[1024];
   snprintf(csrc, sizeof csrc, "%s/%016llx.%ld.%d.tmp.c", dir, (unsigned long long)h, (long)getpid(), uniq);
   snprintf(tmp_so, sizeof tmp_so, "%s/%016llx.%ld.%d.tmp.so", dir, (unsigned long long)h, (long)getpid(), uniq);
   snprintf(final_c, sizeof final_c, "%s/%016llx.c", dir, (unsigned long long)h);
+  snprintf(failed_c, sizeof failed_c, "%s/%016llx.failed.c", dir, (unsigned long long)h);
   FSL_TRY(write_file(csrc, src));
   const char *argv[40];
   int n = 0;
@@ -198,21 +208,29 @@ fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
   double t0 = now_s();
   int rc = run_capture(argv, log, 65536);
   so->compile_s = now_s() - t0;
+  if (strlen(log) > 2000) strcpy(log + 1980, " ...(trimmed)");
+  /* What the compiler made is loaded before it becomes an entry, so an
+   * object that cannot be loaded never does.  The source of a failed
+   * compile stays next to the cache for inspection, under a name that is
+   * never an entry (one per source, replaced by the next failure). */
   fsl_status st = FSL_OK;
-  if (rc != 0) {
-    if (strlen(log) > 2000) strcpy(log + 1980, " ...(trimmed)");
-    st = rc < 0 ? fsl_errorf(FSL_ERR_RUNTIME, "cannot run the C compiler '%s': %s", cc[0], log)
-                : fsl_errorf(FSL_ERR_RUNTIME, "C compiler '%s' failed (exit %d) on %s:\n%s", cc[0], rc, csrc, log);
-    unlink(tmp_so);
-    /* keep the failing source next to the cache for inspection, but never under the entry's name */
+  if (rc < 0) {
+    st = fsl_errorf(FSL_ERR_RUNTIME, "cannot run the C compiler '%s' (set FSL_CC): %s", cc[0], log);
+    unlink(csrc);
+  } else if (rc != 0 || open_so(so, tmp_so) != FSL_OK) {
+    const char *kept = rename(csrc, failed_c) == 0 ? failed_c : csrc;
+    if (rc != 0) st = fsl_errorf(FSL_ERR_RUNTIME, "C compiler '%s' failed (exit %d) on %s:\n%s", cc[0], rc, kept, log);
+    else st = fsl_error_context(FSL_ERR_RUNTIME, "the object the C compiler '%s' made from %s", cc[0], kept);
   } else if (rename(tmp_so, so->path) != 0) {
     st = fsl_errorf(FSL_ERR_RUNTIME, "cannot rename '%s' to '%s': %s", tmp_so, so->path, strerror(errno));
-    unlink(tmp_so);
+    fsl_cpu_so_close(so);
+    unlink(csrc);
+  } else if (rename(csrc, final_c) != 0) {
+    unlink(csrc);
   }
+  if (st != FSL_OK) unlink(tmp_so);
   free(log);
-  if (st != FSL_OK) return st;
-  if (rename(csrc, final_c) != 0) unlink(csrc);
-  return open_so(so);
+  return st;
 }
 
 void *fsl_cpu_so_kernel(const fsl_cpu_so *so, int id) {

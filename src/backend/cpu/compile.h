@@ -9,8 +9,10 @@
  * where <hash> covers the source, the compiler command, its --version
  * output and the CPU model and flags (-march=native code is only reused on
  * the machine kind it was built for).  The object is built under a
- * temporary name in the same folder and renamed into place, so a failed
- * or interrupted compile leaves no entry; a cache hit skips the compiler.
+ * temporary name in the same folder, loaded, and only then renamed into
+ * place, so a failed or interrupted compile, or a compiler that writes
+ * something dlopen rejects, leaves no entry; a cache hit skips the
+ * compiler.  The source of a failed compile is kept as <hash>.failed.c.
  */
 #ifndef FSL_CPU_COMPILE_H
 #define FSL_CPU_COMPILE_H
@@ -28,8 +30,10 @@ typedef struct fsl_cpu_so {
 /**
  * Compiles (or finds in the cache) the C source `src` (NUL-terminated) and
  * loads it.  Errors: FSL_ERR_RUNTIME when the cache folder cannot be made
- * or written, the compiler cannot be started or fails (its trimmed output
- * is in the message), or dlopen fails; FSL_ERR_NOMEM.
+ * or written (read-only, full: the message names the file and the errno
+ * text), the compiler cannot be started or fails (its trimmed output is in
+ * the message), or dlopen fails; FSL_ERR_NOMEM.  Entries already in the
+ * cache are never modified by a failure.
  */
 fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so);
 
