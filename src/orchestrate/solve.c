@@ -907,7 +907,9 @@ fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
   CONSIDER(false);
   while (s.ny > 0) {
     double left = limit - (now_s() - t0);
-    if (r.rounds > 0 && left < 0.01 * limit) break;  /* out of time: best so far */
+    /* out of time (also before the first CBC call, when indexing and the
+     * greedy selection used up a tiny limit): the best selection so far */
+    if (left <= 0 || (r.rounds > 0 && left < 0.01 * limit)) break;
     if (r.rounds > max_cuts) break;                   /* out of cut rounds: best so far */
     bool from_cbc = false, optimal = false;
     st = solve_once(&s, left, best_sel, sel, &from_cbc, &optimal);
