@@ -44,7 +44,6 @@ fsl_status fsl_pass_unshare_views(fsl_graph *g) {
   bool *cview = calloc((size_t)nv + 1, sizeof *cview);
   if (!cview) return fsl_errorf(FSL_ERR_NOMEM, "unshare: out of memory");
   int n0 = g->n_nodes;
-  bool changed = false;
   fsl_status st = FSL_OK;
   for (int i = 0; i < n0; i++)
     if (const_view(g->nodes[i], cview)) cview[g->nodes[i]->out[0]->id] = true;
@@ -70,12 +69,20 @@ fsl_status fsl_pass_unshare_views(fsl_graph *g) {
         st = fsl_errorf(FSL_ERR_NOMEM, "unshare: out of memory");
         break;
       }
+      /* fsl_graph_add_node appended the copy: move it to just before its
+       * consumer, so it stays next to the work it serves (orchestration
+       * cuts regions by position) */
+      int at = g->n_nodes - 1;
+      while (at > 0 && g->nodes[at - 1] != u) at--;
+      if (at > 0) {
+        memmove(g->nodes + at, g->nodes + at - 1, (size_t)(g->n_nodes - at) * sizeof *g->nodes);
+        g->nodes[at - 1] = cp;
+      }
       cp->domain = nd->domain;
       cp->op_type = nd->op_type;
       cp->origin = u->origin;
       cp->origin_name = u->origin_name;
       cp->origin_op = u->origin_op;
-      changed = true;
     }
     if (shared && v->n_cons >= 1) {  /* the original serves the remaining consumer */
       nd->origin = v->cons[0]->origin;
@@ -84,6 +91,5 @@ fsl_status fsl_pass_unshare_views(fsl_graph *g) {
     }
   }
   free(cview);
-  if (st == FSL_OK && changed) st = fsl_graph_toposort(g);
   return st;
 }

@@ -353,6 +353,14 @@ static void test_unshare_views(void **state) {
     seen[u] = ev;
   }
   assert_int_equal(c->n_cons, 3);
+  /* each copy sits right before its consumer (orchestration cuts regions
+   * by position) */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const fsl_node *nd = g->nodes[i];
+    if (nd->op != FSL_OP_reshape || nd == r->producer || nd == e->producer) continue;
+    assert_true(i + 1 < g->n_nodes);
+    assert_ptr_equal(nd->out[0]->cons[0], g->nodes[i + 1]);
+  }
   /* idempotent: nothing is shared any more */
   assert_int_equal(fsl_pass_unshare_views(g), FSL_OK);
   assert_int_equal(count_op(g, FSL_OP_reshape), 6);
