@@ -180,6 +180,28 @@ fsl_status fsl_model_set_strategy(fsl_model *m, int strategy);
 fsl_status fsl_model_set_backend(fsl_model *m, const char *name);
 
 /**
+ * Measured costs ("profiling"): when on, the next fsl_model_compile that
+ * builds a plan (a strategy or a plan backend is set) times
+ * the kernels whose costs decide the plan (for optimal: every candidate
+ * kernel of the solver's regions, and the greedy plan it is compared with;
+ * for the other strategies: the plan's kernels) as the CPU backend runs them
+ * (warm-up, median of at least 5 runs on fresh random inputs), compiling
+ * them in batches of 128 into one shared object each, and uses the
+ * measured times instead of the roofline.  Times are kept in the profile
+ * cache, an SQLite database (profile.sqlite in $FSL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/fissile, else ~/.cache/fissile) keyed by a fingerprint of
+ * the machine, thread count, compiler and oneDNN and by each kernel's
+ * canonical hash, so a second compile of the same model measures nothing.
+ * Progress lines go to stderr ("profile: 128/812 kernels, 3.2 s").  A cache
+ * that cannot be opened (corrupt, read-only or missing folder) gives a
+ * warning on stderr and the analytic costs; one that cannot be written
+ * (e.g. a full disk) gives a warning and the times serve this compile only;
+ * kernels that cannot be measured keep their analytic cost.  Off by default.
+ * Errors: FSL_ERR_ARG (NULL model).
+ */
+fsl_status fsl_model_set_profile(fsl_model *m, bool on);
+
+/**
  * Sets the number of threads for plan building (device calibration),
  * generated kernels and oneDNN: calls OpenMP's omp_set_num_threads for the
  * calling thread when an OpenMP runtime is loaded, else sets
@@ -202,12 +224,20 @@ typedef struct fsl_plan_info {
   int n_kernels;
   int n_by_kind[FSL_PLAN_KINDS];  /**< kernels per kind: loop, reduce, linear, opaque */
   int n_recomputed;        /**< node executions beyond one per node (recomputation) */
-  double predicted_s;      /**< sum of the kernels' predicted seconds (roofline) */
+  double predicted_s;      /**< sum of the kernels' costs: roofline, or measured times when profiled */
   double orchestrate_s;    /**< wall seconds spent building the plan */
   double backend_s;        /**< wall seconds the backend spent compiling the plan */
   bool optimal;            /**< optimal strategy: the solver proved optimality */
   int64_t peak_bytes;      /**< arena bytes for kernel outputs with liveness-based reuse */
   int64_t total_bytes;     /**< the same without reuse */
+  /* measured costs (fsl_model_set_profile); kernels counted once per
+   * canonical hash over every kernel whose cost the plan needed */
+  bool profiled;           /**< costs were measured (profiling on and the cache usable) */
+  int n_cost_cached;       /**< kernel times read from the profile cache */
+  int n_cost_measured;     /**< kernel times measured during this compile */
+  int n_cost_analytic;     /**< kernels left at the analytic cost (not measurable) */
+  int n_plan_measured;     /**< kernels of the plan whose cost is a measured time */
+  double profile_s;        /**< wall seconds spent measuring (compiling + timing) */
 } fsl_plan_info;
 
 /** Describes the compiled model's plan.  Errors: FSL_ERR_ARG (NULL, or no

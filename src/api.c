@@ -2,6 +2,7 @@
  * plan of a strategy and a backend's executable), run, inspect. */
 #include "fissile.h"
 #include "backend/backend.h"
+#include "backend/cpu/profile.h"
 #include "backend/ref/ref.h"
 #include "fission/fission.h"
 #include "onnx/onnx_import.h"
@@ -23,6 +24,7 @@ struct fsl_model {
   int n_dims;
   int strategy;      /* fsl_strategy, -1: not set */
   char backend[16];  /* "ref" (default), "plan-ref", "cpu" */
+  bool profile;      /* measured kernel costs (fsl_model_set_profile) */
   /* built by compile when a strategy or a plan backend is set: */
   bool has_plan;
   fsl_plan plan;     /* over prim */
@@ -235,6 +237,13 @@ fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
   return fsl_errorf(FSL_ERR_ARG, "unknown backend '%s' (expected ref, plan-ref or cpu)", name);
 }
 
+fsl_status fsl_model_set_profile(fsl_model *m, bool on) {
+  if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_profile: NULL model");
+  m->profile = on;
+  invalidate(m);
+  return FSL_OK;
+}
+
 static bool wants_plan(const fsl_model *m) { return m->strategy >= 0 || strcmp(m->backend, "ref") != 0; }
 
 static double now_s(void) {
@@ -252,7 +261,15 @@ static fsl_status build_plan(fsl_model *m) {
     fsl_device_default(&m->dev);
     fsl_error_clear();
   }
-  FSL_TRY(fsl_plan_build(m->prim, s, &m->dev, &m->plan));
+  fsl_profiler prof;
+  fsl_plan_options popt = {.profiler = NULL};
+  if (m->profile) {
+    /* kernels are timed as the CPU backend runs them, whatever backend runs the plan */
+    fsl_cpu_profiler_init(&prof, g_threads);
+    prof.progress = true;
+    popt.profiler = &prof;
+  }
+  FSL_TRY(fsl_plan_build_opt(m->prim, s, &m->dev, &popt, &m->plan));
   m->has_plan = true;
   fsl_memplan_options mopt = {.inplace = false};
   FSL_TRY(fsl_memplan_build(&m->plan, &mopt, &m->mem));
@@ -307,6 +324,12 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   info->orchestrate_s = p->orchestrate_s;
   info->backend_s = m->backend_s;
   info->optimal = p->optimal;
+  info->profiled = p->profiled;
+  info->n_cost_cached = p->n_cost_cached;
+  info->n_cost_measured = p->n_cost_measured;
+  info->n_cost_analytic = p->n_cost_analytic;
+  info->n_plan_measured = p->n_plan_measured;
+  info->profile_s = p->profile_s;
   info->peak_bytes = m->mem.peak_bytes;
   info->total_bytes = m->mem.total_bytes;
   return FSL_OK;

@@ -55,6 +55,7 @@ typedef struct options {
   const char *json;         /* bench --json FILE */
   const char *plan_out;     /* compile -o FILE */
   const char *strategies;   /* bench --strategies a,b */
+  bool profile;             /* --profile: measured kernel costs */
 } options;
 
 static const char *k_exit_codes =
@@ -90,14 +91,17 @@ static void usage_main(FILE *f) {
 
 static const char *k_plan_help =
     "  --strategy S          unfused, opfuse, greedy or optimal (fusion strategy)\n"
-    "  --threads N           threads for generated kernels and oneDNN (default: all)\n";
+    "  --threads N           threads for generated kernels and oneDNN (default: all)\n"
+    "  --profile             measure kernel costs instead of the roofline (kept in the\n"
+    "                        profile cache: a second compile measures nothing)\n";
 
 static void usage_cmd(const char *cmd, FILE *f) {
   if (!strcmp(cmd, "run")) {
     fprintf(f,
             "usage: fissile run MODEL [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
             "                   [--input NAME=FILE.npy|FILE.pb]... [--output-dir DIR]\n"
-            "                   [--strategy S] [--backend B] [--threads N] [--seed N] [--time]\n\n"
+            "                   [--strategy S] [--backend B] [--threads N] [--profile] [--seed N]\n"
+            "                   [--time]\n\n"
             "Loads MODEL, binds shapes, compiles (fission, CSE, DCE) and runs it with\n"
             "the reference interpreter, or with --backend through a plan: plan-ref\n"
             "executes the plan kernel by kernel with the reference interpreter, cpu\n"
@@ -119,7 +123,8 @@ static void usage_cmd(const char *cmd, FILE *f) {
   } else if (!strcmp(cmd, "compile")) {
     fprintf(f,
             "usage: fissile compile MODEL [--strategy S] [--backend B] [-o PLAN.dot]\n"
-            "                       [--shape NAME=DIMS]... [--dim PARAM=N]... [--threads N] [--time]\n\n"
+            "                       [--shape NAME=DIMS]... [--dim PARAM=N]... [--threads N] [--profile]\n"
+            "                       [--time]\n\n"
             "Compiles MODEL and builds the plan of strategy S (default optimal) on the\n"
             "calibrated device, then prints its summary: kernels by kind, recomputed\n"
             "nodes, predicted time, orchestration time, whether the solver proved\n"
@@ -134,7 +139,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
   } else if (!strcmp(cmd, "explain")) {
     fprintf(f,
             "usage: fissile explain MODEL [--strategy S] [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
-            "                       [--threads N] > plan.dot\n\n"
+            "                       [--threads N] [--profile] > plan.dot\n\n"
             "Builds the plan of strategy S (default optimal) and writes it to stdout as\n"
             "Graphviz DOT: every kernel a cluster labelled with its kind and predicted\n"
             "cost.  Render with `dot -Tsvg plan.dot > plan.svg`.\n\n"
@@ -145,7 +150,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
   } else if (!strcmp(cmd, "bench")) {
     fprintf(f,
             "usage: fissile bench MODEL [--threads N] [--repeats N] [--warmup N] [--backend B]\n"
-            "                     [--strategies a,b,...] [--json FILE] [--seed N]\n"
+            "                     [--strategies a,b,...] [--json FILE] [--seed N] [--profile]\n"
             "                     [--shape NAME=DIMS]... [--dim PARAM=N]...\n\n"
             "For each strategy (default all: unfused, opfuse, greedy, optimal): compiles\n"
             "the plan with backend B (default cpu), runs --warmup runs, then --repeats\n"
@@ -162,6 +167,9 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "  --strategies LIST     comma-separated strategies to measure\n"
             "  --json FILE           also write the results as JSON to FILE\n"
             "  --seed N              seed of the first random inputs (default 0)\n"
+            "  --profile             measure kernel costs instead of the roofline (kept in the\n"
+            "                        profile cache: a second compile measures nothing); the\n"
+            "                        kernel times' source is printed after the table\n"
             "  -h, --help            this help\n\n%s",
             k_bind_help, k_exit_codes);
   } else if (!strcmp(cmd, "inspect")) {
@@ -270,6 +278,7 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
   bool is_plan = is_run || is_bench || !strcmp(o->cmd, "compile") || !strcmp(o->cmd, "explain");
   if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = true; return EXIT_OK; }
   if (!strcmp(a, "--time")) { o->time = true; return EXIT_OK; }
+  if (is_plan && !strcmp(a, "--profile")) { o->profile = true; return EXIT_OK; }
   if ((v = opt_value(argc, argv, i, "--shape", &missing)))
     return add_kv(o->shapes, &o->n_shapes, "--shape", v);
   if ((v = opt_value(argc, argv, i, "--dim", &missing)))
@@ -577,6 +586,7 @@ static int plan_options(const options *o, fsl_model *m, const char *default_back
   if (o->threads > 0) fsl_set_num_threads(o->threads);
   fsl_status st = FSL_OK;
   if (o->strategy >= 0) st = fsl_model_set_strategy(m, o->strategy);
+  if (st == FSL_OK && o->profile) st = fsl_model_set_profile(m, true);
   const char *be = o->backend ? o->backend : default_backend;
   if (st == FSL_OK && be) st = fsl_model_set_backend(m, be);
   return st == FSL_OK ? EXIT_OK : report(st);
@@ -865,6 +875,19 @@ static const char *const k_kind_names[FSL_PLAN_KINDS] = {"loop", "reduce", "line
 
 static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
+/* Where the kernel costs came from: "roofline", or the profile counts. */
+static void cost_source(const fsl_plan_info *pi, char *buf, size_t len) {
+  if (!pi->profiled) {
+    snprintf(buf, len, "analytic (roofline)");
+    return;
+  }
+  int n = snprintf(buf, len, "measured: %d kernel times from the profile cache, %d measured now (%.1f s), %d analytic; "
+                   "%d of %d plan kernels measured", pi->n_cost_cached, pi->n_cost_measured, pi->profile_s,
+                   pi->n_cost_analytic, pi->n_plan_measured, pi->n_kernels);
+  if (pi->n_cost_measured == 0 && n > 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, " (nothing profiled: all from the cache)");
+}
+
 static void print_plan_summary(const char *model, const fsl_plan_info *pi) {
   printf("model: %s\n", model);
   printf("strategy: %s%s\n", fsl_strategy_name(pi->strategy),
@@ -875,6 +898,9 @@ static void print_plan_summary(const char *model, const fsl_plan_info *pi) {
   for (int k = 0; k < FSL_PLAN_KINDS; k++) printf("%s%s %d", k ? ", " : "", k_kind_names[k], pi->n_by_kind[k]);
   printf("), recomputed node executions: %d\n", pi->n_recomputed);
   printf("predicted: %.6f ms\n", pi->predicted_s * 1e3);
+  char costs[320];
+  cost_source(pi, costs, sizeof costs);
+  printf("costs: %s\n", costs);
   printf("orchestration: %.3f s\n", pi->orchestrate_s);
   if (strcmp(pi->backend, "ref")) printf("backend: %s (compile %.3f s)\n", pi->backend, pi->backend_s);
   else printf("backend: ref (whole-graph reference interpreter; plan not compiled)\n");
@@ -981,6 +1007,7 @@ done:
 static int bench_strategy(const options *o, fsl_model *m, const char *backend, bench_row *row) {
   fsl_status st = fsl_model_set_strategy(m, (int)row->strategy);
   if (st == FSL_OK) st = fsl_model_set_backend(m, backend);
+  if (st == FSL_OK) st = fsl_model_set_profile(m, o->profile);
   if (st != FSL_OK) return bench_error(row, st);
   double t0 = now_s();
   st = fsl_model_compile(m);
@@ -1070,6 +1097,10 @@ static int write_bench_json(const options *o, const char *backend, const bench_r
       fprintf(f, ", \"compile_s\": ");
       json_num(f, r->compile_s, true);
       fprintf(f, ",\n     \"peak_bytes\": %" PRId64 ", \"total_bytes\": %" PRId64, pi->peak_bytes, pi->total_bytes);
+      fprintf(f, ",\n     \"profiled\": %s, \"costs_cached\": %d, \"costs_measured\": %d, \"costs_analytic\": %d, "
+              "\"plan_kernels_measured\": %d, \"profile_s\": ", pi->profiled ? "true" : "false", pi->n_cost_cached,
+              pi->n_cost_measured, pi->n_cost_analytic, pi->n_plan_measured);
+      json_num(f, pi->profile_s, true);
     }
     fprintf(f, ",\n     \"median_s\": ");
     json_num(f, r->median_s, ok);
@@ -1123,6 +1154,12 @@ static void print_bench_table(const options *o, const char *backend, const bench
     printf("%-9s %8s %20s %7s %13s %11s %11s %10s %8s %9s  %s%s%.120s\n", fsl_strategy_name(r->strategy), kern, kinds,
            rec, pred, med, mn, mem, orch, comp, r->rc == EXIT_OK ? "ok" : "error",
            r->rc == EXIT_OK ? "" : ": ", r->rc == EXIT_OK ? "" : r->error);
+  }
+  for (int i = 0; o->profile && i < n; i++) {
+    char costs[320];
+    if (!rows[i].have_info) continue;
+    cost_source(&rows[i].info, costs, sizeof costs);
+    printf("costs %s: %s\n", fsl_strategy_name(rows[i].strategy), costs);
   }
 }
 

@@ -83,7 +83,7 @@ typedef struct fsl_device {
   char name[128];        /* e.g. "cpu: Intel Xeon ..., 2 threads" */
   double bandwidth;      /* bytes/s, memory copy bandwidth */
   double peak_flops;     /* FLOP/s, sgemm */
-  double elem_flops;     /* elementwise/transcendental ops/s in generated loops */
+  double elem_flops;     /* units of elementwise work per second (cost.c: one multiply or add) */
   double launch_s;       /* fixed cost per kernel (call, thread fork/join), seconds */
 } fsl_device;
 
@@ -141,10 +141,54 @@ typedef struct fsl_plan {
   double predicted_s;        /* sum of kernel costs */
   bool optimal;              /* optimal strategy: solver proved optimality */
   double orchestrate_s;      /* wall time to build the plan */
+  /* measured costs (fsl_plan_build_opt with a profiler); kernels counted
+   * once per canonical hash, over every kernel whose cost was needed */
+  bool profiled;             /* a profiler was given and the cache opened */
+  int n_cost_cached;         /* times read from the profile cache */
+  int n_cost_measured;       /* times measured while building this plan */
+  int n_cost_analytic;       /* left at the analytic cost (not measurable, or profiling failed) */
+  int n_plan_measured;       /* kernels of the plan whose cost is a measured time */
+  double profile_s;          /* wall seconds spent measuring (compile + timing) */
 } fsl_plan;
 
-/** Builds the plan of a strategy for a primitive graph. */
+/** Builds the plan of a strategy for a primitive graph (analytic costs). */
 fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *d, fsl_plan *out);
+
+/* ---- measured costs (plan.c, profcache.h) ---- */
+/**
+ * How a backend times kernels.  The orchestration layer knows no backend:
+ * the caller (src/api.c) passes the CPU backend's profiler
+ * (src/backend/cpu/profile.h).
+ */
+typedef struct fsl_profiler {
+  /** Times the kernels ks[0..n) of graph g as the backend would run them
+   *  inside a plan: secs[i] receives the median seconds per run, or NaN
+   *  when kernel i cannot be measured (it keeps its analytic cost).  An
+   *  error means the whole batch failed: none of it is cached, and no
+   *  further batch is tried. */
+  fsl_status (*measure)(void *ctx, const fsl_graph *g, fsl_kernel *const *ks, int n, double *secs);
+  void *ctx;
+  uint64_t device;           /* fingerprint: machine, thread count, compiler, libraries */
+  char device_name[256];     /* its description (stored with the times) */
+  int batch;                 /* kernels per measure call (<= 0: 128) */
+  bool progress;             /* progress lines on stderr ("profile: 120/800 kernels, 3.2 s") */
+  const char *cache_path;    /* the profile database (NULL: profcache.h's default) */
+} fsl_profiler;
+
+typedef struct fsl_plan_options {
+  /* NULL: analytic costs only.  Else the costs of the kernels that matter
+   * (for optimal: every candidate of a region, plus the greedy plan it is
+   * compared with; otherwise the plan's kernels) come from the profile
+   * cache or are measured, batch by batch, and stored.  A profile cache
+   * that cannot be opened (corrupt file, read-only or missing folder) or
+   * written gives a warning on stderr, never an error: costs not measured
+   * stay analytic. */
+  const fsl_profiler *profiler;
+} fsl_plan_options;
+
+/** fsl_plan_build with options (opt may be NULL). */
+fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_device *d, const fsl_plan_options *opt,
+                              fsl_plan *out);
 void fsl_plan_free(fsl_plan *p);
 /** Checks a plan: every value a kernel reads is a graph input, a constant or
  *  written by an earlier kernel; every graph output is written; every kernel

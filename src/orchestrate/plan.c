@@ -4,7 +4,9 @@
  * DESIGN.md section 5.
  */
 #include "orchestrate/baselines.h"
+#include "orchestrate/profcache.h"
 
+#include <math.h>
 #include <time.h>
 
 const char *fsl_strategy_name(fsl_strategy s) {
@@ -33,10 +35,203 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* ---- measured costs ---- */
+
+#define PROFILE_BATCH 128
+
+/* Profiling state of one plan build: the cache and every kernel time known
+ * so far, by canonical hash (NaN: not measurable). */
+typedef struct prof {
+  const fsl_profiler *pr;   /* NULL: analytic costs only */
+  fsl_profcache *cache;
+  const fsl_graph *g;
+  bool measure_failed;      /* a batch failed: measure nothing more */
+  bool warned_write;
+  uint64_t *keys;           /* open addressing, cap a power of two */
+  double *vals;
+  bool *used;
+  size_t cap, n;
+  int n_cached, n_measured, n_analytic;
+  double seconds;
+} prof;
+
+static void prof_warn(const char *what) {
+  fprintf(stderr, "fissile: warning: %s; %s\n", fsl_last_error(), what);
+  fsl_error_clear();
+}
+
+static size_t prof_slot(const prof *p, uint64_t h) {
+  size_t i = (size_t)(h * 0x9e3779b97f4a7c15ULL) & (p->cap - 1);
+  while (p->used[i] && p->keys[i] != h) i = (i + 1) & (p->cap - 1);
+  return i;
+}
+
+/* Whether the time of hash h is known; *v receives it. */
+static bool prof_known(const prof *p, uint64_t h, double *v) {
+  if (!p->cap) return false;
+  size_t i = prof_slot(p, h);
+  if (!p->used[i]) return false;
+  *v = p->vals[i];
+  return true;
+}
+
+static fsl_status prof_set(prof *p, uint64_t h, double v) {
+  if (2 * (p->n + 1) > p->cap) {
+    prof old = *p;
+    p->cap = old.cap ? 2 * old.cap : 1024;
+    p->keys = malloc(p->cap * sizeof *p->keys);
+    p->vals = malloc(p->cap * sizeof *p->vals);
+    p->used = calloc(p->cap, sizeof *p->used);
+    if (!p->keys || !p->vals || !p->used) {
+      free(p->keys); free(p->vals); free(p->used);
+      p->keys = old.keys; p->vals = old.vals; p->used = old.used; p->cap = old.cap;
+      return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+    }
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.used[i]) {
+        size_t j = prof_slot(p, old.keys[i]);
+        p->used[j] = true;
+        p->keys[j] = old.keys[i];
+        p->vals[j] = old.vals[i];
+      }
+    free(old.keys); free(old.vals); free(old.used);
+  }
+  size_t i = prof_slot(p, h);
+  if (!p->used[i]) p->n++;
+  p->used[i] = true;
+  p->keys[i] = h;
+  p->vals[i] = v;
+  return FSL_OK;
+}
+
+/* Opens the profile cache; without one, costs stay analytic (a warning). */
+static void prof_open(prof *p, const fsl_profiler *pr, const fsl_graph *g) {
+  memset(p, 0, sizeof *p);
+  p->g = g;
+  if (!pr || !pr->measure) return;
+  if (fsl_profcache_open(pr->cache_path, &p->cache) != FSL_OK) {
+    prof_warn("profiling off, using analytic costs");
+    return;
+  }
+  p->pr = pr;
+}
+
+static void prof_close(prof *p) {
+  fsl_profcache_close(p->cache);
+  free(p->keys);
+  free(p->vals);
+  free(p->used);
+  memset(p, 0, sizeof *p);
+}
+
+/* Stores one measured batch; a failure only costs the cache entries. */
+static void prof_store(prof *p, fsl_kernel *const *ks, int n, const double *secs) {
+  uint64_t *h = malloc(sizeof *h * (size_t)(n > 0 ? n : 1));
+  fsl_status st = h ? FSL_OK : fsl_errorf(FSL_ERR_NOMEM, "profile cache: out of memory");
+  for (int i = 0; h && i < n; i++) h[i] = ks[i]->hash;
+  if (st == FSL_OK) st = fsl_profcache_put(p->cache, p->pr->device, p->pr->device_name, n, h, secs);
+  free(h);
+  if (st != FSL_OK && !p->warned_write) prof_warn("measured times are used for this plan only");
+  else if (st != FSL_OK) fsl_error_clear();
+  if (st != FSL_OK) p->warned_write = true;
+}
+
+/*
+ * Makes the time of every kernel of ks[0..n) known: from earlier in this
+ * build, from the cache, or measured in batches (one representative per
+ * hash) and stored batch by batch.  Opaque kernels (run by the reference
+ * interpreter) stay analytic.  Only out-of-memory is an error.
+ */
+static fsl_status prof_kernels(prof *p, fsl_kernel *const *ks, int n) {
+  if (!p->pr) return FSL_OK;
+  fsl_kernel **todo = malloc(sizeof *todo * (size_t)(n > 0 ? n : 1));
+  double *secs = malloc(sizeof *secs * (size_t)(n > 0 ? n : 1));
+  if (!todo || !secs) {
+    free(todo);
+    free(secs);
+    return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+  }
+  int nt = 0;
+  fsl_status st = FSL_OK;
+  double v;
+  for (int i = 0; i < n && st == FSL_OK && p->pr; i++) {
+    fsl_kernel *k = ks[i];
+    if (prof_known(p, k->hash, &v)) continue;
+    bool found = false;
+    if (k->kind == FSL_KERNEL_OPAQUE || p->measure_failed) {
+      p->n_analytic++;
+      st = prof_set(p, k->hash, NAN);
+      continue;
+    }
+    if (fsl_profcache_get(p->cache, p->pr->device, k->hash, &found, &v) != FSL_OK) {
+      /* a database that breaks while in use: no more profiling */
+      prof_warn("profiling off, using analytic costs for the rest");
+      p->measure_failed = true;
+      p->n_analytic++;
+      st = prof_set(p, k->hash, NAN);
+      continue;
+    }
+    if (found) {
+      if (isnan(v)) p->n_analytic++;
+      else p->n_cached++;
+      st = prof_set(p, k->hash, v);
+    } else {
+      /* marks the hash (NaN) so that a duplicate is not queued twice */
+      todo[nt++] = k;
+      st = prof_set(p, k->hash, NAN);
+    }
+  }
+  int batch = p->pr && p->pr->batch > 0 ? p->pr->batch : PROFILE_BATCH;
+  double t0 = now_s();
+  for (int b = 0; b < nt && st == FSL_OK; b += batch) {
+    int nb = nt - b < batch ? nt - b : batch;
+    if (p->measure_failed) {
+      p->n_analytic += nb;
+      continue;
+    }
+    fsl_status ms = p->pr->measure(p->pr->ctx, p->g, todo + b, nb, secs);
+    if (ms == FSL_ERR_NOMEM) {
+      st = ms;
+      break;
+    }
+    if (ms != FSL_OK) {
+      prof_warn("profiling stopped, the remaining kernels keep their analytic cost");
+      p->measure_failed = true;
+      p->n_analytic += nb;
+      continue;
+    }
+    for (int i = 0; i < nb && st == FSL_OK; i++) {
+      if (!(secs[i] > 0 && isfinite(secs[i]))) secs[i] = NAN;
+      if (isnan(secs[i])) p->n_analytic++;
+      else p->n_measured++;
+      st = prof_set(p, todo[b + i]->hash, secs[i]);
+    }
+    if (st == FSL_OK) prof_store(p, todo + b, nb, secs);
+    if (p->pr->progress)
+      fprintf(stderr, "profile: %d/%d kernels, %.1f s\n", b + nb, nt, now_s() - t0);
+  }
+  p->seconds += now_s() - t0;
+  free(todo);
+  free(secs);
+  return st;
+}
+
+/* Cost of k: its measured time when known, else the roofline (cost.c);
+ * stored in k->cost_s. */
+static double prof_cost(const prof *p, fsl_kernel *k, const fsl_device *d) {
+  double t = fsl_kernel_cost(k, d), v;
+  if (p && prof_known(p, k->hash, &v) && !isnan(v)) k->cost_s = t = v;
+  return t;
+}
+
 /* ---- the optimal strategy, region by region ---- */
 
-/* Total CBC time for one model (the issue's target: orchestration <= 10 s);
- * the environment variable FSL_SOLVE_BUDGET (seconds) overrides it. */
+/* Total solver time for one model (the issue's target: orchestration <=
+ * 10 s), shared by the regions in order, each getting its node share of
+ * what is left; the environment variable FSL_SOLVE_BUDGET (seconds)
+ * overrides it.  A region whose share is used up keeps its best selection
+ * so far (at worst the solver's greedy one; the plan then falls back to
+ * the greedy baseline when that is cheaper). */
 #define SOLVE_BUDGET_S 8.0
 #define MAX_CUT_VALUES 3
 
@@ -128,8 +323,8 @@ static fsl_status cut_regions(const fsl_graph *g, const int *topo, int **region,
 }
 
 /* Solves every region's BLP and concatenates the choices in region order. */
-static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands, fsl_kernel_set *out,
-                                bool *optimal) {
+static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands, const fsl_device *d, prof *pf,
+                                fsl_kernel_set *out, bool *optimal) {
   int *topo = fsl_graph_topo_index(g), *reg = NULL, nr = 0;
   if (!topo) return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
   fsl_status st = cut_regions(g, topo, &reg, &nr);
@@ -139,6 +334,9 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
   int *kreg = malloc(((size_t)cands->n + 1) * sizeof *kreg);
   if (st == FSL_OK && (!avail || !need || !sub || !kreg)) st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
   *optimal = true;
+  double budget = getenv("FSL_SOLVE_BUDGET") ? atof(getenv("FSL_SOLVE_BUDGET")) : SOLVE_BUDGET_S;
+  double t_start = now_s();
+  int nodes_left = g->n_nodes;
   /* a candidate belongs to a region when all its nodes do */
   for (int k = 0; st == FSL_OK && k < cands->n; k++) {
     const fsl_kernel *kk = cands->k[k];
@@ -146,6 +344,13 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
     for (int i = 1; i < kk->n_nodes; i++)
       if (reg[kk->nodes[i]->id] != reg[kk->nodes[0]->id]) kreg[k] = -1;
   }
+  /* costs of the candidates the BLPs see: measured when profiling (else and
+   * where a measurement fails, the roofline) */
+  int n_in_region = 0;
+  for (int k = 0; st == FSL_OK && k < cands->n; k++)
+    if (kreg[k] >= 0) sub[n_in_region++] = cands->k[k];
+  if (st == FSL_OK) st = prof_kernels(pf, sub, n_in_region);
+  for (int k = 0; st == FSL_OK && k < n_in_region; k++) prof_cost(pf, sub[k], d);
   for (int r = 0; st == FSL_OK && r < nr; r++) {
     int n_sub = 0, n_nodes = 0;
     for (int k = 0; k < cands->n; k++)
@@ -169,9 +374,12 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
     }
     fsl_kernel_set cs = {.g = g, .n = n_sub, .cap = n_sub, .k = sub};
     fsl_kernel_set chosen = {.g = g};
-    double budget = getenv("FSL_SOLVE_BUDGET") ? atof(getenv("FSL_SOLVE_BUDGET")) : SOLVE_BUDGET_S;
-    double share = budget * n_nodes / (g->n_nodes > 0 ? g->n_nodes : 1);
-    fsl_solve_options sopt = {.time_limit_s = share > 0.5 ? share : 0.5, .max_cuts = 100,
+    /* this region's share of what is left of the budget, by node count:
+     * time that earlier regions did not need goes to the later ones */
+    double left = budget - (now_s() - t_start);
+    double share = left > 0 ? left * n_nodes / (nodes_left > 0 ? nodes_left : 1) : 0;
+    nodes_left -= n_nodes;
+    fsl_solve_options sopt = {.time_limit_s = share > 1e-6 ? share : 1e-6, .max_cuts = 100,
                               .avail = avail, .need = need, .no_recompute = true};
     fsl_solve_result res = {0};
     st = fsl_solve(&cs, &sopt, &chosen, &res);
@@ -195,17 +403,18 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
   return st;
 }
 
-static double set_cost(fsl_kernel_set *ks, const fsl_device *d) {
+static double set_cost(fsl_kernel_set *ks, const fsl_device *d, const prof *pf) {
   double c = 0;
-  for (int i = 0; i < ks->n; i++) c += fsl_kernel_cost(ks->k[i], d);
+  for (int i = 0; i < ks->n; i++) c += prof_cost(pf, ks->k[i], d);
   return c;
 }
 
 /* Replaces `ks` by the greedy baseline's kernels when those cost less. */
-static fsl_status keep_cheaper_baseline(const fsl_graph *g, const fsl_device *d, fsl_kernel_set *ks) {
+static fsl_status keep_cheaper_baseline(const fsl_graph *g, const fsl_device *d, prof *pf, fsl_kernel_set *ks) {
   fsl_kernel_set gr = {.g = g};
   fsl_status st = fsl_baseline(g, FSL_STRATEGY_GREEDY, &gr);
-  if (st == FSL_OK && set_cost(&gr, d) < set_cost(ks, d)) {
+  if (st == FSL_OK) st = prof_kernels(pf, gr.k, gr.n);
+  if (st == FSL_OK && set_cost(&gr, d, pf) < set_cost(ks, d, pf)) {
     fsl_kernel_set tmp = *ks;
     *ks = gr;
     gr = tmp;
@@ -215,6 +424,11 @@ static fsl_status keep_cheaper_baseline(const fsl_graph *g, const fsl_device *d,
 }
 
 fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *d, fsl_plan *out) {
+  return fsl_plan_build_opt(g, s, d, NULL, out);
+}
+
+fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_device *d, const fsl_plan_options *opt,
+                              fsl_plan *out) {
   if (!out) return fsl_errorf(FSL_ERR_ARG, "fsl_plan_build: NULL plan");
   memset(out, 0, sizeof *out);
   if (!g) return fsl_errorf(FSL_ERR_ARG, "fsl_plan_build: NULL graph");
@@ -230,33 +444,42 @@ fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *
   out->g = g;
   out->strategy = s;
   out->kernels.g = g;
+  prof pf;
+  prof_open(&pf, opt ? opt->profiler : NULL, g);
   fsl_status st;
   if (s == FSL_STRATEGY_OPTIMAL) {
     fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64};
     fsl_kernel_set cands = {.g = g};
     st = fsl_candidates(g, &copt, &cands);
-    if (st == FSL_OK) {
-      for (int i = 0; i < cands.n; i++) fsl_kernel_cost(cands.k[i], d);
-      st = solve_regions(g, &cands, &out->kernels, &out->optimal);
-    }
+    if (st == FSL_OK) st = solve_regions(g, &cands, d, &pf, &out->kernels, &out->optimal);
     fsl_kernel_set_free(&cands);
     /* The solver stops at its time budget; a region-restricted, unproven
      * choice can then cost more than the greedy plan, which is itself a
      * feasible point of the BLP.  Keep the cheaper of the two. */
-    if (st == FSL_OK && !out->optimal) st = keep_cheaper_baseline(g, d, &out->kernels);
+    if (st == FSL_OK && !out->optimal) st = keep_cheaper_baseline(g, d, &pf, &out->kernels);
   } else {
     st = fsl_baseline(g, s, &out->kernels);
   }
+  if (st == FSL_OK) st = prof_kernels(&pf, out->kernels.k, out->kernels.n);
   if (st != FSL_OK) {
+    prof_close(&pf);
     fsl_error_context(st, "%s plan", fsl_strategy_name(s));
     fsl_plan_free(out);
     return st;
   }
   out->kernels.g = g;
+  double v;
   for (int i = 0; i < out->kernels.n; i++) {
     out->kernels.k[i]->id = i;
-    out->predicted_s += fsl_kernel_cost(out->kernels.k[i], d);
+    out->predicted_s += prof_cost(&pf, out->kernels.k[i], d);
+    if (prof_known(&pf, out->kernels.k[i]->hash, &v) && !isnan(v)) out->n_plan_measured++;
   }
+  out->profiled = pf.pr != NULL;
+  out->n_cost_cached = pf.n_cached;
+  out->n_cost_measured = pf.n_measured;
+  out->n_cost_analytic = pf.n_analytic;
+  out->profile_s = pf.seconds;
+  prof_close(&pf);
   st = fsl_plan_verify(out);
   if (st != FSL_OK) {
     fsl_error_context(st, "%s plan", fsl_strategy_name(s));

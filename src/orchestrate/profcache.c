@@ -1,0 +1,202 @@
+/*
+ * profcache.c — the profile cache in SQLite (profcache.h).  Uses the
+ * SQLite C API (sqlite3_open_v2, prepared statements, sqlite3_busy_timeout;
+ * https://www.sqlite.org/cintro.html).
+ */
+#include "orchestrate/profcache.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define BUSY_TIMEOUT_MS 5000
+
+struct fsl_profcache {
+  sqlite3 *db;
+  sqlite3_stmt *get;
+  char path[4096];
+};
+
+static const char k_schema[] =
+    "CREATE TABLE IF NOT EXISTS device("
+    "  fingerprint TEXT PRIMARY KEY NOT NULL,"
+    "  description TEXT);"
+    "CREATE TABLE IF NOT EXISTS kernel_time("
+    "  device TEXT NOT NULL,"
+    "  kernel TEXT NOT NULL,"
+    "  seconds REAL CHECK(seconds IS NULL OR seconds > 0),"
+    "  measured_at INTEGER,"
+    "  PRIMARY KEY(device, kernel)) WITHOUT ROWID;";
+
+static void hex16(char out[17], uint64_t x) { snprintf(out, 17, "%016llx", (unsigned long long)x); }
+
+/* mkdir for each component of dir (mkdir -p). */
+static bool make_dirs(char *dir) {
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    bool ok = mkdir(dir, 0755) == 0 || errno == EEXIST;
+    *p = '/';
+    if (!ok) return false;
+  }
+  return mkdir(dir, 0755) == 0 || errno == EEXIST;
+}
+
+fsl_status fsl_profcache_default_path(char *buf, size_t len) {
+  char dir[4096];
+  const char *d;
+  int n;
+  if ((d = getenv("FSL_CACHE_DIR")) && *d) n = snprintf(dir, sizeof dir, "%s", d);
+  else if ((d = getenv("XDG_CACHE_HOME")) && *d) n = snprintf(dir, sizeof dir, "%s/fissile", d);
+  else if ((d = getenv("HOME")) && *d) n = snprintf(dir, sizeof dir, "%s/.cache/fissile", d);
+  else return fsl_errorf(FSL_ERR_IO, "profile cache: no cache folder (set FSL_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+  if (n < 0 || (size_t)n >= sizeof dir) return fsl_errorf(FSL_ERR_IO, "profile cache: folder path too long");
+  if (!make_dirs(dir)) return fsl_errorf(FSL_ERR_IO, "profile cache: cannot create folder '%s': %s", dir, strerror(errno));
+  n = snprintf(buf, len, "%s/profile.sqlite", dir);
+  if (n < 0 || (size_t)n >= len) return fsl_errorf(FSL_ERR_IO, "profile cache: path too long");
+  return FSL_OK;
+}
+
+static fsl_status db_error(const fsl_profcache *pc, const char *what) {
+  return fsl_errorf(FSL_ERR_IO, "profile cache '%s': %s: %s", pc->path, what, sqlite3_errmsg(pc->db));
+}
+
+fsl_status fsl_profcache_open(const char *path, fsl_profcache **out) {
+  if (!out) return fsl_errorf(FSL_ERR_ARG, "fsl_profcache_open: NULL argument");
+  *out = NULL;
+  fsl_profcache *pc = calloc(1, sizeof *pc);
+  if (!pc) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  fsl_status st = FSL_OK;
+  if (path) {
+    if ((size_t)snprintf(pc->path, sizeof pc->path, "%s", path) >= sizeof pc->path)
+      st = fsl_errorf(FSL_ERR_IO, "profile cache: path too long");
+  } else {
+    st = fsl_profcache_default_path(pc->path, sizeof pc->path);
+  }
+  if (st != FSL_OK) {
+    free(pc);
+    return st;
+  }
+  int rc = sqlite3_open_v2(pc->path, &pc->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc != SQLITE_OK) {
+    st = pc->db ? db_error(pc, "cannot open")
+                : fsl_errorf(FSL_ERR_NOMEM, "profile cache '%s': out of memory", pc->path);
+    fsl_profcache_close(pc);
+    return st;
+  }
+  sqlite3_busy_timeout(pc->db, BUSY_TIMEOUT_MS);
+  /* A read-only database (or folder) still serves lookups: the tables are
+   * only created when missing. */
+  bool have = false;
+  sqlite3_stmt *q = NULL;
+  rc = sqlite3_prepare_v2(pc->db, "SELECT count(*) FROM sqlite_master WHERE name IN ('device','kernel_time')", -1, &q,
+                          NULL);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) have = sqlite3_column_int(q, 0) == 2;
+  sqlite3_finalize(q);
+  if (rc != SQLITE_ROW) st = db_error(pc, "not a readable profile database");
+  if (st == FSL_OK && !have && sqlite3_exec(pc->db, k_schema, NULL, NULL, NULL) != SQLITE_OK)
+    st = db_error(pc, "cannot create tables");
+  if (st == FSL_OK &&
+      sqlite3_prepare_v2(pc->db, "SELECT seconds FROM kernel_time WHERE device = ?1 AND kernel = ?2", -1, &pc->get,
+                         NULL) != SQLITE_OK)
+    st = db_error(pc, "cannot prepare lookup");
+  if (st != FSL_OK) {
+    fsl_profcache_close(pc);
+    return st;
+  }
+  *out = pc;
+  return FSL_OK;
+}
+
+void fsl_profcache_close(fsl_profcache *pc) {
+  if (!pc) return;
+  sqlite3_finalize(pc->get);
+  sqlite3_close(pc->db);
+  free(pc);
+}
+
+const char *fsl_profcache_file(const fsl_profcache *pc) { return pc ? pc->path : ""; }
+
+fsl_status fsl_profcache_get(fsl_profcache *pc, uint64_t device, uint64_t kernel, bool *found, double *seconds) {
+  if (!pc || !found || !seconds) return fsl_errorf(FSL_ERR_ARG, "fsl_profcache_get: NULL argument");
+  *found = false;
+  char dev[17], ker[17];
+  hex16(dev, device);
+  hex16(ker, kernel);
+  sqlite3_reset(pc->get);
+  sqlite3_bind_text(pc->get, 1, dev, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(pc->get, 2, ker, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(pc->get);
+  fsl_status st = FSL_OK;
+  if (rc == SQLITE_ROW) {
+    *found = true;
+    *seconds = sqlite3_column_type(pc->get, 0) == SQLITE_NULL ? NAN : sqlite3_column_double(pc->get, 0);
+    if (!isnan(*seconds) && !(*seconds > 0 && isfinite(*seconds))) *found = false; /* not ours: ignore */
+  } else if (rc != SQLITE_DONE) {
+    st = db_error(pc, "lookup failed");
+  }
+  sqlite3_reset(pc->get);
+  return st;
+}
+
+fsl_status fsl_profcache_put(fsl_profcache *pc, uint64_t device, const char *description, int n,
+                             const uint64_t *kernels, const double *seconds) {
+  if (!pc || n < 0 || (n > 0 && (!kernels || !seconds)))
+    return fsl_errorf(FSL_ERR_ARG, "fsl_profcache_put: NULL argument");
+  if (n == 0) return FSL_OK;
+  char dev[17], ker[17];
+  hex16(dev, device);
+  if (sqlite3_exec(pc->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    return db_error(pc, "cannot start a write transaction");
+  fsl_status st = FSL_OK;
+  sqlite3_stmt *d = NULL, *k = NULL;
+  if (sqlite3_prepare_v2(pc->db, "INSERT OR REPLACE INTO device(fingerprint, description) VALUES(?1, ?2)", -1, &d,
+                         NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(pc->db,
+                         "INSERT OR REPLACE INTO kernel_time(device, kernel, seconds, measured_at) VALUES(?1, ?2, ?3, ?4)",
+                         -1, &k, NULL) != SQLITE_OK) {
+    st = db_error(pc, "cannot prepare insert");
+  }
+  if (st == FSL_OK) {
+    sqlite3_bind_text(d, 1, dev, -1, SQLITE_TRANSIENT);
+    if (description) sqlite3_bind_text(d, 2, description, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(d, 2);
+    if (sqlite3_step(d) != SQLITE_DONE) st = db_error(pc, "cannot store the device");
+  }
+  sqlite3_int64 now = (sqlite3_int64)time(NULL);
+  for (int i = 0; i < n && st == FSL_OK; i++) {
+    hex16(ker, kernels[i]);
+    sqlite3_reset(k);
+    sqlite3_bind_text(k, 1, dev, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(k, 2, ker, -1, SQLITE_TRANSIENT);
+    if (isnan(seconds[i])) sqlite3_bind_null(k, 3);
+    else sqlite3_bind_double(k, 3, seconds[i]);
+    sqlite3_bind_int64(k, 4, now);
+    if (sqlite3_step(k) != SQLITE_DONE) st = db_error(pc, "cannot store a measurement");
+  }
+  sqlite3_finalize(d);
+  sqlite3_finalize(k);
+  if (st == FSL_OK && sqlite3_exec(pc->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) st = db_error(pc, "commit failed");
+  if (st != FSL_OK) sqlite3_exec(pc->db, "ROLLBACK", NULL, NULL, NULL);
+  return st;
+}
+
+int64_t fsl_profcache_count(fsl_profcache *pc, uint64_t device) {
+  if (!pc) {
+    fsl_errorf(FSL_ERR_ARG, "fsl_profcache_count: NULL cache");
+    return -1;
+  }
+  char dev[17];
+  hex16(dev, device);
+  sqlite3_stmt *q = NULL;
+  int64_t n = -1;
+  if (sqlite3_prepare_v2(pc->db, "SELECT count(*) FROM kernel_time WHERE device = ?1", -1, &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, dev, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(q) == SQLITE_ROW) n = sqlite3_column_int64(q, 0);
+  }
+  if (n < 0) db_error(pc, "count failed");
+  sqlite3_finalize(q);
+  return n;
+}

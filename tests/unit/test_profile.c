@@ -1,0 +1,609 @@
+/* test_profile.c — measured kernel costs: the SQLite profile cache
+ * (src/orchestrate/profcache.c: hit after miss, no partial batch, corrupt
+ * file, read-only folder, another device), plans built with a profiler
+ * (src/orchestrate/plan.c: measured costs decide the plan, a second build
+ * measures nothing, a failure mid-way keeps earlier batches, a broken cache
+ * falls back to analytic costs with a warning) and the CPU backend's
+ * profiler (src/backend/cpu/profile.c: real kernels timed, plan still
+ * computes what the graph computes). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <math.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/profile.h"
+#include "backend/ref/ref.h"
+#include "fission/builder.h"
+#include "test_graph.h"
+#include "orchestrate/orchestrate.h"
+#include "orchestrate/profcache.h"
+
+/* ---- helpers ---- */
+
+/* Deterministic pseudo-random floats in [-2, 2). */
+static void fill(float *x, int64_t n, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (float)(s >> 8) / (float)(1u << 24) * 4.0f - 2.0f;
+  }
+}
+
+static fsl_value *const_f32(fsl_builder *b, int rank, const int64_t *dims, uint32_t seed) {
+  int64_t n = fsl_numel(rank, dims);
+  float *d = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(d);
+  fill(d, n, seed);
+  fsl_value *v = fsl_b_const(b, FSL_DT_F32, rank, dims, d);
+  free(d);
+  return v;
+}
+
+/* y = softmax(gelu(x @ W1 + b1) @ W2, axis 1) (erf GELU), x: [4, 16], W1:
+ * [16, 32], W2: [32, 8]: linear, loop and reduce kernels. */
+static fsl_graph *mlp_graph(void) {
+  fsl_graph *g = fsl_graph_new();
+  assert_non_null(g);
+  fsl_builder b = {.g = g, .fold = true};
+  int64_t dx[] = {4, 16}, dw1[] = {16, 32}, db1[] = {32}, dw2[] = {32, 8}, axis = 1;
+  fsl_value *x = input(g, "x", 2, dx);
+  fsl_value *w1 = const_f32(&b, 2, dw1, 1), *b1 = const_f32(&b, 1, db1, 2), *w2 = const_f32(&b, 2, dw2, 3);
+  set_origin(&b, 1, "mm1", "MatMul");
+  fsl_value *h = fsl_b_matmul(&b, x, w1);
+  set_origin(&b, 2, "bias", "Add");
+  h = fsl_b_binary(&b, FSL_OP_add, h, b1);
+  set_origin(&b, 3, "gelu", "Gelu");
+  fsl_value *t = fsl_b_unary(&b, FSL_OP_erf, fsl_b_binary_scalar(&b, FSL_OP_mul, h, 1.0 / sqrt(2.0)));
+  t = fsl_b_binary_scalar(&b, FSL_OP_add, t, 1.0);
+  h = fsl_b_binary(&b, FSL_OP_mul, fsl_b_binary_scalar(&b, FSL_OP_mul, h, 0.5), t);
+  set_origin(&b, 4, "mm2", "MatMul");
+  fsl_value *y = fsl_b_matmul(&b, h, w2);
+  set_origin(&b, 5, "softmax", "Softmax");
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, y, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, y, m));
+  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true);
+  y = fsl_b_binary(&b, FSL_OP_div, e, s);
+  if (b.st != FSL_OK) fprintf(stderr, "builder: %s\n", fsl_last_error());
+  assert_int_equal(b.st, FSL_OK);
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  return g;
+}
+
+/* A fresh folder under /tmp (removed by rm_tree). */
+static void temp_dir(char *buf, size_t len) {
+  snprintf(buf, len, "/tmp/fsl_test_profile_XXXXXX");
+  assert_non_null(mkdtemp(buf));
+}
+
+static void rm_tree(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* Runs fn(arg) with stderr captured into buf (NUL-terminated). */
+static void capture_stderr(void (*fn)(void *), void *arg, char *buf, size_t len) {
+  char path[] = "/tmp/fsl_test_profile_err_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  assert_true(saved >= 0);
+  assert_true(dup2(fd, 2) >= 0);
+  fn(arg);
+  fflush(stderr);
+  assert_true(dup2(saved, 2) >= 0);
+  close(saved);
+  ssize_t n = pread(fd, buf, len - 1, 0);
+  buf[n > 0 ? n : 0] = 0;
+  close(fd);
+  unlink(path);
+  fputs(buf, stderr); /* still visible in the test log */
+}
+
+/* ---- a fake profiler: time = a + b * nodes^2 seconds ---- */
+
+typedef struct fake {
+  double a, b;
+  int calls, kernels;
+  int fail_call;        /* this call (1-based) fails; 0: none */
+} fake;
+
+static fsl_status fake_measure(void *ctx, const fsl_graph *g, fsl_kernel *const *ks, int n, double *secs) {
+  fake *f = ctx;
+  (void)g;
+  f->calls++;
+  if (f->calls == f->fail_call) return fsl_errorf(FSL_ERR_RUNTIME, "simulated failure in batch %d", f->calls);
+  for (int i = 0; i < n; i++) secs[i] = f->a + f->b * ks[i]->n_nodes * ks[i]->n_nodes;
+  f->kernels += n;
+  return FSL_OK;
+}
+
+static void fake_profiler(fsl_profiler *p, fake *f, const char *db, uint64_t device) {
+  memset(p, 0, sizeof *p);
+  p->measure = fake_measure;
+  p->ctx = f;
+  p->device = device;
+  snprintf(p->device_name, sizeof p->device_name, "fake device %llx", (unsigned long long)device);
+  p->batch = 4;
+  p->cache_path = db;
+}
+
+static void build(const fsl_graph *g, const fsl_profiler *pr, fsl_plan *p) {
+  fsl_plan_options opt = {.profiler = pr};
+  fsl_status st = fsl_plan_build_opt(g, FSL_STRATEGY_OPTIMAL, NULL, &opt, p);
+  if (st != FSL_OK) fprintf(stderr, "plan: %s\n", fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+  assert_int_equal(fsl_plan_verify(p), FSL_OK);
+}
+
+/* ---- the cache itself ---- */
+
+static void test_cache_hit_after_miss(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  fsl_profcache *pc = NULL;
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+  assert_string_equal(fsl_profcache_file(pc), db);
+  bool found = true;
+  double s = 0;
+  assert_int_equal(fsl_profcache_get(pc, 7, 0xabcdef0123456789ULL, &found, &s), FSL_OK);
+  assert_false(found);
+  uint64_t k[3] = {0xabcdef0123456789ULL, 2, 3};
+  double t[3] = {1.5e-5, 2.5e-3, NAN};
+  assert_int_equal(fsl_profcache_put(pc, 7, "dev seven", 3, k, t), FSL_OK);
+  fsl_profcache_close(pc);
+  /* a new connection sees the committed batch */
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+  assert_int_equal(fsl_profcache_count(pc, 7), 3);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(fsl_profcache_get(pc, 7, k[i], &found, &s), FSL_OK);
+    assert_true(found);
+    assert_true(s == t[i]);
+  }
+  assert_int_equal(fsl_profcache_get(pc, 7, 3, &found, &s), FSL_OK);
+  assert_true(found);          /* recorded as not measurable */
+  assert_true(isnan(s));
+  /* another device fingerprint: a miss */
+  assert_int_equal(fsl_profcache_get(pc, 8, k[0], &found, &s), FSL_OK);
+  assert_false(found);
+  assert_int_equal(fsl_profcache_count(pc, 8), 0);
+  fsl_profcache_close(pc);
+  rm_tree(dir);
+}
+
+/* A value the table's CHECK rejects in the middle of a batch rolls the
+ * whole batch back; the earlier batch stays. */
+static void test_cache_no_partial_batch(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  fsl_profcache *pc = NULL;
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+  uint64_t k1[2] = {10, 11};
+  double t1[2] = {1e-6, 2e-6};
+  assert_int_equal(fsl_profcache_put(pc, 1, NULL, 2, k1, t1), FSL_OK);
+  uint64_t k2[4] = {20, 21, 22, 23};
+  double t2[4] = {1e-6, 2e-6, -1.0, 4e-6};
+  fsl_status st = fsl_profcache_put(pc, 1, NULL, 4, k2, t2);
+  assert_int_equal(st, FSL_ERR_IO);
+  assert_non_null(strstr(fsl_last_error(), db));
+  fsl_error_clear();
+  assert_int_equal(fsl_profcache_count(pc, 1), 2);
+  bool found = true;
+  double s;
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(fsl_profcache_get(pc, 1, k2[i], &found, &s), FSL_OK);
+    assert_false(found);
+  }
+  assert_int_equal(fsl_profcache_get(pc, 1, 11, &found, &s), FSL_OK);
+  assert_true(found && s == 2e-6);
+  /* the connection is still usable after the rollback */
+  t2[2] = 3e-6;
+  assert_int_equal(fsl_profcache_put(pc, 1, NULL, 4, k2, t2), FSL_OK);
+  assert_int_equal(fsl_profcache_count(pc, 1), 6);
+  fsl_profcache_close(pc);
+  rm_tree(dir);
+}
+
+static const char k_garbage[] = "this is not an SQLite database, just some bytes in the cache folder\n";
+
+/* A corrupt file is reported (FSL_ERR_IO naming it) and left untouched. */
+static void test_cache_corrupt(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  FILE *f = fopen(db, "w");
+  assert_non_null(f);
+  for (int i = 0; i < 64; i++) fputs(k_garbage, f);
+  fclose(f);
+  fsl_profcache *pc = (fsl_profcache *)1;
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_ERR_IO);
+  assert_null(pc);
+  assert_non_null(strstr(fsl_last_error(), db));
+  fsl_error_clear();
+  f = fopen(db, "r");
+  assert_non_null(f);
+  char line[256];
+  for (int i = 0; i < 64; i++) {
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_string_equal(line, k_garbage);
+  }
+  assert_null(fgets(line, sizeof line, f));
+  fclose(f);
+  rm_tree(dir);
+}
+
+/* A folder where no file can be created: chmod 0555 (as root, which
+ * ignores permissions, /proc, which takes no new files). */
+static void readonly_db(char *dir, size_t dlen, char *db, size_t len) {
+  if (geteuid() != 0) {
+    temp_dir(dir, dlen);
+    assert_int_equal(chmod(dir, 0555), 0);
+    snprintf(db, len, "%s/profile.sqlite", dir);
+  } else {
+    dir[0] = 0;
+    snprintf(db, len, "/proc/self/profile.sqlite");
+  }
+}
+
+static void test_cache_readonly_folder(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  readonly_db(dir, sizeof dir, db, sizeof db);
+  fsl_profcache *pc = NULL;
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_ERR_IO);
+  assert_null(pc);
+  fsl_error_clear();
+  if (dir[0]) {
+    chmod(dir, 0755);
+    rm_tree(dir);
+  }
+}
+
+/* The default path honours FSL_CACHE_DIR and creates the folder. */
+static void test_cache_default_path(void **state) {
+  (void)state;
+  char dir[64], sub[128], path[256], want[300];
+  temp_dir(dir, sizeof dir);
+  snprintf(sub, sizeof sub, "%s/a/b", dir);
+  const char *old = getenv("FSL_CACHE_DIR");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("FSL_CACHE_DIR", sub, 1);
+  assert_int_equal(fsl_profcache_default_path(path, sizeof path), FSL_OK);
+  snprintf(want, sizeof want, "%s/profile.sqlite", sub);
+  assert_string_equal(path, want);
+  struct stat sb;
+  assert_int_equal(stat(sub, &sb), 0);
+  assert_true(S_ISDIR(sb.st_mode));
+  if (saved) setenv("FSL_CACHE_DIR", saved, 1);
+  else unsetenv("FSL_CACHE_DIR");
+  free(saved);
+  rm_tree(dir);
+}
+
+/* ---- plans with a profiler ---- */
+
+/* Measured costs decide the plan: when a kernel's time grows with the
+ * square of its size, every node runs alone; when every kernel costs the
+ * same, the plan fuses.  A second build reads every time from the cache. */
+static void test_plan_measured_and_cached(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  fsl_graph *g = mlp_graph();
+  fake f = {.a = 0, .b = 1e-4};
+  fsl_profiler pr;
+  fake_profiler(&pr, &f, db, 1);
+  fsl_plan p;
+  build(g, &pr, &p);
+  assert_true(p.profiled);
+  assert_true(f.calls >= 2);        /* batches of 4 */
+  assert_true(p.n_cost_measured == f.kernels && f.kernels > 0);
+  assert_int_equal(p.n_cost_cached, 0);
+  assert_int_equal(p.n_plan_measured, p.kernels.n);
+  assert_int_equal(p.kernels.n, g->n_nodes);
+  double sum = 0;
+  for (int i = 0; i < p.kernels.n; i++) {
+    assert_true(fabs(p.kernels.k[i]->cost_s - 1e-4) < 1e-12); /* measured, not the roofline */
+    sum += p.kernels.k[i]->cost_s;
+  }
+  assert_true(fabs(sum - p.predicted_s) < 1e-12);
+  int measured = p.n_cost_measured, n_kernels = p.kernels.n;
+  fsl_plan_free(&p);
+
+  /* second build: nothing measured, same plan */
+  f.calls = f.kernels = 0;
+  build(g, &pr, &p);
+  assert_int_equal(f.calls, 0);
+  assert_int_equal(p.n_cost_measured, 0);
+  assert_int_equal(p.n_cost_cached, measured);
+  assert_int_equal(p.kernels.n, n_kernels);
+  fsl_plan_free(&p);
+
+  /* another device: a miss again, and its times make the plan fuse */
+  fake f2 = {.a = 1e-3, .b = 0};
+  fsl_profiler pr2;
+  fake_profiler(&pr2, &f2, db, 2);
+  build(g, &pr2, &p);
+  assert_int_equal(p.n_cost_cached, 0);
+  assert_int_equal(p.n_cost_measured, measured);
+  assert_true(p.kernels.n < g->n_nodes);
+  fsl_plan_free(&p);
+  /* and without a profiler the roofline is used */
+  assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, NULL, &p), FSL_OK);
+  assert_false(p.profiled);
+  assert_int_equal(p.n_cost_measured + p.n_cost_cached + p.n_plan_measured, 0);
+  fsl_plan_free(&p);
+  fsl_graph_free(g);
+  rm_tree(dir);
+}
+
+typedef struct build_args {
+  const fsl_graph *g;
+  const fsl_profiler *pr;
+  fsl_plan *p;
+} build_args;
+
+static void build_cb(void *arg) {
+  build_args *a = arg;
+  build(a->g, a->pr, a->p);
+}
+
+/* The second batch fails: a warning, the first batch stays cached, nothing
+ * of the failed batch is, the plan is built; the next build measures the
+ * rest. */
+static void test_plan_failure_mid_way(void **state) {
+  (void)state;
+  char dir[64], db[128], err[4096];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  fsl_graph *g = mlp_graph();
+  fake f = {.a = 1e-5, .b = 1e-6, .fail_call = 2};
+  fsl_profiler pr;
+  fake_profiler(&pr, &f, db, 3);
+  fsl_plan p;
+  build_args a = {g, &pr, &p};
+  capture_stderr(build_cb, &a, err, sizeof err);
+  assert_non_null(strstr(err, "warning"));
+  assert_non_null(strstr(err, "simulated failure in batch 2"));
+  assert_int_equal(f.calls, 2);     /* no batch after the failure */
+  assert_int_equal(p.n_cost_measured, 4);
+  assert_true(p.n_cost_analytic > 0);
+  int total = p.n_cost_measured + p.n_cost_analytic;
+  fsl_plan_free(&p);
+  fsl_profcache *pc = NULL;
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+  assert_int_equal(fsl_profcache_count(pc, 3), 4);
+  fsl_profcache_close(pc);
+
+  f.calls = f.kernels = 0;
+  f.fail_call = 0;
+  build(g, &pr, &p);
+  assert_int_equal(p.n_cost_cached, 4);
+  assert_int_equal(p.n_cost_cached + p.n_cost_measured + p.n_cost_analytic, total);
+  assert_int_equal(p.n_plan_measured, p.kernels.n);
+  fsl_plan_free(&p);
+  fsl_graph_free(g);
+  rm_tree(dir);
+}
+
+/* A corrupt database or a read-only folder: a warning naming the file, no
+ * measuring, and the analytic plan. */
+static void check_fallback(const char *db) {
+  fsl_graph *g = mlp_graph();
+  fake f = {.a = 0, .b = 1e-4};
+  fsl_profiler pr;
+  fake_profiler(&pr, &f, db, 4);
+  fsl_plan p, ref;
+  build_args a = {g, &pr, &p};
+  char err[4096];
+  capture_stderr(build_cb, &a, err, sizeof err);
+  assert_non_null(strstr(err, "warning"));
+  assert_non_null(strstr(err, db));
+  assert_non_null(strstr(err, "analytic"));
+  assert_int_equal(f.calls, 0);
+  assert_false(p.profiled);
+  assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, NULL, &ref), FSL_OK);
+  assert_int_equal(p.kernels.n, ref.kernels.n);
+  assert_true(p.predicted_s == ref.predicted_s);
+  fsl_plan_free(&p);
+  fsl_plan_free(&ref);
+  fsl_graph_free(g);
+}
+
+static void test_plan_corrupt_cache(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  FILE *f = fopen(db, "w");
+  assert_non_null(f);
+  for (int i = 0; i < 64; i++) fputs(k_garbage, f);
+  fclose(f);
+  check_fallback(db);
+  rm_tree(dir);
+}
+
+static void test_plan_readonly_cache(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  readonly_db(dir, sizeof dir, db, sizeof db);
+  check_fallback(db);
+  if (dir[0]) {
+    chmod(dir, 0755);
+    rm_tree(dir);
+  }
+}
+
+/* ---- the CPU backend's profiler ---- */
+
+static void test_cpu_fingerprint(void **state) {
+  (void)state;
+  fsl_profiler a, b, c;
+  fsl_cpu_profiler_init(&a, 1);
+  fsl_cpu_profiler_init(&b, 2);
+  fsl_cpu_profiler_init(&c, 1);
+  assert_ptr_equal(a.measure, fsl_cpu_profile_measure);
+  assert_true(a.device != b.device);
+  assert_true(a.device == c.device);
+  assert_non_null(strstr(a.device_name, "1 threads"));
+  assert_non_null(strstr(b.device_name, "2 threads"));
+  assert_non_null(strstr(a.device_name, "oneDNN"));
+}
+
+/* Real kernels: every candidate of the graph is timed (positive, finite);
+ * the measured optimal plan computes what the graph computes; a second
+ * build measures nothing. */
+static void test_cpu_measure(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  const char *old = getenv("FSL_CACHE_DIR");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("FSL_CACHE_DIR", dir, 1);  /* the shared objects too */
+  fsl_graph *g = mlp_graph();
+  fsl_kernel_set cands = {.g = g};
+  fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64};
+  assert_int_equal(fsl_candidates(g, &copt, &cands), FSL_OK);
+  double *secs = calloc((size_t)cands.n, sizeof *secs);
+  assert_non_null(secs);
+  fsl_status st = fsl_cpu_profile_measure(NULL, g, cands.k, cands.n, secs);
+  if (st != FSL_OK) fprintf(stderr, "measure: %s\n", fsl_last_error());
+  assert_int_equal(st, FSL_OK);
+  int kinds[FSL_KERNEL_KIND_COUNT] = {0};
+  for (int i = 0; i < cands.n; i++) {
+    if (!(secs[i] > 0 && secs[i] < 1.0))
+      fprintf(stderr, "candidate %d (kind %d, %d nodes): %g s\n", i, cands.k[i]->kind, cands.k[i]->n_nodes, secs[i]);
+    assert_true(secs[i] > 0 && secs[i] < 1.0);
+    kinds[cands.k[i]->kind]++;
+  }
+  assert_true(kinds[FSL_KERNEL_LOOP] > 0 && kinds[FSL_KERNEL_REDUCE] > 0 && kinds[FSL_KERNEL_LINEAR] > 0);
+  free(secs);
+  fsl_kernel_set_free(&cands);
+
+  fsl_profiler pr;
+  fsl_cpu_profiler_init(&pr, 0);
+  pr.cache_path = db;
+  fsl_plan p;
+  build(g, &pr, &p);
+  assert_true(p.profiled);
+  assert_true(p.n_cost_measured > 0);
+  assert_int_equal(p.n_cost_analytic, 0);
+  assert_int_equal(p.n_plan_measured, p.kernels.n);
+  assert_true(p.profile_s > 0);
+  /* the plan runs on the CPU backend and matches the reference interpreter */
+  int64_t n = fsl_value_numel(g->inputs[0]);
+  float *x = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(x);
+  fill(x, n, 42);
+  const void *in[1] = {x};
+  void *want[1] = {NULL}, *got[1] = {NULL}, *exe = NULL;
+  assert_int_equal(fsl_ref_run(g, in, want), FSL_OK);
+  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  assert_int_equal(fsl_backend_cpu.run(exe, in, got), FSL_OK);
+  int64_t m = fsl_value_numel(g->outputs[0]);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < m; i++) {
+    double d = (double)((float *)got[0])[i] - (double)((float *)want[0])[i];
+    num += d * d;
+    den += (double)((float *)want[0])[i] * (double)((float *)want[0])[i];
+  }
+  assert_true(sqrt(num / (den > 0 ? den : 1)) <= 1e-4);
+  fsl_backend_cpu.free_exe(exe);
+  free(x);
+  free(want[0]);
+  free(got[0]);
+  int measured = p.n_cost_measured;
+  fsl_plan_free(&p);
+  build(g, &pr, &p);
+  assert_int_equal(p.n_cost_measured, 0);
+  assert_int_equal(p.n_cost_cached, measured);
+  fsl_plan_free(&p);
+  fsl_graph_free(g);
+  if (saved) setenv("FSL_CACHE_DIR", saved, 1);
+  else unsetenv("FSL_CACHE_DIR");
+  free(saved);
+  rm_tree(dir);
+}
+
+/* A compiler that fails everything: measure reports it, and a plan built
+ * with the profiler warns, stays analytic and caches nothing. */
+static void test_cpu_broken_compiler(void **state) {
+  (void)state;
+  char dir[64], db[128], err[4096];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  const char *old = getenv("FSL_CACHE_DIR"), *old_cc = getenv("FSL_CC");
+  char *saved = old ? strdup(old) : NULL, *saved_cc = old_cc ? strdup(old_cc) : NULL;
+  setenv("FSL_CACHE_DIR", dir, 1);
+  setenv("FSL_CC", "false", 1);
+  fsl_graph *g = mlp_graph();
+  fsl_kernel_set cands = {.g = g};
+  fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64};
+  assert_int_equal(fsl_candidates(g, &copt, &cands), FSL_OK);
+  double *secs = calloc((size_t)cands.n, sizeof *secs);
+  assert_non_null(secs);
+  assert_int_equal(fsl_cpu_profile_measure(NULL, g, cands.k, cands.n, secs), FSL_ERR_RUNTIME);
+  assert_non_null(strstr(fsl_last_error(), "compiler"));
+  fsl_error_clear();
+  free(secs);
+  fsl_kernel_set_free(&cands);
+  fsl_profiler pr;
+  fsl_cpu_profiler_init(&pr, 1);
+  pr.cache_path = db;
+  fsl_plan p, ref;
+  build_args a = {g, &pr, &p};
+  capture_stderr(build_cb, &a, err, sizeof err);
+  assert_non_null(strstr(err, "warning"));
+  assert_non_null(strstr(err, "analytic"));
+  assert_true(p.profiled);
+  assert_int_equal(p.n_cost_measured + p.n_cost_cached + p.n_plan_measured, 0);
+  assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, NULL, &ref), FSL_OK);
+  assert_true(p.predicted_s == ref.predicted_s);
+  fsl_plan_free(&p);
+  fsl_plan_free(&ref);
+  fsl_profcache *pc = NULL;
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+  assert_int_equal(fsl_profcache_count(pc, pr.device), 0);
+  fsl_profcache_close(pc);
+  fsl_graph_free(g);
+  if (saved) setenv("FSL_CACHE_DIR", saved, 1);
+  else unsetenv("FSL_CACHE_DIR");
+  if (saved_cc) setenv("FSL_CC", saved_cc, 1);
+  else unsetenv("FSL_CC");
+  free(saved);
+  free(saved_cc);
+  rm_tree(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cache_hit_after_miss),
+      cmocka_unit_test(test_cache_no_partial_batch),
+      cmocka_unit_test(test_cache_corrupt),
+      cmocka_unit_test(test_cache_readonly_folder),
+      cmocka_unit_test(test_cache_default_path),
+      cmocka_unit_test(test_plan_measured_and_cached),
+      cmocka_unit_test(test_plan_failure_mid_way),
+      cmocka_unit_test(test_plan_corrupt_cache),
+      cmocka_unit_test(test_plan_readonly_cache),
+      cmocka_unit_test(test_cpu_fingerprint),
+      cmocka_unit_test(test_cpu_measure),
+      cmocka_unit_test(test_cpu_broken_compiler),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
