@@ -395,11 +395,13 @@ static void print_profile(const cpu_exe *x) {
     const step *s = &x->steps[b];
     const fsl_kernel *k = x->p->kernels.k[s->kernel];
     const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
-    fprintf(stderr, "  %8.3f ms  step %d kernel %d (%s, %d nodes, from %s '%s')%s%d\n",
+    char what[224] = ""; /* the function, or what oneDNN runs */
+    if (s->kind == STEP_GEN) snprintf(what, sizeof what, " fsl_k%d", s->fn_id);
+    if (s->kind == STEP_ONEDNN) snprintf(what, sizeof what, " %s", fsl_onednn_linear_describe(s->dnn));
+    fprintf(stderr, "  %8.3f ms  step %d kernel %d (%s, %d nodes, from %s '%s')%s\n",
             1e3 * x->prof[b] / (x->n_runs ? x->n_runs : 1), b, s->kernel,
             s->kind == STEP_GEN ? "gen" : s->kind == STEP_ONEDNN ? "onednn" : "ref", k->n_nodes,
-            n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
-            s->kind == STEP_GEN ? " fsl_k" : "", s->kind == STEP_GEN ? s->fn_id : 0);
+            n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?", what);
   }
   free(done);
 }

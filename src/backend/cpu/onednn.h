@@ -24,7 +24,11 @@ typedef struct fsl_onednn_linear fsl_onednn_linear;
  * gelu_erf, gelu_tanh patterns it recognises, linear/scale; binary add/mul/
  * max/min with a broadcastable operand), and sets *n_absorbed.  The
  * primitive then writes the output of epi[*n_absorbed - 1] (or of `lin`).
- * `n_threads` is the thread count (0 = default).
+ * Rules measured on oneDNN 2.6 (onednn.c) make it absorb less where a
+ * post-op would be slow: a conv stops at a full-size run-time operand (a
+ * residual add), a deconvolution (conv with lhs_dilation) absorbs nothing,
+ * and a 1x1 conv run as a matmul over >= 128 pixels stops at a per-channel
+ * operand.  `n_threads` is the thread count (0 = default).
  */
 fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, int n_epi,
                                     int n_threads, fsl_onednn_linear **out, int *n_absorbed);
@@ -32,7 +36,7 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
 /**
  * Runs it.  `src` and `wei` are the linear node's inputs (row-major as in
  * the graph; `wei` may be NULL when the weights are constant: they were
- * captured at create time), `post[i]` the outside operand data of the i-th absorbed
+ * captured at create time, including weights broadcast through views), `post[i]` the outside operand data of the i-th absorbed
  * binary post-op (in chain order; NULL entries for eltwise post-ops), `dst`
  * the output buffer (row-major, shape of the last absorbed node).
  */
@@ -44,6 +48,14 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
  *  expanded view).  NULL when none is needed (an eltwise post-op, or a
  *  constant operand captured at create time). */
 const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i);
+/** One line naming what oneDNN runs, for profiles and tests: the primitive
+ *  kind, oneDNN's implementation, the dims of its src, weights and dst
+ *  descriptors, and "plain" or "reordered" (whether the activations are
+ *  reordered from/to the caller's row-major layout around the primitive),
+ *  e.g. "matmul brg:avx512_core 128x768:768x2304:128x2304 plain" (a matmul
+ *  whose batch dims were folded into M), or "convolution brgconv:avx512_core
+ *  1x64x56x56:64x64x3x3:1x64x56x56 reordered".  "" for NULL. */
+const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op);
 void fsl_onednn_linear_free(fsl_onednn_linear *op);
 
 #endif
