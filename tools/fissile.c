@@ -891,7 +891,7 @@ static void cost_source(const fsl_plan_info *pi, char *buf, size_t len) {
 static void print_plan_summary(const char *model, const fsl_plan_info *pi) {
   printf("model: %s\n", model);
   printf("strategy: %s%s\n", fsl_strategy_name(pi->strategy),
-         pi->strategy == FSL_STRATEGY_OPTIMAL ? (pi->optimal ? " (proved optimal)" : " (solver time limit: best found)") : "");
+         pi->strategy == FSL_STRATEGY_OPTIMAL ? (pi->optimal ? " (proved optimal)" : " (not proven optimal: best found)") : "");
   printf("device: %s\n", pi->device);
   printf("primitives: %d\n", pi->n_primitives);
   printf("kernels: %d (", pi->n_kernels);

@@ -409,17 +409,41 @@ static double set_cost(fsl_kernel_set *ks, const fsl_device *d, const prof *pf) 
   return c;
 }
 
-/* Replaces `ks` by the greedy baseline's kernels when those cost less. */
-static fsl_status keep_cheaper_baseline(const fsl_graph *g, const fsl_device *d, prof *pf, fsl_kernel_set *ks) {
-  fsl_kernel_set gr = {.g = g};
-  fsl_status st = fsl_baseline(g, FSL_STRATEGY_GREEDY, &gr);
-  if (st == FSL_OK) st = prof_kernels(pf, gr.k, gr.n);
-  if (st == FSL_OK && set_cost(&gr, d, pf) < set_cost(ks, d, pf)) {
+/* Replaces `ks` by the kernels of baseline strategy `s` when those cost
+ * less (*replaced then true). */
+static fsl_status keep_cheaper_baseline(const fsl_graph *g, fsl_strategy s, const fsl_device *d, prof *pf,
+                                        fsl_kernel_set *ks, bool *replaced) {
+  fsl_kernel_set b = {.g = g};
+  fsl_status st = fsl_baseline(g, s, &b);
+  if (st == FSL_OK) st = prof_kernels(pf, b.k, b.n);
+  if (st == FSL_OK && set_cost(&b, d, pf) < set_cost(ks, d, pf)) {
     fsl_kernel_set tmp = *ks;
-    *ks = gr;
-    gr = tmp;
+    *ks = b;
+    b = tmp;
+    *replaced = true;
   }
-  fsl_kernel_set_free(&gr);
+  fsl_kernel_set_free(&b);
+  return st;
+}
+
+/* Adds the kernels of the opfuse and greedy plans to the candidates, so
+ * that the BLP can pick any of them (those crossing a region cut are
+ * dropped by solve_regions like any other candidate). */
+static fsl_status add_baseline_candidates(const fsl_graph *g, fsl_kernel_set *cands) {
+  const fsl_strategy base[2] = {FSL_STRATEGY_OPFUSE, FSL_STRATEGY_GREEDY};
+  fsl_status st = FSL_OK;
+  for (int b = 0; b < 2 && st == FSL_OK; b++) {
+    fsl_kernel_set ks = {.g = g};
+    st = fsl_baseline(g, base[b], &ks);
+    if (st == FSL_OK && !fsl_grow((void **)&cands->k, &cands->cap, cands->n + ks.n, sizeof *cands->k))
+      st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+    for (int i = 0; st == FSL_OK && i < ks.n; i++) {
+      ks.k[i]->id = cands->n;
+      cands->k[cands->n++] = ks.k[i];
+      ks.k[i] = NULL;
+    }
+    fsl_kernel_set_free(&ks);
+  }
   return st;
 }
 
@@ -451,12 +475,17 @@ fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_devi
     fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64};
     fsl_kernel_set cands = {.g = g};
     st = fsl_candidates(g, &copt, &cands);
+    if (st == FSL_OK) st = add_baseline_candidates(g, &cands);
     if (st == FSL_OK) st = solve_regions(g, &cands, d, &pf, &out->kernels, &out->optimal);
     fsl_kernel_set_free(&cands);
-    /* The solver stops at its time budget; a region-restricted, unproven
-     * choice can then cost more than the greedy plan, which is itself a
-     * feasible point of the BLP.  Keep the cheaper of the two. */
-    if (st == FSL_OK && !out->optimal) st = keep_cheaper_baseline(g, d, &pf, &out->kernels);
+    /* The opfuse and greedy plans are feasible points of the whole-graph
+     * BLP; the solver's choice is optimal only within regions (and only
+     * when it was proven in time).  Keep the cheapest of the three: the
+     * optimal strategy never predicts more than a baseline. */
+    bool replaced = false;
+    if (st == FSL_OK) st = keep_cheaper_baseline(g, FSL_STRATEGY_GREEDY, d, &pf, &out->kernels, &replaced);
+    if (st == FSL_OK) st = keep_cheaper_baseline(g, FSL_STRATEGY_OPFUSE, d, &pf, &out->kernels, &replaced);
+    if (replaced) out->optimal = false;
   } else {
     st = fsl_baseline(g, s, &out->kernels);
   }
