@@ -11,8 +11,10 @@
  * the kernel by more than views), the linear op (ONEDNN, or a generated
  * matmul / REF conv where oneDNN refuses, e.g. non-f32) and an epilogue
  * (GEN over the output, reading the linear result).  Every value a step
- * writes gets a malloc'd buffer at its first write and is freed after the
- * last step that reads or writes it (graph outputs excepted).  Values
+ * writes gets a buffer at its first write, which returns to the
+ * executable's pool after the last step that reads or writes it (graph
+ * outputs excepted); later steps and runs take pooled buffers of the same
+ * byte size before calling malloc.  Values
  * written by several kernels (recomputation) are simply written again.
  * Design notes: docs/cpu-backend.md.
  */
@@ -52,6 +54,11 @@ typedef struct cpu_exe {
   fsl_cpu_stats stats;
   double *prof;            /* FSL_CPU_PROFILE set: seconds per step, summed over runs */
   int n_runs;
+  /* buffers released by earlier steps and runs, for reuse by size: a fresh
+   * malloc of a large buffer is a fresh mmap whose page faults cost more
+   * than the kernel writing it (softmax 8x32000: 0.40 ms -> 0.14 ms) */
+  struct pooled { size_t bytes; void *p; } *pool;
+  int n_pool, cap_pool;
 } cpu_exe;
 
 /* ---- small helpers ---- */
@@ -423,6 +430,8 @@ static void free_exe(void *p) {
   free(x->steps);
   free(x->last);
   free(x->written);
+  for (int i = 0; i < x->n_pool; i++) free(x->pool[i].p);
+  free(x->pool);
   fsl_cpu_so_close(&x->so);
   free(x);
 }
@@ -499,18 +508,46 @@ static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
 /* ---- run ---- */
 
 typedef struct run_ctx {
-  const cpu_exe *x;
+  cpu_exe *x;
   const void **buf;   /* value id -> data */
   bool *owned;        /* buf[id] malloc'd by this run */
 } run_ctx;
 
 static char k_empty[64];
 
+/* A buffer of exactly `bytes` from the pool, or a new one (NULL on OOM). */
+static void *buf_take(cpu_exe *x, size_t bytes) {
+  for (int i = x->n_pool - 1; i >= 0; i--)
+    if (x->pool[i].bytes == bytes) {
+      void *p = x->pool[i].p;
+      x->pool[i] = x->pool[--x->n_pool];
+      return p;
+    }
+  return malloc(bytes);
+}
+
+/* Returns a buffer of `bytes` to the pool (freed when the pool cannot grow). */
+static void buf_give(cpu_exe *x, void *p, size_t bytes) {
+  if (!fsl_grow((void **)&x->pool, &x->cap_pool, x->n_pool + 1, sizeof *x->pool)) {
+    free(p);
+    return;
+  }
+  x->pool[x->n_pool++] = (struct pooled){bytes, p};
+}
+
+/* Releases the run's buffer of value id (it must be owned). */
+static void release(run_ctx *r, int id) {
+  int64_t nb = fsl_value_nbytes(r->x->p->g->values[id]);
+  buf_give(r->x, (void *)r->buf[id], (size_t)(nb > 0 ? nb : 1));
+  r->buf[id] = NULL;
+  r->owned[id] = false;
+}
+
 static fsl_status ensure_buf(run_ctx *r, const fsl_value *v) {
   if (r->buf[v->id]) return FSL_OK;
   int64_t nb = fsl_value_nbytes(v);
   if (nb < 0) return fsl_errorf(FSL_ERR_SHAPE, "value '%s' has no static shape", v->name ? v->name : "?");
-  void *p = malloc((size_t)(nb > 0 ? nb : 1));
+  void *p = buf_take(r->x, (size_t)(nb > 0 ? nb : 1));
   if (!p) return fsl_errorf(FSL_ERR_NOMEM, "out of memory (%lld bytes for '%s')", (long long)nb, v->name ? v->name : "?");
   r->buf[v->id] = p;
   r->owned[v->id] = true;
@@ -563,7 +600,7 @@ static fsl_status run_ref_step(run_ctx *r, const step *s) {
     if (st == FSL_OK) st = fsl_ref_eval(n, in, out);
   }
   for (int i = 0; i < n_made; i++) {
-    if (r->owned[made[i]]) free((void *)r->buf[made[i]]);
+    if (r->owned[made[i]]) release(r, made[i]);
     r->owned[made[i]] = false;
     r->buf[made[i]] = NULL;
   }
@@ -634,11 +671,7 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
       const int *ids = pass ? s->out : s->in;
       for (int k = 0; k < n; k++) {
         int id = ids[k];
-        if (id >= 0 && x->last[id] == i && r.owned[id]) {
-          free((void *)r.buf[id]);
-          r.buf[id] = NULL;
-          r.owned[id] = false;
-        }
+        if (id >= 0 && x->last[id] == i && r.owned[id]) release(&r, id);
       }
     }
   }
@@ -670,7 +703,7 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
 done:
   if (r.owned)
     for (size_t i = 0; i < nv; i++)
-      if (r.owned[i]) free((void *)r.buf[i]);
+      if (r.owned[i]) release(&r, (int)i);
   free(r.buf);
   free(r.owned);
   return st;
