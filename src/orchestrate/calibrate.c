@@ -213,8 +213,7 @@ static double bench_launch(const gomp *o, int n_threads) {
 
 /* ---- machine identity and the cache file ---- */
 
-/* The CPU model name from /proc/cpuinfo ("unknown cpu" if none). */
-static void cpu_model(char *buf, size_t len) {
+void fsl_cpu_model_name(char *buf, size_t len) {
   snprintf(buf, len, "unknown cpu");
   FILE *f = fopen("/proc/cpuinfo", "r");
   if (!f) return;
@@ -310,7 +309,7 @@ fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force) {
   if (n_threads > 1024) n_threads = 1024;
 
   char model[256], dir[4096], path[4096 + 64];
-  cpu_model(model, sizeof model);
+  fsl_cpu_model_name(model, sizeof model);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   uint64_t h = fsl_hash(FSL_HASH_INIT, CAL_VERSION, strlen(CAL_VERSION));
   h = fsl_hash(h, model, strlen(model));

@@ -34,4 +34,9 @@
  */
 fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force);
 
+/** The CPU model name from /proc/cpuinfo ("model name", "Model" or "cpu
+ *  model" line; "unknown cpu" if none), NUL-terminated in buf[len]: part of
+ *  the device fingerprints of the calibration and profile caches. */
+void fsl_cpu_model_name(char *buf, size_t len);
+
 #endif

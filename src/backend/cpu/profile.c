@@ -7,6 +7,7 @@
 #include "backend/cpu/compile.h"
 #include "backend/cpu/emit.h"
 #include "backend/cpu/onednn.h"
+#include "orchestrate/calibrate.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -566,26 +567,6 @@ static void first_line(const char *cmd, char *buf, size_t len) {
   pclose(f);
 }
 
-static void cpu_model(char *buf, size_t len) {
-  snprintf(buf, len, "unknown cpu");
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (!f) return;
-  char line[512];
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "model name", 10) && strncmp(line, "Model", 5) && strncmp(line, "cpu model", 9)) continue;
-    char *c = strchr(line, ':');
-    if (!c) continue;
-    for (c++; *c == ' ' || *c == '\t'; c++) {
-    }
-    c[strcspn(c, "\r\n")] = 0;
-    if (*c) {
-      snprintf(buf, len, "%s", c);
-      break;
-    }
-  }
-  fclose(f);
-}
-
 void fsl_cpu_profiler_init(fsl_profiler *p, int n_threads) {
   if (!p) return;
   memset(p, 0, sizeof *p);
@@ -603,7 +584,7 @@ void fsl_cpu_profiler_init(fsl_profiler *p, int n_threads) {
   snprintf(cmd, sizeof cmd, "%s --version 2>/dev/null", cc && *cc ? cc : "cc");
   first_line(cmd, cc_version, sizeof cc_version);
   char model[160];
-  cpu_model(model, sizeof model);
+  fsl_cpu_model_name(model, sizeof model);
   const dnnl_version_t *dv = dnnl_version();
   snprintf(p->device_name, sizeof p->device_name, "%s; cpu: %.100s, %ld cpus, %d threads; cc: %.64s; oneDNN %d.%d.%d",
            PROFILE_VERSION, model, sysconf(_SC_NPROCESSORS_ONLN), n_threads, cc_version, dv ? dv->major : 0,
