@@ -3,12 +3,15 @@
     .venv/bin/python python/demo.py [--model minilm_l3]
 
 Runs `fissile inspect` (opsets, inputs/outputs, ONNX ops, primitives after
-fission) and `fissile run --time` on the model with random inputs, then
-compares every output with ONNX Runtime.
+fission) and `fissile run --strategy optimal --backend cpu --time` (fission,
+orchestration, generated C + oneDNN) on the model with random inputs,
+compares every output with ONNX Runtime, then `fissile bench`: kernels and
+latency for each fusion strategy (the research question).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -44,7 +47,8 @@ def main() -> int:
         rc = subprocess.run(cmd).returncode
         if rc != 0:
             return rc
-        cmd = [exe, "run", str(path), *in_args, "--output-dir", str(tmp / "out"), "--time"]
+        cmd = [exe, "run", str(path), *in_args, "--strategy", "optimal", "--backend", "cpu",
+               "--output-dir", str(tmp / "out"), "--time"]
         print("\n$ " + " ".join(cmd), flush=True)
         rc = subprocess.run(cmd).returncode
         if rc != 0:
@@ -57,7 +61,14 @@ def main() -> int:
             err = fsl_models.rel_l2(g, w) if np.issubdtype(w.dtype, np.floating) else float(not np.array_equal(g, w))
             worst = max(worst, err)
             print(f"  {name:24s} {str(w.dtype):8s} {'x'.join(map(str, w.shape)):14s} relative L2 error {err:.2e}")
-    ok = worst <= 1e-4
+        ok = worst <= 1e-4
+        if ok:
+            # the research question: kernels and latency per fusion strategy
+            cmd = [exe, "bench", str(path), *shape_args, "--threads", str(os.cpu_count() or 1)]
+            print("\n$ " + " ".join(cmd), flush=True)
+            rc = subprocess.run(cmd).returncode
+            if rc != 0:
+                return rc
     print(f"\ndemo: {'OK' if ok else 'MISMATCH'} (worst relative L2 error {worst:.2e})")
     return 0 if ok else 1
 
