@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/compile.h"
 #include "backend/cpu/emit.h"
+#include "backend/cpu/linsplit.h"
 #include "backend/cpu/onednn.h"
 #include "backend/ref/ref.h"
 
@@ -71,7 +72,8 @@ static double now_s(void) {
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
 
-static bool is_avail(const cpu_exe *x, const fsl_value *v) {
+static bool is_avail(const void *ctx, const fsl_value *v) {
+  const cpu_exe *x = ctx;
   return v->data || v->is_input || x->written[v->id];
 }
 
@@ -99,46 +101,6 @@ static bool set_ids(int **dst, int *n, fsl_value *const *vals, int count) {
   return true;
 }
 
-/* A growable list of values / nodes. */
-typedef struct vlist {
-  int n, cap;
-  void **p;
-} vlist;
-
-static bool vl_add(vlist *l, void *x) {
-  for (int i = 0; i < l->n; i++)
-    if (l->p[i] == x) return true;
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 16;
-    void **p = realloc(l->p, sizeof(void *) * (size_t)cap);
-    if (!p) return false;
-    l->p = p;
-    l->cap = cap;
-  }
-  l->p[l->n++] = x;
-  return true;
-}
-
-static bool vl_has(const vlist *l, const void *x) {
-  for (int i = 0; i < l->n; i++)
-    if (l->p[i] == x) return true;
-  return false;
-}
-
-/* Inputs of a node set: values read that no node of the set produces. */
-static bool set_inputs(fsl_node *const *nodes, int n, vlist *ins) {
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < nodes[i]->n_in; k++) {
-      fsl_value *v = nodes[i]->in[k];
-      if (!v) continue;
-      bool inside = false;
-      for (int j = 0; j < n && !inside; j++)
-        for (int o = 0; o < nodes[j]->n_out; o++) inside = inside || nodes[j]->out[o] == v;
-      if (!inside && !vl_add(ins, v)) return false;
-    }
-  return true;
-}
-
 static void mark_written(cpu_exe *x, fsl_value *const *vals, int n) {
   for (int i = 0; i < n; i++)
     if (vals[i]) x->written[vals[i]->id] = true;
@@ -148,8 +110,8 @@ static void mark_written(cpu_exe *x, fsl_value *const *vals, int n) {
 
 /* REF step over nodes, keeping outs. */
 static fsl_status add_ref(cpu_exe *x, int kernel, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out) {
-  vlist ins = {0};
-  if (!set_inputs(nodes, n, &ins)) return oom();
+  fsl_vlist ins = {0};
+  if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
   step *s = new_step(x, STEP_REF, kernel);
   fsl_status st = FSL_OK;
   if (!s || !set_ids(&s->in, &s->n_in, (fsl_value *const *)ins.p, ins.n) || !set_ids(&s->out, &s->n_out, outs, n_out) ||
@@ -168,8 +130,8 @@ static fsl_status add_ref(cpu_exe *x, int kernel, fsl_node *const *nodes, int n,
 static fsl_status add_gen(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *const *nodes, int n,
                           fsl_value *const *outs, int n_out) {
   if (n_out == 0) return FSL_OK;
-  vlist ins = {0};
-  if (!set_inputs(nodes, n, &ins)) return oom();
+  fsl_vlist ins = {0};
+  if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
   fsl_emit_spec spec = {.g = x->p->g, .id = x->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                         .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
   fsl_status st = fsl_emit_kernel(&spec, src);
@@ -193,10 +155,6 @@ static fsl_status add_gen(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *const
   return st;
 }
 
-static bool is_ew(const fsl_node *n) {
-  return fsl_op_is_primitive(n->op) && fsl_op_get(n->op)->kind == FSL_KIND_ELEMENTWISE;
-}
-
 /* The linear op itself: oneDNN with the longest usable epilogue chain, else
  * a generated matmul, else the reference interpreter.  *z receives the
  * value it writes, *n_abs the absorbed chain length. */
@@ -207,22 +165,8 @@ static fsl_status add_linear(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *li
   fsl_onednn_linear *op = NULL;
   int na = 0;
   fsl_status st = FSL_ERR_UNSUPPORTED;
-  if (lin->in[0]->dtype == FSL_DT_F32 && getenv("FSL_NO_ONEDNN") == NULL) {
-    int n = n_chain;
-    for (;;) {
-      st = fsl_onednn_linear_create(lin, chain, n, 0, &op, &na);
-      if (st != FSL_OK) break;
-      int bad = -1;
-      for (int i = 0; i < na && bad < 0; i++) {
-        const fsl_value *pv = fsl_onednn_linear_post_value(op, i);
-        if (pv && !is_avail(x, pv)) bad = i;
-      }
-      if (bad < 0) break;
-      fsl_onednn_linear_free(op);
-      op = NULL;
-      n = bad; /* the operand of chain[bad] is not materialized: stop before it */
-    }
-  }
+  if (lin->in[0]->dtype == FSL_DT_F32 && getenv("FSL_NO_ONEDNN") == NULL)
+    st = fsl_onednn_linear_create_avail(lin, chain, n_chain, 0, is_avail, x, &op, &na);
   if (st == FSL_OK) {
     step *s = new_step(x, STEP_ONEDNN, kernel);
     if (!s) {
@@ -285,101 +229,29 @@ static fsl_status add_linear(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *li
   return add_ref(x, kernel, nodes, n, lin->out, 1);
 }
 
-/* Follows in-kernel reshapes back from a linear operand (a reshape is a
- * view: the same bytes). */
-static fsl_value *through_reshapes(fsl_value *v, const vlist *knodes) {
-  while (v->producer && v->producer->op == FSL_OP_reshape && vl_has(knodes, v->producer)) v = v->producer->in[0];
-  return v;
-}
+static bool was_written(const void *ctx, const fsl_value *v) { return ((const cpu_exe *)ctx)->written[v->id]; }
 
+/* Prologue, linear op, epilogue (linsplit.h). */
 static fsl_status plan_linear(cpu_exe *x, fsl_sbuf *src, int ki, const fsl_kernel *k) {
-  fsl_node *lin = NULL;
-  int nl = 0;
-  for (int i = 0; i < k->n_nodes; i++)
-    if (fsl_op_is_primitive(k->nodes[i]->op) && fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) {
-      lin = k->nodes[i];
-      nl++;
-    }
-  if (nl != 1) {
+  fsl_linear_split sp;
+  fsl_status st = fsl_linear_split_make(k, &sp);
+  if (st == FSL_ERR_UNSUPPORTED) {
+    fsl_error_clear();
+    fsl_linear_split_free(&sp);
     x->stats.n_fallback++;
     return add_ref(x, ki, k->nodes, k->n_nodes, k->out, k->n_out);
   }
-  vlist knodes = {0}, anc = {0}, pre_out = {0}, post = {0}, post_out = {0};
-  fsl_status st = FSL_OK;
-  for (int i = 0; i < k->n_nodes && st == FSL_OK; i++)
-    if (!vl_add(&knodes, k->nodes[i])) st = oom();
-  /* ancestors of lin inside the kernel (walking back in topological order) */
-  int li = 0;
-  while (k->nodes[li] != lin) li++;
-  for (int i = li - 1; i >= 0 && st == FSL_OK; i--) {
-    fsl_node *n = k->nodes[i];
-    bool feeds = false;
-    for (int o = 0; o < n->n_out && !feeds; o++)
-      for (int c = 0; c < n->out[o]->n_cons && !feeds; c++) {
-        fsl_node *r = n->out[o]->cons[c];
-        feeds = r == lin || vl_has(&anc, r);
-      }
-    if (feeds && !vl_add(&anc, n)) st = oom();
-  }
-  /* reverse anc into topological order */
-  for (int i = 0, j = anc.n - 1; i < j; i++, j--) {
-    void *t = anc.p[i];
-    anc.p[i] = anc.p[j];
-    anc.p[j] = t;
-  }
-  fsl_value *lin_in[2] = {lin->in[0], lin->in[1]};
-  bool only_reshapes = true;
-  for (int i = 0; i < anc.n; i++) only_reshapes = only_reshapes && ((fsl_node *)anc.p[i])->op == FSL_OP_reshape;
-  if (st == FSL_OK && anc.n > 0) {
-    if (only_reshapes) {
-      for (int i = 0; i < 2; i++) lin_in[i] = through_reshapes(lin->in[i], &knodes);
-    } else {
-      /* prologue: every anc value read outside anc (by lin or later nodes), and kernel outputs */
-      for (int i = 0; i < anc.n && st == FSL_OK; i++) {
-        fsl_node *n = anc.p[i];
-        for (int o = 0; o < n->n_out; o++) {
-          fsl_value *v = n->out[o];
-          bool need = v->is_output;
-          for (int c = 0; c < v->n_cons && !need; c++) need = !vl_has(&anc, v->cons[c]);
-          if (need && !vl_add(&pre_out, v)) st = oom();
-        }
-      }
-      if (st == FSL_OK)
-        st = add_gen(x, src, ki, (fsl_node *const *)anc.p, anc.n, (fsl_value *const *)pre_out.p, pre_out.n);
-    }
-  }
-  /* epilogue chain: single-consumer elementwise (or reshape) nodes of the kernel after lin */
-  fsl_node *chain[64];
-  int n_chain = 0;
-  fsl_value *cur = lin->out[0];
-  while (st == FSL_OK && n_chain < (int)FSL_ARRAY_LEN(chain) && cur->n_cons == 1 && !cur->is_output) {
-    fsl_node *c = cur->cons[0];
-    /* reshapes may appear in the chain (onednn.h: one that keeps the last dim is absorbed) */
-    if (!vl_has(&knodes, c) || !(is_ew(c) || c->op == FSL_OP_reshape) || c->n_out != 1) break;
-    chain[n_chain++] = c;
-    cur = c->out[0];
-  }
+  if (st == FSL_OK && sp.gen_prologue)
+    st = add_gen(x, src, ki, (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p, sp.pre_out.n);
   fsl_value *z = NULL;
   int n_abs = 0;
-  if (st == FSL_OK) st = add_linear(x, src, ki, lin, lin_in, chain, n_chain, &z, &n_abs);
+  if (st == FSL_OK) st = add_linear(x, src, ki, sp.lin, sp.lin_in, sp.chain, sp.n_chain, &z, &n_abs);
   /* epilogue: the rest, reading z */
-  for (int i = 0; i < k->n_nodes && st == FSL_OK; i++) {
-    fsl_node *n = k->nodes[i];
-    bool absorbed = false;
-    for (int c = 0; c < n_abs; c++) absorbed = absorbed || chain[c] == n;
-    if (n == lin || absorbed || vl_has(&anc, n)) continue;
-    if (!vl_add(&post, n)) st = oom();
-  }
-  for (int j = 0; j < k->n_out && st == FSL_OK; j++) {
-    fsl_value *v = k->out[j];
-    if (x->written[v->id] && (v == z || vl_has(&pre_out, v))) continue;
-    if (v->producer && vl_has(&post, v->producer) && !vl_add(&post_out, v)) st = oom();
-  }
+  fsl_vlist post = {0}, post_out = {0};
+  if (st == FSL_OK) st = fsl_linear_split_epilogue(k, &sp, n_abs, z, was_written, x, &post, &post_out);
   if (st == FSL_OK && post_out.n > 0)
     st = add_gen(x, src, ki, (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p, post_out.n);
-  free(knodes.p);
-  free(anc.p);
-  free(pre_out.p);
+  fsl_linear_split_free(&sp);
   free(post.p);
   free(post_out.p);
   return st;

@@ -1163,6 +1163,23 @@ fail:
   return fsl_errorf(FSL_ERR_RUNTIME, "oneDNN execute: %s", dnnl_status2str(s));
 }
 
+fsl_status fsl_onednn_linear_create_avail(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
+                                          bool (*avail)(const void *ctx, const fsl_value *v), const void *ctx,
+                                          fsl_onednn_linear **out, int *n_absorbed) {
+  for (;;) {
+    FSL_TRY(fsl_onednn_linear_create(lin, epi, n_epi, n_threads, out, n_absorbed));
+    int bad = -1;
+    for (int i = 0; i < *n_absorbed && bad < 0; i++) {
+      const fsl_value *pv = fsl_onednn_linear_post_value(*out, i);
+      if (pv && !avail(ctx, pv)) bad = i;
+    }
+    if (bad < 0) return FSL_OK;
+    fsl_onednn_linear_free(*out);
+    *out = NULL;
+    n_epi = bad; /* the operand of epi[bad] is not materialised: stop before it */
+  }
+}
+
 void fsl_onednn_linear_free(fsl_onednn_linear *op) {
   if (!op) return;
   if (op->prim) dnnl_primitive_destroy(op->prim);

@@ -34,6 +34,17 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
                                     int n_threads, fsl_onednn_linear **out, int *n_absorbed);
 
 /**
+ * fsl_onednn_linear_create, with the absorbed prefix shortened until the
+ * outside operand of every absorbed post-op is materialised before the
+ * linear op runs (avail(ctx, v) true for the value
+ * fsl_onednn_linear_post_value names), as a caller that runs the linear op
+ * before the rest of the epilogue needs.  Same errors.
+ */
+fsl_status fsl_onednn_linear_create_avail(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
+                                          bool (*avail)(const void *ctx, const fsl_value *v), const void *ctx,
+                                          fsl_onednn_linear **out, int *n_absorbed);
+
+/**
  * Runs it.  `src` and `wei` are the linear node's inputs (row-major as in
  * the graph; `wei` may be NULL when the weights are constant: they were
  * captured at create time, including weights broadcast through views), `post[i]` the outside operand data of the i-th absorbed

@@ -1,11 +1,12 @@
 /*
  * profile.c — times kernels standalone as the CPU backend runs them
- * (profile.h).  The split of a LINEAR kernel into prologue, oneDNN
- * primitive and epilogue follows cpu.c's plan_linear.
+ * (profile.h).  A LINEAR kernel is split into prologue, oneDNN
+ * primitive and epilogue as the CPU backend runs it (linsplit.h).
  */
 #include "backend/cpu/profile.h"
 #include "backend/cpu/compile.h"
 #include "backend/cpu/emit.h"
+#include "backend/cpu/linsplit.h"
 #include "backend/cpu/onednn.h"
 #include "orchestrate/calibrate.h"
 
@@ -49,44 +50,6 @@ static double now_s(void) {
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "profile: out of memory"); }
 
-/* ---- value lists ---- */
-
-typedef struct vlist {
-  int n, cap;
-  void **p;
-} vlist;
-
-static bool vl_has(const vlist *l, const void *x) {
-  for (int i = 0; i < l->n; i++)
-    if (l->p[i] == x) return true;
-  return false;
-}
-
-static bool vl_add(vlist *l, void *x) {
-  if (vl_has(l, x)) return true;
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 16;
-    void **p = realloc(l->p, sizeof(void *) * (size_t)cap);
-    if (!p) return false;
-    l->p = p;
-    l->cap = cap;
-  }
-  l->p[l->n++] = x;
-  return true;
-}
-
-/* Values read by nodes that none of them produces. */
-static bool set_inputs(fsl_node *const *nodes, int n, vlist *ins) {
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < nodes[i]->n_in; k++) {
-      fsl_value *v = nodes[i]->in[k];
-      bool inside = false;
-      for (int j = 0; v && j < n && !inside; j++) inside = v->producer == nodes[j];
-      if (v && !inside && !vl_add(ins, v)) return false;
-    }
-  return true;
-}
-
 static bool copy_values(fsl_value ***dst, int *n, void *const *src, int count) {
   *dst = malloc(sizeof(fsl_value *) * (size_t)(count > 0 ? count : 1));
   if (!*dst) return false;
@@ -111,12 +74,13 @@ typedef struct builder {
   fsl_sbuf *src;
   int *next_fn;
   pkern *pk;
-  vlist written;             /* values written by an earlier step */
+  fsl_vlist written;         /* values written by an earlier step */
   const fsl_kernel *k;
 } builder;
 
-static bool avail(const builder *b, const fsl_value *v) {
-  if (v->data || vl_has(&b->written, v)) return true;
+static bool avail(const void *ctx, const fsl_value *v) {
+  const builder *b = ctx;
+  if (v->data || fsl_vl_has(&b->written, v)) return true;
   for (int i = 0; i < b->k->n_in; i++)
     if (b->k->in[i] == v) return true;
   return false;
@@ -127,8 +91,8 @@ static bool avail(const builder *b, const fsl_value *v) {
 static fsl_status add_gen(builder *b, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out) {
   if (n_out == 0) return FSL_OK;
   if (b->pk->n_steps == MAX_STEPS) return fsl_errorf(FSL_ERR_UNSUPPORTED, "profile: too many steps");
-  vlist ins = {0};
-  if (!set_inputs(nodes, n, &ins)) return oom();
+  fsl_vlist ins = {0};
+  if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
   fsl_emit_spec spec = {.g = b->g, .id = *b->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                         .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
   fsl_status st = fsl_emit_kernel(&spec, b->src);
@@ -140,14 +104,10 @@ static fsl_status add_gen(builder *b, fsl_node *const *nodes, int n, fsl_value *
     b->pk->n_steps++;
     s->fn_id = (*b->next_fn)++;
     for (int i = 0; i < n_out && st == FSL_OK; i++)
-      if (!vl_add(&b->written, outs[i])) st = oom();
+      if (!fsl_vl_add(&b->written, outs[i])) st = oom();
   }
   free(ins.p);
   return st;
-}
-
-static bool is_ew(const fsl_node *n) {
-  return fsl_op_is_primitive(n->op) && fsl_op_get(n->op)->kind == FSL_KIND_ELEMENTWISE;
 }
 
 /* The linear op: oneDNN with the longest usable epilogue chain, else a
@@ -162,22 +122,8 @@ static fsl_status add_linear(builder *b, fsl_node *lin, fsl_value *const *lin_in
   fsl_onednn_linear *op = NULL;
   int na = 0;
   fsl_status st = FSL_ERR_UNSUPPORTED;
-  if (lin->in[0]->dtype == FSL_DT_F32 && getenv("FSL_NO_ONEDNN") == NULL) {
-    int n = n_chain;
-    for (;;) {
-      st = fsl_onednn_linear_create(lin, chain, n, 0, &op, &na);
-      if (st != FSL_OK) break;
-      int bad = -1;
-      for (int i = 0; i < na && bad < 0; i++) {
-        const fsl_value *pv = fsl_onednn_linear_post_value(op, i);
-        if (pv && !avail(b, pv)) bad = i;
-      }
-      if (bad < 0) break;
-      fsl_onednn_linear_free(op);
-      op = NULL;
-      n = bad;
-    }
-  }
+  if (lin->in[0]->dtype == FSL_DT_F32 && getenv("FSL_NO_ONEDNN") == NULL)
+    st = fsl_onednn_linear_create_avail(lin, chain, n_chain, 0, avail, b, &op, &na);
   if (st == FSL_OK) {
     s->dnn = true;
     s->op = op;
@@ -193,7 +139,7 @@ static fsl_status add_linear(builder *b, fsl_node *lin, fsl_value *const *lin_in
     *n_abs = na;
     s->n_out = 1;
     s->out[0] = *z;
-    return vl_add(&b->written, *z) ? FSL_OK : oom();
+    return fsl_vl_add(&b->written, *z) ? FSL_OK : oom();
   }
   if (st == FSL_ERR_NOMEM) return st;
   fsl_error_clear();
@@ -205,7 +151,7 @@ static fsl_status add_linear(builder *b, fsl_node *lin, fsl_value *const *lin_in
     fsl_sbuf_puts(b->src, tmp.p);
     b->pk->n_steps++;
     if (!copy_values(&s->in, &s->n_in, (void *const *)lin_in, 2) ||
-        !copy_values(&s->out, &s->n_out, (void *const *)lin->out, 1) || !vl_add(&b->written, lin->out[0]))
+        !copy_values(&s->out, &s->n_out, (void *const *)lin->out, 1) || !fsl_vl_add(&b->written, lin->out[0]))
       st = oom();
     s->fn_id = (*b->next_fn)++;
   }
@@ -213,84 +159,23 @@ static fsl_status add_linear(builder *b, fsl_node *lin, fsl_value *const *lin_in
   return st;
 }
 
-/* cpu.c's plan_linear: prologue, linear op, epilogue. */
+static bool was_written(const void *ctx, const fsl_value *v) { return fsl_vl_has(&((const builder *)ctx)->written, v); }
+
+/* Prologue, linear op, epilogue, as the CPU backend runs them (linsplit.h). */
 static fsl_status build_linear(builder *b) {
   const fsl_kernel *k = b->k;
-  fsl_node *lin = NULL;
-  int nl = 0, li = 0;
-  for (int i = 0; i < k->n_nodes; i++)
-    if (fsl_op_is_primitive(k->nodes[i]->op) && fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) {
-      lin = k->nodes[i];
-      li = i;
-      nl++;
-    }
-  if (nl != 1) return fsl_errorf(FSL_ERR_UNSUPPORTED, "profile: %d linear ops in one kernel", nl);
-  vlist knodes = {0}, anc = {0}, pre_out = {0}, post = {0}, post_out = {0};
-  fsl_status st = FSL_OK;
-  for (int i = 0; i < k->n_nodes && st == FSL_OK; i++)
-    if (!vl_add(&knodes, k->nodes[i])) st = oom();
-  for (int i = li - 1; i >= 0 && st == FSL_OK; i--) {
-    fsl_node *n = k->nodes[i];
-    bool feeds = false;
-    for (int o = 0; o < n->n_out && !feeds; o++)
-      for (int c = 0; c < n->out[o]->n_cons && !feeds; c++) feeds = n->out[o]->cons[c] == lin || vl_has(&anc, n->out[o]->cons[c]);
-    if (feeds && !vl_add(&anc, n)) st = oom();
-  }
-  for (int i = 0, j = anc.n - 1; i < j; i++, j--) {
-    void *t = anc.p[i];
-    anc.p[i] = anc.p[j];
-    anc.p[j] = t;
-  }
-  fsl_value *lin_in[2] = {lin->in[0], lin->in[1]};
-  bool only_reshapes = true;
-  for (int i = 0; i < anc.n; i++) only_reshapes = only_reshapes && ((fsl_node *)anc.p[i])->op == FSL_OP_reshape;
-  if (st == FSL_OK && anc.n > 0) {
-    if (only_reshapes) {
-      for (int i = 0; i < 2; i++)
-        while (lin_in[i]->producer && lin_in[i]->producer->op == FSL_OP_reshape && vl_has(&knodes, lin_in[i]->producer))
-          lin_in[i] = lin_in[i]->producer->in[0];
-    } else {
-      for (int i = 0; i < anc.n && st == FSL_OK; i++) {
-        fsl_node *n = anc.p[i];
-        for (int o = 0; o < n->n_out; o++) {
-          fsl_value *v = n->out[o];
-          bool need = v->is_output;
-          for (int c = 0; c < v->n_cons && !need; c++) need = !vl_has(&anc, v->cons[c]);
-          if (need && !vl_add(&pre_out, v)) st = oom();
-        }
-      }
-      if (st == FSL_OK) st = add_gen(b, (fsl_node *const *)anc.p, anc.n, (fsl_value *const *)pre_out.p, pre_out.n);
-    }
-  }
-  fsl_node *chain[64];
-  int n_chain = 0;
-  fsl_value *cur = lin->out[0];
-  while (st == FSL_OK && n_chain < (int)FSL_ARRAY_LEN(chain) && cur->n_cons == 1 && !cur->is_output) {
-    fsl_node *c = cur->cons[0];
-    if (!vl_has(&knodes, c) || !(is_ew(c) || c->op == FSL_OP_reshape) || c->n_out != 1) break;
-    chain[n_chain++] = c;
-    cur = c->out[0];
-  }
+  fsl_linear_split sp;
+  fsl_status st = fsl_linear_split_make(k, &sp);
+  if (st == FSL_OK && sp.gen_prologue)
+    st = add_gen(b, (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p, sp.pre_out.n);
   fsl_value *z = NULL;
   int n_abs = 0;
-  if (st == FSL_OK) st = add_linear(b, lin, lin_in, chain, n_chain, &z, &n_abs);
-  for (int i = 0; i < k->n_nodes && st == FSL_OK; i++) {
-    fsl_node *n = k->nodes[i];
-    bool absorbed = false;
-    for (int c = 0; c < n_abs; c++) absorbed = absorbed || chain[c] == n;
-    if (n == lin || absorbed || vl_has(&anc, n)) continue;
-    if (!vl_add(&post, n)) st = oom();
-  }
-  for (int j = 0; j < k->n_out && st == FSL_OK; j++) {
-    fsl_value *v = k->out[j];
-    if (vl_has(&b->written, v) && (v == z || vl_has(&pre_out, v))) continue;
-    if (v->producer && vl_has(&post, v->producer) && !vl_add(&post_out, v)) st = oom();
-  }
+  if (st == FSL_OK) st = add_linear(b, sp.lin, sp.lin_in, sp.chain, sp.n_chain, &z, &n_abs);
+  fsl_vlist post = {0}, post_out = {0};
+  if (st == FSL_OK) st = fsl_linear_split_epilogue(k, &sp, n_abs, z, was_written, b, &post, &post_out);
   if (st == FSL_OK && post_out.n > 0)
     st = add_gen(b, (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p, post_out.n);
-  free(knodes.p);
-  free(anc.p);
-  free(pre_out.p);
+  fsl_linear_split_free(&sp);
   free(post.p);
   free(post_out.p);
   return st;
@@ -415,7 +300,7 @@ static fsl_status time_kernel(const fsl_graph *g, const fsl_kernel *k, const pke
   size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
   const void **buf = calloc(nv, sizeof *buf);
   bool *owned = calloc(nv, sizeof *owned);
-  vlist fresh = {0};
+  fsl_vlist fresh = {0};
   fsl_status st = buf && owned ? FSL_OK : oom();
   bool ok = st == FSL_OK;
   /* kernel inputs: constants keep their data, the rest is filled */
@@ -433,14 +318,14 @@ static fsl_status time_kernel(const fsl_graph *g, const fsl_kernel *k, const pke
     const pstep *s = &pk->steps[i];
     if (s->n_in > MAX_OPERANDS || s->n_out > MAX_OPERANDS) ok = false;
     for (int j = 0; j < s->n_in && ok; j++)
-      if (s->in[j] && !buf[s->in[j]->id] && !vl_has(&fresh, s->in[j])) ok = false;
+      if (s->in[j] && !buf[s->in[j]->id] && !fsl_vl_has(&fresh, s->in[j])) ok = false;
     for (int j = 0; j < s->n_out && ok && st == FSL_OK; j++) {
       fsl_value *v = s->out[j];
       int64_t nb = fsl_value_nbytes(v);
-      if (buf[v->id] || vl_has(&fresh, v)) continue;
+      if (buf[v->id] || fsl_vl_has(&fresh, v)) continue;
       if (nb == 0) buf[v->id] = k_empty;
       else if (nb < 0) ok = false;
-      else if (!vl_add(&fresh, v)) st = oom();
+      else if (!fsl_vl_add(&fresh, v)) st = oom();
     }
   }
   fsl_value *const *fv = (fsl_value *const *)fresh.p;

@@ -1,0 +1,68 @@
+/*
+ * linsplit.h — how a LINEAR kernel runs on the CPU: the CPU backend
+ * (cpu.c) builds its steps from this split, and the kernel profiler
+ * (profile.c) times a kernel the same way.
+ *
+ *   prologue  the kernel's nodes that feed the matmul/conv: generated code
+ *             writing what the linear op and later nodes read, unless they
+ *             are only reshape views (then the operands are read through
+ *             them: a reshape is the same bytes);
+ *   linear    the matmul/conv, with a prefix of `chain` (single-consumer
+ *             elementwise or reshape nodes after it) absorbed as oneDNN
+ *             post-ops (onednn.h);
+ *   epilogue  every other node of the kernel, generated over the linear
+ *             op's result.
+ */
+#ifndef FSL_CPU_LINSPLIT_H
+#define FSL_CPU_LINSPLIT_H
+
+#include "orchestrate/orchestrate.h"
+
+/** A growable list of distinct pointers (values or nodes), in insertion order. */
+typedef struct fsl_vlist {
+  int n, cap;
+  void **p;
+} fsl_vlist;
+
+/** Adds x unless present; false on OOM. */
+bool fsl_vl_add(fsl_vlist *l, void *x);
+bool fsl_vl_has(const fsl_vlist *l, const void *x);
+/** Adds to ins the values the nodes read that none of them produces (the
+ *  inputs of a node set); false on OOM. */
+bool fsl_vl_add_inputs(fsl_vlist *ins, fsl_node *const *nodes, int n);
+
+#define FSL_LINEAR_CHAIN_MAX 64
+
+typedef struct fsl_linear_split {
+  fsl_node *lin;                 /* the kernel's one matmul/conv */
+  fsl_value *lin_in[2];          /* its operands, through in-kernel reshapes when the prologue is only those */
+  fsl_vlist knodes;              /* the kernel's nodes */
+  fsl_vlist anc;                 /* prologue: the nodes feeding lin, in topological order */
+  bool gen_prologue;             /* anc holds more than reshapes: generate anc, writing pre_out */
+  fsl_vlist pre_out;             /* values of anc read outside anc (by lin or later) or graph outputs */
+  fsl_node *chain[FSL_LINEAR_CHAIN_MAX];
+  int n_chain;                   /* post-op candidates after lin, in order */
+} fsl_linear_split;
+
+/**
+ * Splits LINEAR kernel k (see the top of this file).  *s owns its lists
+ * (fsl_linear_split_free, also after an error).  Errors:
+ * FSL_ERR_UNSUPPORTED when k has no or several matmul/conv nodes,
+ * FSL_ERR_NOMEM.
+ */
+fsl_status fsl_linear_split_make(const fsl_kernel *k, fsl_linear_split *s);
+
+/**
+ * The epilogue once the linear step absorbed chain[0 .. n_abs) and writes
+ * z: post gets the kernel's nodes outside lin, the absorbed chain and the
+ * prologue; post_out the kernel outputs those nodes produce, except z and
+ * prologue outputs that written(ctx, v) reports as already written.
+ * Errors: FSL_ERR_NOMEM.
+ */
+fsl_status fsl_linear_split_epilogue(const fsl_kernel *k, const fsl_linear_split *s, int n_abs, const fsl_value *z,
+                                     bool (*written)(const void *ctx, const fsl_value *v), const void *ctx,
+                                     fsl_vlist *post, fsl_vlist *post_out);
+
+void fsl_linear_split_free(fsl_linear_split *s);
+
+#endif
