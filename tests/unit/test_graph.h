@@ -25,4 +25,24 @@ static inline void set_origin(fsl_builder *b, int id, const char *name, const ch
   b->origin_op = op_type;
 }
 
+/* Deterministic pseudo-random floats in [-2, 2). */
+static inline void fill(float *x, int64_t n, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (float)(s >> 8) / (float)(1u << 24) * 4.0f - 2.0f;
+  }
+}
+
+/* A float32 constant of the given shape filled by fill(seed). */
+static inline fsl_value *const_f32(fsl_builder *b, int rank, const int64_t *dims, uint32_t seed) {
+  int64_t n = fsl_numel(rank, dims);
+  float *d = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(d);
+  fill(d, n, seed);
+  fsl_value *v = fsl_b_const(b, FSL_DT_F32, rank, dims, d);
+  free(d);
+  return v;
+}
+
 #endif

@@ -26,24 +26,6 @@
 
 /* ---- helpers ---- */
 
-/* Deterministic pseudo-random floats in [-2, 2). */
-static void fill(float *x, int64_t n, uint32_t seed) {
-  uint32_t s = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < n; i++) {
-    s = s * 1664525u + 1013904223u;
-    x[i] = (float)(s >> 8) / (float)(1u << 24) * 4.0f - 2.0f;
-  }
-}
-
-static fsl_value *const_f32(fsl_builder *b, int rank, const int64_t *dims, uint32_t seed) {
-  int64_t n = fsl_numel(rank, dims);
-  float *d = malloc(sizeof(float) * (size_t)n);
-  assert_non_null(d);
-  fill(d, n, seed);
-  fsl_value *v = fsl_b_const(b, FSL_DT_F32, rank, dims, d);
-  free(d);
-  return v;
-}
 
 /* y = softmax(gelu(x @ W1 + b1) @ W2, axis 1) (erf GELU), x: [4, 16], W1:
  * [16, 32], W2: [32, 8]: linear, loop and reduce kernels. */
