@@ -11,6 +11,8 @@
  */
 #include "orchestrate/calibrate.h"
 
+#include "backend/cpu/isa.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
@@ -299,6 +301,8 @@ static void cache_write(const char *path, const fsl_device *d) {
 fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force) {
   if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_device_calibrate: NULL device");
   fsl_device_default(d);
+  fsl_cpu_isa isa; /* before the sgemm benchmark: oneDNN's ISA limit comes first */
+  FSL_TRY(fsl_cpu_isa_get(&isa));
   gomp o;
   gomp_open(&o);
   if (n_threads <= 0) {
@@ -315,6 +319,7 @@ fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force) {
   h = fsl_hash(h, model, strlen(model));
   h = fsl_hash(h, &ncpu, sizeof ncpu);
   h = fsl_hash(h, &n_threads, sizeof n_threads);
+  h = fsl_hash(h, isa.name, strlen(isa.name));
   bool have_path = cache_dir(dir, sizeof dir);
   if (have_path) snprintf(path, sizeof path, "%s/device-%016llx.txt", dir, (unsigned long long)h);
 
@@ -326,7 +331,8 @@ fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force) {
   }
 
   memset(&m, 0, sizeof m);
-  snprintf(m.name, sizeof m.name, "cpu: %.96s, %d thread%s", model, n_threads, n_threads == 1 ? "" : "s");
+  snprintf(m.name, sizeof m.name, "cpu: %.96s, %d thread%s, isa %s", model, n_threads, n_threads == 1 ? "" : "s",
+           isa.name);
   fsl_status st = bench_copy(&o, n_threads, &m.bandwidth);
   if (st == FSL_OK) st = bench_elem(&o, n_threads, &m.elem_flops);
   if (st == FSL_OK) st = bench_sgemm(&o, n_threads, &m.peak_flops);

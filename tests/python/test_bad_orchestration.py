@@ -58,7 +58,8 @@ class Env:
         self.log.write_text("")
         self.log.chmod(0o666)
         self.cc = self.base / "cc-logged"
-        self.cc.write_text('#!/bin/sh\ncase " $* " in *" -o "*) echo compile >> "%s";; esac\nexec cc "$@"\n' % self.log)
+        self.cc.write_text('#!/bin/sh\ncase " $* " in *" -o "*) echo "compile $*" >> "%s";; esac\nexec cc "$@"\n'
+                           % self.log)
         self.cc.chmod(0o755)
         self.models = {}
         for name, n in [("a", 8), ("b", 24)]:
@@ -68,7 +69,8 @@ class Env:
             self.models[name] = p
 
     def compiles(self) -> int:
-        return len(self.log.read_text().split())
+        """How many times the compiler built an object (one log line each)."""
+        return len(self.log.read_text().splitlines())
 
     def env(self, **extra):
         e = dict(os.environ, FSL_CACHE_DIR=str(self.cache), FSL_CC=str(self.cc))
@@ -241,6 +243,36 @@ def test_cache_folder_is_a_file(fissile, env):
     proc = env.run(fissile, "a")
     expect_clean_error(proc, r"kernel cache folder '.*cache' is not a folder")
     assert proc.returncode == RUNTIME_ERROR
+
+
+# ---- the target ISA (FSL_CPU_ISA, src/backend/cpu/isa.h) ----
+
+def test_unknown_isa_is_a_clear_error(fissile, env):
+    """FSL_CPU_ISA naming no ISA fissile targets: an error naming the setting
+    and the valid names, nothing compiled, nothing cached."""
+    proc = env.run(fissile, "a", FSL_CPU_ISA="avx9")
+    expect_clean_error(proc, r"FSL_CPU_ISA='avx9'.*native, avx2, avx512")
+    assert env.compiles() == 0
+    assert not [n for n in env.entries() if n.endswith(".so")]
+
+
+def test_avx2_target_is_a_setting(fissile, env, tmp_path):
+    """FSL_CPU_ISA=avx2 builds generated code for AVX2 (-march=haswell, the
+    one place the flags come from) into its own cache entry, beside the
+    native one; both give the same outputs, and each is reused."""
+    outs = {}
+    for isa, march in [("native", "-march=native"), ("avx2", "-march=haswell")]:
+        n = env.compiles()
+        d = tmp_path / isa
+        proc = env.run(fissile, "a", "--output-dir", d, "--seed", 3, FSL_CPU_ISA=isa)
+        assert proc.returncode == 0, proc.stderr
+        assert env.compiles() == n + 1, "each ISA needs its own object"
+        assert march in env.log.read_text().splitlines()[-1]
+        outs[isa] = np.load(d / "y.npy")
+        proc = env.run(fissile, "a", FSL_CPU_ISA=isa)
+        assert proc.returncode == 0, proc.stderr
+        assert env.compiles() == n + 1, "the object of this ISA was rebuilt instead of loaded"
+    np.testing.assert_allclose(outs["avx2"], outs["native"], rtol=1e-5, atol=1e-6)
 
 
 # ---- the solver's time limit ----

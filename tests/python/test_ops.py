@@ -98,7 +98,8 @@ class Case:
     label: str = ""
     rtol: float = 1e-4
     atol: float = 1e-5
-    oracle: str = "ort"        # "onnx": onnx.reference, where ORT departs from the spec
+    oracle: str = "ort"        # "onnx": onnx.reference, where ORT departs from the spec;
+                               # "exact": the NumPy integer reference in EXACT (below)
 
     @property
     def id(self):
@@ -276,12 +277,23 @@ case("ConvTranspose", [F(1, 2, 5, 5), F(2, 3, 3, 3)], "pads_outpad", strides=[2,
 case("ConvTranspose", [F(1, 4, 3, 3), F(4, 1, 2, 2)], "group", group=2)
 case("ConvTranspose", [F(2, 3, 6), F(3, 2, 4)], "1d", strides=[2], pads=[1, 1])
 case("ConvTranspose", [F(1, 2, 3, 3), F(2, 2, 3, 3)], "dilation", dilations=[2, 2])
-case("MatMulInteger", [I(3, 4, lo=0, hi=255, dtype="uint8"), I(4, 5, lo=0, hi=255, dtype="uint8")], "u8")
-case("MatMulInteger", [I(2, 3, 4, lo=0, hi=255, dtype="uint8"), I(4, 5, lo=-128, hi=127, dtype="int8"),
-                       K(7, "uint8"), K(-3, "int8")], "zero_points")
-case("ConvInteger", [I(1, 2, 5, 5, lo=0, hi=255, dtype="uint8"), I(3, 2, 3, 3, lo=0, hi=255, dtype="uint8")], "u8")
-case("ConvInteger", [I(1, 2, 5, 5, lo=0, hi=255, dtype="uint8"), I(3, 2, 2, 2, lo=0, hi=255, dtype="uint8"),
-                     K(100, "uint8")], "x_zero_point", pads=[1, 1, 0, 0])
+# Integer matmul and convolution have one exact answer (ONNX spec: int32
+# accumulation that "MUST never overflow"); ONNX Runtime's u8 x s8 kernels on
+# AVX2 without VNNI (vpmaddubsw) saturate the int16 sum of two products, so
+# these cases are checked against exact NumPy int64 arithmetic, never a peer.
+case("MatMulInteger", [I(3, 4, lo=0, hi=256, dtype="uint8"), I(4, 5, lo=0, hi=256, dtype="uint8")], "u8",
+     oracle="exact")
+case("MatMulInteger", [I(2, 3, 4, lo=0, hi=256, dtype="uint8"), I(4, 5, lo=-128, hi=128, dtype="int8"),
+                       K(7, "uint8"), K(-3, "int8")], "zero_points", oracle="exact")
+case("MatMulInteger", [I(4, 64, lo=250, hi=256, dtype="uint8"), I(64, 3, lo=120, hi=128, dtype="int8")],
+     "u8s8_saturating_pairs", oracle="exact")
+case("ConvInteger", [I(1, 2, 5, 5, lo=0, hi=256, dtype="uint8"), I(3, 2, 3, 3, lo=0, hi=256, dtype="uint8")], "u8",
+     oracle="exact")
+case("ConvInteger", [I(1, 2, 5, 5, lo=0, hi=256, dtype="uint8"), I(3, 2, 2, 2, lo=0, hi=256, dtype="uint8"),
+                     K(100, "uint8")], "x_zero_point", pads=[1, 1, 0, 0], oracle="exact")
+case("ConvInteger", [I(1, 4, 6, 7, lo=0, hi=256, dtype="uint8"), I(4, 2, 3, 2, lo=-128, hi=128, dtype="int8"),
+                     K(3, "uint8"), K(-5, "int8")], "u8s8_group_strides", group=2, strides=[2, 1],
+     dilations=[1, 2], pads=[1, 0, 1, 1], oracle="exact")
 case("Einsum", [F(3, 4), F(4, 5)], "matmul", equation="ij,jk->ik")
 case("Einsum", [F(2, 3, 4), F(2, 4, 5)], "batch", equation="bij,bjk->bik")
 case("Einsum", [F(3, 4)], "transpose", equation="ij->ji")
@@ -454,19 +466,118 @@ case("SoftmaxCrossEntropyLoss", [F(3, 5), I(3, lo=0, hi=5)], "mean")
 case("SoftmaxCrossEntropyLoss", [F(2, 4, 3), I(2, 3, lo=0, hi=4), F(4, kind="pos")], "weight_logprob",
      outs=2)
 case("SoftmaxCrossEntropyLoss", [F(4, 3), K([0, 2, 1, 2])], "none_ignore", reduction="none", ignore_index=1)
-case("QLinearMatMul", [I(3, 4, lo=0, hi=255, dtype="uint8"), K(0.02, "float32"), K(100, "uint8"),
-                       I(4, 5, lo=0, hi=255, dtype="uint8"), K(0.03, "float32"), K(120, "uint8"),
-                       K(0.5, "float32"), K(110, "uint8")], "u8")
-case("QLinearConv", [I(1, 2, 5, 5, lo=0, hi=255, dtype="uint8"), K(0.02, "float32"), K(100, "uint8"),
-                     I(3, 2, 3, 3, lo=0, hi=255, dtype="uint8"), K(0.03, "float32"), K(120, "uint8"),
+case("QLinearMatMul", [I(3, 4, lo=0, hi=256, dtype="uint8"), K(0.02, "float32"), K(100, "uint8"),
+                       I(4, 5, lo=0, hi=256, dtype="uint8"), K(0.03, "float32"), K(120, "uint8"),
+                       K(0.5, "float32"), K(110, "uint8")], "u8", oracle="exact")
+case("QLinearMatMul", [I(2, 32, lo=0, hi=256, dtype="uint8"), K(0.01, "float32"), K(128, "uint8"),
+                       I(32, 6, lo=-128, hi=128, dtype="int8"), K(0.004, "float32"), K(0, "int8"),
+                       K(0.05, "float32"), K(-4, "int8")], "u8s8", oracle="exact")
+case("QLinearConv", [I(1, 2, 5, 5, lo=0, hi=256, dtype="uint8"), K(0.02, "float32"), K(100, "uint8"),
+                     I(3, 2, 3, 3, lo=0, hi=256, dtype="uint8"), K(0.03, "float32"), K(120, "uint8"),
                      K(0.5, "float32"), K(110, "uint8"), I(3, lo=-500, hi=500, dtype="int32")],
-     "u8_bias", pads=[1, 1, 1, 1])
+     "u8_bias", pads=[1, 1, 1, 1], oracle="exact")
 case("ReverseSequence", [F(4, 3), K([4, 2, 3])], "time_major", batch_axis=1, time_axis=0)
 case("ReverseSequence", [F(3, 5, 2), K([1, 5, 3])], "batch_major", batch_axis=0, time_axis=1)
 case("RotaryEmbedding", [F(1, 2, 3, 8), F(6, 4), F(6, 4), K([[0, 2, 5]])], "4d", opset=23)
 case("RotaryEmbedding", [F(2, 3, 8), F(2, 3, 2), F(2, 3, 2)], "3d_no_pos", num_heads=2, opset=23)
 case("RotaryEmbedding", [F(1, 2, 3, 8), F(6, 4), F(6, 4), K([[1, 2, 3]])], "interleaved", interleaved=1,
      opset=23)
+
+# ---- exact integer references (oracle="exact") ----
+# Semantics from the ONNX spec (MatMulInteger, ConvInteger, QLinearMatMul,
+# QLinearConv): operands minus their zero points, products summed exactly
+# (int64 here), then for QLinear* the accumulator times the float32
+# multiplier a_scale * b_scale / y_scale in float64, rounded half to even,
+# plus y_zero_point, saturated to y's type (as onnx.reference computes it).
+
+
+def _minus_zp(x, zp, axis=None):
+    x = x.astype(np.int64)
+    if zp is None:
+        return x
+    zp = np.asarray(zp).astype(np.int64)
+    if zp.ndim == 1 and zp.size > 1 and axis is not None:
+        shape = [1] * x.ndim
+        shape[axis] = zp.size
+        zp = zp.reshape(shape)
+    return x - zp
+
+
+def _conv_int64(x, w, attrs):
+    """Direct N-d convolution of int64 x [N, C, *S] and w [M, C/group, *K]."""
+    nsp = x.ndim - 2
+    group = attrs.get("group", 1)
+    strides = attrs.get("strides", [1] * nsp)
+    dil = attrs.get("dilations", [1] * nsp)
+    pads = attrs.get("pads", [0] * (2 * nsp))
+    x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + nsp]) for i in range(nsp)])
+    ksz = w.shape[2:]
+    span = [(k - 1) * d + 1 for k, d in zip(ksz, dil)]
+    win = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(2, 2 + nsp)))
+    win = win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
+              + tuple(slice(None, None, d) for d in dil)]
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    outs = []
+    for g in range(group):
+        xs = win[:, g * cg:(g + 1) * cg]                     # [N, cg, *O, *K]
+        ws = w[g * mg:(g + 1) * mg]                          # [mg, cg, *K]
+        outs.append(np.tensordot(xs, ws, axes=([1] + list(range(2 + nsp, 2 + 2 * nsp)),
+                                               [1] + list(range(2, 2 + nsp)))))  # [N, *O, mg]
+    return np.moveaxis(np.concatenate(outs, axis=-1), -1, 1)
+
+
+def _requantize(acc, a_scale, b_scale, y_scale, y_zp):
+    mult = (np.float32(a_scale) * np.asarray(b_scale, np.float32)) / np.float32(y_scale)
+    d = np.rint(acc.astype(np.float64) * mult.astype(np.float64) + np.float64(y_zp))
+    info = np.iinfo(np.asarray(y_zp).dtype)
+    return np.clip(d, info.min, info.max).astype(np.asarray(y_zp).dtype)
+
+
+def _exact_matmul_integer(c, v):
+    a, b = v[0], v[1]
+    a_zp, b_zp = (v[2] if len(v) > 2 else None), (v[3] if len(v) > 3 else None)
+    return [np.matmul(_minus_zp(a, a_zp), _minus_zp(b, b_zp, axis=b.ndim - 1)).astype(np.int32)]
+
+
+def _exact_conv_integer(c, v):
+    x, w = v[0], v[1]
+    x_zp, w_zp = (v[2] if len(v) > 2 else None), (v[3] if len(v) > 3 else None)
+    return [_conv_int64(_minus_zp(x, x_zp), _minus_zp(w, w_zp, axis=0), c.attrs).astype(np.int32)]
+
+
+def _exact_qlinear_matmul(c, v):
+    a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = v
+    acc = np.matmul(_minus_zp(a, a_zp), _minus_zp(b, b_zp, axis=b.ndim - 1))
+    return [_requantize(acc, a_s, b_s, y_s, y_zp)]
+
+
+def _exact_qlinear_conv(c, v):
+    x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp = v[:8]
+    acc = _conv_int64(_minus_zp(x, x_zp), _minus_zp(w, w_zp, axis=0), c.attrs)
+    if len(v) > 8:
+        acc = acc + v[8].astype(np.int64).reshape([1, -1] + [1] * (acc.ndim - 2))
+    w_s = np.asarray(w_s, np.float32)
+    if w_s.size > 1:
+        w_s = w_s.reshape([1, -1] + [1] * (acc.ndim - 2))
+    return [_requantize(acc, x_s, w_s, y_s, y_zp)]
+
+
+EXACT = {"MatMulInteger": _exact_matmul_integer, "ConvInteger": _exact_conv_integer,
+         "QLinearMatMul": _exact_qlinear_matmul, "QLinearConv": _exact_qlinear_conv}
+
+
+def test_exact_references_see_saturation():
+    """The exact references are exact where ORT's AVX2 u8s8 kernel saturates:
+    255*127 + 255*127 = 64770 does not fit int16."""
+    a = np.full((1, 2), 255, np.uint8)
+    b = np.full((2, 1), 127, np.int8)
+    assert _exact_matmul_integer(None, [a, b])[0][0, 0] == 64770
+    x = np.arange(2 * 3 * 4, dtype=np.int64).reshape(1, 2, 3, 4)
+    w = np.ones((2, 1, 1, 2), np.int64)
+    got = _conv_int64(x, w, {"group": 2, "dilations": [1, 2]})
+    assert got.shape == (1, 2, 3, 2)
+    assert got[0, 1, 2, 1] == x[0, 1, 2, 1] + x[0, 1, 2, 3]
+
 
 # ---- building and running ----
 
@@ -536,7 +647,7 @@ def check_close(c: Case, k: int, got: np.ndarray, want: np.ndarray):
 def test_op(c: Case, rng, fissile, tmp_path):
     values = [gen(s, rng) for s in c.inputs]
     model, feeds = build_model(c, values)
-    want = reference(model, feeds, c.oracle)
+    want = EXACT[c.op](c, values) if c.oracle == "exact" else reference(model, feeds, c.oracle)
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
     outs = [f"out{k}" for k in range(c.outs)]

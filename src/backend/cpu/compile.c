@@ -7,6 +7,8 @@
  */
 #include "backend/cpu/compile.h"
 
+#include "backend/cpu/isa.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +20,16 @@
 
 extern char **environ;
 
-#define CC_FLAGS "-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared"
-static const char *const k_flags[] = {CC_FLAGS};
+/* The compiler flags of generated code: the one place they are set.
+ * flags[1] is the target ISA's -march (isa.h). */
+#define N_FLAGS 6
+static fsl_status cc_flags(const char *flags[N_FLAGS]) {
+  fsl_cpu_isa isa;
+  FSL_TRY(fsl_cpu_isa_get(&isa));
+  const char *f[N_FLAGS] = {"-O3", isa.march, "-fno-math-errno", "-fopenmp", "-fPIC", "-shared"};
+  memcpy(flags, f, sizeof f);
+  return FSL_OK;
+}
 
 static double now_s(void) {
   struct timespec t;
@@ -108,10 +118,10 @@ static int run_capture(const char *const *argv, char *out, size_t cap) {
 }
 
 /* Hash of everything that decides the object's contents. */
-static uint64_t build_hash(const char *src, const char *const *cc, int ncc) {
+static uint64_t build_hash(const char *src, const char *const *cc, int ncc, const char *const *flags) {
   uint64_t h = fsl_hash(FSL_HASH_INIT, src, strlen(src));
   for (int i = 0; i < ncc; i++) h = fsl_hash(h, cc[i], strlen(cc[i]) + 1);
-  for (size_t i = 0; i < FSL_ARRAY_LEN(k_flags); i++) h = fsl_hash(h, k_flags[i], strlen(k_flags[i]) + 1);
+  for (int i = 0; i < N_FLAGS; i++) h = fsl_hash(h, flags[i], strlen(flags[i]) + 1);
   static char version[1024];
   static bool have_version = false;
   if (!have_version) {
@@ -174,7 +184,9 @@ fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
   char store[512];
   int ncc = compiler_argv(store, sizeof store, cc, 16);
   if (ncc == 0) return fsl_errorf(FSL_ERR_RUNTIME, "FSL_CC is empty");
-  uint64_t h = build_hash(src, cc, ncc);
+  const char *flags[N_FLAGS];
+  FSL_TRY(cc_flags(flags));
+  uint64_t h = build_hash(src, cc, ncc, flags);
   snprintf(so->path, sizeof so->path, "%s/%016llx.so", dir, (unsigned long long)h);
   if (access(so->path, R_OK) == 0) {
     if (open_so(so, so->path) == FSL_OK) {
@@ -194,7 +206,7 @@ fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
   const char *argv[40];
   int n = 0;
   for (int i = 0; i < ncc; i++) argv[n++] = cc[i];
-  for (size_t i = 0; i < FSL_ARRAY_LEN(k_flags); i++) argv[n++] = k_flags[i];
+  for (int i = 0; i < N_FLAGS; i++) argv[n++] = flags[i];
   argv[n++] = "-o";
   argv[n++] = tmp_so;
   argv[n++] = csrc;

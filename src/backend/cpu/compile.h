@@ -3,12 +3,13 @@
  * (docs/cpu-backend.md), and the CPU backend's statistics.
  *
  * The source is compiled with
- *     $FSL_CC -O3 -march=native -fno-math-errno -fopenmp -fPIC -shared -o X.so X.c -lm
+ *     $FSL_CC -O3 -march=M -fno-math-errno -fopenmp -fPIC -shared -o X.so X.c -lm
+ * (M from the target ISA, FSL_CPU_ISA: native by default; isa.h)
  * (FSL_CC default "cc"; it may hold extra words, e.g. "ccache gcc") into
  *     $FSL_CACHE_DIR/<hash>.so, or ($XDG_CACHE_HOME or ~/.cache)/fissile/kernels/<hash>.so
  * where <hash> covers the source, the compiler command, its --version
- * output and the CPU model and flags (-march=native code is only reused on
- * the machine kind it was built for).  The object is built under a
+ * output, the flags and the CPU model and flags (-march=native code is only
+ * reused on the machine kind it was built for).  The object is built under a
  * temporary name in the same folder, loaded, and only then renamed into
  * place, so a failed or interrupted compile, or a compiler that writes
  * something dlopen rejects, leaves no entry; a cache hit skips the

@@ -45,6 +45,8 @@
  */
 #include "backend/cpu/onednn.h"
 
+#include "backend/cpu/isa.h"
+
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -67,6 +69,7 @@ static void init_engine(void) {
 }
 
 static fsl_status engine_get(void) {
+  FSL_TRY(fsl_cpu_isa_get(NULL)); /* the ISA limit precedes oneDNN's first primitive */
   pthread_once(&g_once, init_engine);
   if (g_init_status != dnnl_success)
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "oneDNN: creating the CPU engine/stream failed: %s",

@@ -6,6 +6,7 @@
 #include "backend/cpu/profile.h"
 #include "backend/cpu/compile.h"
 #include "backend/cpu/emit.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/linsplit.h"
 #include "backend/cpu/onednn.h"
 #include "orchestrate/calibrate.h"
@@ -470,9 +471,12 @@ void fsl_cpu_profiler_init(fsl_profiler *p, int n_threads) {
   first_line(cmd, cc_version, sizeof cc_version);
   char model[160];
   fsl_cpu_model_name(model, sizeof model);
+  fsl_cpu_isa isa;
+  if (fsl_cpu_isa_get(&isa) != FSL_OK) fsl_error_clear(); /* compiling reports it */
   const dnnl_version_t *dv = dnnl_version();
-  snprintf(p->device_name, sizeof p->device_name, "%s; cpu: %.100s, %ld cpus, %d threads; cc: %.64s; oneDNN %d.%d.%d",
-           PROFILE_VERSION, model, sysconf(_SC_NPROCESSORS_ONLN), n_threads, cc_version, dv ? dv->major : 0,
+  snprintf(p->device_name, sizeof p->device_name,
+           "%s; cpu: %.100s, %ld cpus, %d threads, isa %s; cc: %.64s; oneDNN %d.%d.%d", PROFILE_VERSION, model,
+           sysconf(_SC_NPROCESSORS_ONLN), n_threads, isa.name, cc_version, dv ? dv->major : 0,
            dv ? dv->minor : 0, dv ? dv->patch : 0);
   p->device = fsl_hash(FSL_HASH_INIT, p->device_name, strlen(p->device_name));
 }

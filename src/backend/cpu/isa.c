@@ -1,0 +1,78 @@
+/*
+ * isa.c — the CPU backend's target ISA (isa.h).
+ */
+#include "backend/cpu/isa.h"
+
+#include <pthread.h>
+#include <strings.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+typedef struct isa_row {
+  const char *name, *march;
+  dnnl_cpu_isa_t dnnl;
+  bool (*have)(void);
+} isa_row;
+
+static bool have_any(void) { return true; }
+
+static bool have_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+static bool have_avx512(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && have_avx2();
+}
+
+static const isa_row k_isas[] = {
+    {"native", "-march=native", dnnl_cpu_isa_all, have_any},
+    {"avx2", "-march=haswell", dnnl_cpu_isa_avx2, have_avx2},
+    {"avx512", "-march=skylake-avx512", dnnl_cpu_isa_avx512_core, have_avx512},
+};
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static const isa_row *g_row = &k_isas[0];
+static fsl_status g_status = FSL_OK;
+static char g_msg[256];
+
+static void resolve(void) {
+  const char *v = getenv("FSL_CPU_ISA");
+  if (!v || !*v) return;
+  const isa_row *r = NULL;
+  for (size_t i = 0; i < FSL_ARRAY_LEN(k_isas); i++)
+    if (!strcasecmp(v, k_isas[i].name)) r = &k_isas[i];
+  if (!r) {
+    g_status = FSL_ERR_ARG;
+    snprintf(g_msg, sizeof g_msg, "FSL_CPU_ISA='%.64s' is not an ISA fissile targets (native, avx2, avx512)", v);
+    return;
+  }
+  if (!r->have()) {
+    g_status = FSL_ERR_UNSUPPORTED;
+    snprintf(g_msg, sizeof g_msg, "FSL_CPU_ISA=%s: this CPU does not have %s; generated code would not run", r->name,
+             r->name);
+    return;
+  }
+  if (r->dnnl != dnnl_cpu_isa_all) {
+    dnnl_status_t ds = dnnl_set_max_cpu_isa(r->dnnl);
+    if (ds != dnnl_success) {
+      g_status = FSL_ERR_UNSUPPORTED;
+      snprintf(g_msg, sizeof g_msg, "FSL_CPU_ISA=%s: oneDNN refused the ISA limit (status %d; it must be set before "
+               "oneDNN's first primitive)", r->name, (int)ds);
+      return;
+    }
+  }
+  g_row = r;
+}
+
+fsl_status fsl_cpu_isa_get(fsl_cpu_isa *out) {
+  pthread_once(&g_once, resolve);
+  if (out) {
+    out->name = g_row->name;
+    out->march = g_row->march;
+  }
+  if (g_status != FSL_OK) return fsl_errorf(g_status, "%s", g_msg);
+  return FSL_OK;
+}
