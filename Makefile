@@ -6,6 +6,11 @@
 #   make test    everything CI runs: unit + conformance (ctest), pytest, then
 #                the same again on an ASan/UBSan build, 60 s of fuzzing each
 #                for the importer (fuzz_import) and import + fission (fuzz_compile)
+#   make test-avx2  the unit tests, the CPU-backend conformance lists and the
+#                CPU-backend strategy tests again with the CPU backend
+#                targeting AVX2 (FSL_CPU_ISA=avx2: -march=haswell, oneDNN
+#                limited to AVX2), so an AVX-512 machine sees what an
+#                AVX2-only one would (part of make test)
 #   make demo    fetch a real trained model, inspect it and run it
 #   make bench   front-end (import + compile) timings -> bench/results/
 #
@@ -24,7 +29,7 @@ CONF_LIST_DEBIAN := tests/conformance/pass_debian.txt
 CONF_LIST_ONNX122 := tests/conformance/pass_onnx122.txt
 export FSL_BUILD_DIR := $(CURDIR)/$(BUILD)
 
-.PHONY: all setup build test ctest pytest asan fuzz demo bench models conformance-lists clean
+.PHONY: all setup build test ctest pytest test-avx2 asan fuzz demo bench models conformance-lists clean
 
 all: build
 
@@ -35,7 +40,7 @@ build:
 	cmake -S . -B $(BUILD) -DFSL_WERROR=ON
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: setup build ctest pytest asan fuzz
+test: setup build ctest pytest test-avx2 asan fuzz
 	@echo "make test: all passed"
 
 ctest: build
@@ -47,6 +52,11 @@ models: setup
 
 pytest: setup build models
 	$(PY) -m pytest -q tests/python $(PYTEST_ARGS)
+
+# The CPU backend built for AVX2 whatever the machine has (src/backend/cpu/isa.h).
+test-avx2: setup build models
+	cd $(BUILD) && FSL_CPU_ISA=avx2 ctest --output-on-failure -R '^unit\.|\.cpu\.'
+	FSL_CPU_ISA=avx2 $(PY) -m pytest -q tests/python/test_strategies.py -k cpu $(PYTEST_ARGS)
 
 # Sanitizers (ASan + UBSan + leaks): unit tests, every conformance case of
 # both data sets (a crash, a timeout or a sanitizer report in any case fails,
