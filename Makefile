@@ -27,6 +27,9 @@ PY := .venv/bin/python
 DEBIAN_NODE := /usr/share/libonnx-testdata/data/node
 CONF_LIST_DEBIAN := tests/conformance/pass_debian.txt
 CONF_LIST_ONNX122 := tests/conformance/pass_onnx122.txt
+CONF_FALLBACK_DEBIAN := tests/conformance/fallback_debian.txt
+CONF_FALLBACK_ONNX122 := tests/conformance/fallback_onnx122.txt
+STRATEGIES := unfused opfuse greedy optimal
 export FSL_BUILD_DIR := $(CURDIR)/$(BUILD)
 
 .PHONY: all setup build test ctest pytest test-avx2 asan fuzz demo bench models conformance-lists clean
@@ -106,11 +109,21 @@ bench: setup build
 	$(PY) bench/frontend.py
 	$(PY) bench/bench.py --threads $(JOBS)
 
-# Regenerate the checked-in expected-pass lists from the current build.
+# Regenerate the checked-in expected-pass lists from the current build, and
+# the CPU backend's expected-fallback lists (the union over the strategies
+# of the passing cases that run a kernel through the reference fallback).
 conformance-lists: build
 	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | tail -3
 	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list $(CONF_LIST_ONNX122) \
 	  $$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node | tail -3
+	set -e; tmp=$$(mktemp -d); onnx_node=$$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node; \
+	for s in $(STRATEGIES); do \
+	  FSL_CACHE_DIR=$(CURDIR)/$(BUILD)/kernel-cache $(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --backend cpu \
+	    --strategy $$s --write-fallback-list $$tmp/debian.$$s $(DEBIAN_NODE) | tail -2; \
+	  FSL_CACHE_DIR=$(CURDIR)/$(BUILD)/kernel-cache $(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --backend cpu \
+	    --strategy $$s --write-fallback-list $$tmp/onnx122.$$s $$onnx_node | tail -2; \
+	done; \
+	sort -u $$tmp/debian.* > $(CONF_FALLBACK_DEBIAN); sort -u $$tmp/onnx122.* > $(CONF_FALLBACK_ONNX122); rm -rf $$tmp
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

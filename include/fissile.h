@@ -163,7 +163,7 @@ fsl_status fsl_strategy_from_name(const char *name, fsl_strategy *out);
  * "ref" backend) compile builds no plan, as before.
  * Errors: FSL_ERR_ARG (NULL model, value outside [0, FSL_STRATEGY_COUNT)).
  */
-fsl_status fsl_model_set_strategy(fsl_model *m, int strategy);
+fsl_status fsl_model_set_strategy(fsl_model *m, fsl_strategy strategy);
 
 /**
  * Chooses the backend that fsl_model_run uses (takes effect at the next
@@ -174,10 +174,20 @@ fsl_status fsl_model_set_strategy(fsl_model *m, int strategy);
  *               kernel (checks the plan);
  *   "cpu"       generated C per kernel compiled into one shared object,
  *               oneDNN for linear ops.
+ * (fsl_backend_names lists what this build has.)
  * A plan backend without a strategy uses FSL_STRATEGY_OPTIMAL.
  * Errors: FSL_ERR_ARG (NULL, unknown name; the message lists the names).
  */
 fsl_status fsl_model_set_backend(fsl_model *m, const char *name);
+
+/**
+ * The names fsl_model_set_backend accepts, NULL-terminated, in static
+ * storage: "ref" (the whole-graph reference interpreter), then every
+ * backend registered in this build (src/backend/registry.c) in order of
+ * preference, e.g. {"ref", "cpu", "plan-ref", NULL}.  If summary is not
+ * NULL, (*summary)[i] is a one-line description of names[i].
+ */
+const char *const *fsl_backend_names(const char *const **summary);
 
 /**
  * Measured costs ("profiling"): when on, the next fsl_model_compile that
@@ -238,6 +248,13 @@ typedef struct fsl_plan_info {
   int n_cost_analytic;     /**< kernels left at the analytic cost (not measurable) */
   int n_plan_measured;     /**< kernels of the plan whose cost is a measured time */
   double profile_s;        /**< wall seconds spent measuring (compiling + timing) */
+  /* what the backend made of the plan (0 for "ref", which runs no plan):
+   * n_native + n_fallback + n_opaque == n_kernels */
+  int n_native;            /**< kernels run entirely by the backend's own code */
+  int n_fallback;          /**< kernels with a part the backend cannot run, run by the
+                                host reference interpreter instead (a gap to close) */
+  int n_opaque;            /**< opaque kernels (TopK, CumSum): host reference by design */
+  char fallback_why[256];  /**< the first fallback: kernel, ONNX op and node, reason */
 } fsl_plan_info;
 
 /** Describes the compiled model's plan.  Errors: FSL_ERR_ARG (NULL, or no

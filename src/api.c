@@ -2,15 +2,14 @@
  * plan of a strategy and a backend's executable), run, inspect. */
 #include "fissile.h"
 #include "backend/backend.h"
-#include "backend/cpu/profile.h"
 #include "backend/ref/ref.h"
 #include "fission/fission.h"
 #include "onnx/onnx_import.h"
-#include "orchestrate/calibrate.h"
 #include "passes/passes.h"
 #include "runtime/memplan.h"
 #include <dlfcn.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <time.h>
 
 #define MODEL_FILE_LIMIT ((size_t)4 << 30)
@@ -214,27 +213,52 @@ static void apply_dims(fsl_model *m) {
 
 /* ---- strategies, plans and backends ---- */
 
-static const char *const k_backends[] = {"ref", "plan-ref", "cpu"};
-
-fsl_status fsl_model_set_strategy(fsl_model *m, int strategy) {
+fsl_status fsl_model_set_strategy(fsl_model *m, fsl_strategy strategy) {
   if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_strategy: NULL model");
-  if (strategy < 0 || strategy >= FSL_STRATEGY_COUNT)
-    return fsl_errorf(FSL_ERR_ARG, "unknown strategy %d (expected 0..%d: unfused, opfuse, greedy, optimal)", strategy,
-                      FSL_STRATEGY_COUNT - 1);
-  m->strategy = strategy;
+  if ((int)strategy < 0 || strategy >= FSL_STRATEGY_COUNT)
+    return fsl_errorf(FSL_ERR_ARG, "unknown strategy %d (expected 0..%d: unfused, opfuse, greedy, optimal)",
+                      (int)strategy, FSL_STRATEGY_COUNT - 1);
+  m->strategy = (int)strategy;
   invalidate(m);
   return FSL_OK;
 }
 
+/* "ref" is the whole-graph interpreter (no plan); the rest are the
+ * registered plan backends (src/backend/registry.c). */
+#define MAX_NAMES 16
+static const char *g_names[MAX_NAMES + 1], *g_summaries[MAX_NAMES + 1];
+static pthread_once_t g_names_once = PTHREAD_ONCE_INIT;
+
+static void fill_names(void) {
+  int n = 0;
+  g_names[n] = "ref";
+  g_summaries[n++] = "the reference interpreter over the whole primitive graph (float64 accumulation; no plan)";
+  for (int i = 0; i < fsl_backend_count() && n < MAX_NAMES; i++, n++) {
+    g_names[n] = fsl_backend_at(i)->name;
+    g_summaries[n] = fsl_backend_at(i)->summary;
+  }
+}
+
+const char *const *fsl_backend_names(const char *const **summary) {
+  pthread_once(&g_names_once, fill_names);
+  if (summary) *summary = g_summaries;
+  return g_names;
+}
+
 fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
   if (!m || !name) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_backend: NULL argument");
-  for (size_t i = 0; i < FSL_ARRAY_LEN(k_backends); i++)
-    if (!strcmp(name, k_backends[i])) {
+  const char *const *names = fsl_backend_names(NULL);
+  char list[256] = "";
+  for (int i = 0; names[i]; i++) {
+    if (!strcmp(name, names[i])) {
       snprintf(m->backend, sizeof m->backend, "%s", name);
       invalidate(m);
       return FSL_OK;
     }
-  return fsl_errorf(FSL_ERR_ARG, "unknown backend '%s' (expected ref, plan-ref or cpu)", name);
+    size_t l = strlen(list);
+    snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", names[i]);
+  }
+  return fsl_errorf(FSL_ERR_ARG, "unknown backend '%s' (expected one of: %s)", name, list);
 }
 
 fsl_status fsl_model_set_profile(fsl_model *m, bool on) {
@@ -256,16 +280,19 @@ static double now_s(void) {
  * memory plan, and the chosen backend's executable. */
 static fsl_status build_plan(fsl_model *m) {
   fsl_strategy s = m->strategy >= 0 ? (fsl_strategy)m->strategy : FSL_STRATEGY_OPTIMAL;
+  const fsl_backend *be = fsl_backend_find(m->backend); /* NULL: "ref" */
+  /* the device the plan is costed for: the backend's own, else the host's */
+  const fsl_backend *dev = be && be->calibrate ? be : fsl_backend_host();
   /* calibration failing is not fatal: the documented default device is used */
-  if (fsl_device_calibrate(&m->dev, g_threads, false) != FSL_OK) {
+  if (!dev || dev->calibrate(&m->dev, g_threads, false) != FSL_OK) {
     fsl_device_default(&m->dev);
     fsl_error_clear();
   }
   fsl_profiler prof;
   fsl_plan_options popt = {.profiler = NULL};
-  if (m->profile) {
-    /* kernels are timed as the CPU backend runs them, whatever backend runs the plan */
-    fsl_cpu_profiler_init(&prof, g_threads);
+  if (m->profile && dev && dev->profiler_init) {
+    /* kernels are timed as the device's backend runs them */
+    dev->profiler_init(&prof, g_threads);
     prof.progress = true;
     popt.profiler = &prof;
   }
@@ -273,8 +300,7 @@ static fsl_status build_plan(fsl_model *m) {
   m->has_plan = true;
   fsl_memplan_options mopt = {.inplace = false};
   FSL_TRY(fsl_memplan_build(&m->plan, &mopt, &m->mem));
-  if (!strcmp(m->backend, "plan-ref")) m->be = &fsl_backend_ref;
-  else if (!strcmp(m->backend, "cpu")) m->be = &fsl_backend_cpu;
+  m->be = be;
   if (!m->be) return FSL_OK;
   double t0 = now_s();
   fsl_status st = m->be->compile(&m->plan, &m->exe);
@@ -323,6 +349,14 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   info->predicted_s = p->predicted_s;
   info->orchestrate_s = p->orchestrate_s;
   info->backend_s = m->backend_s;
+  if (m->be && m->exe && m->be->exe_info) {
+    fsl_backend_exe_info ei;
+    m->be->exe_info(m->exe, &ei);
+    info->n_native = ei.n_native;
+    info->n_fallback = ei.n_fallback;
+    info->n_opaque = ei.n_opaque;
+    snprintf(info->fallback_why, sizeof info->fallback_why, "%s", ei.fallback_why);
+  }
   info->optimal = p->optimal;
   info->profiled = p->profiled;
   info->n_cost_cached = p->n_cost_cached;

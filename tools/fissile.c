@@ -96,6 +96,19 @@ static const char *k_plan_help =
     "  --profile             measure kernel costs instead of the roofline (kept in the\n"
     "                        profile cache: a second compile measures nothing)\n";
 
+/* "ref, cpu, plan-ref": the backends of this build (fsl_backend_names). */
+static const char *backend_list(void) {
+  static char list[256];
+  if (!list[0]) {
+    const char *const *names = fsl_backend_names(NULL);
+    for (int i = 0; names[i]; i++) {
+      size_t l = strlen(list);
+      snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", names[i]);
+    }
+  }
+  return list;
+}
+
 static void usage_cmd(const char *cmd, FILE *f) {
   if (!strcmp(cmd, "run")) {
     fprintf(f,
@@ -116,11 +129,11 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "                        (its shape is bound from the file)\n"
             "  --output-dir DIR      write each output to DIR/<name>.npy (DIR is created;\n"
             "                        characters outside [A-Za-z0-9._-] become '_')\n"
-            "  --backend B           ref (default), plan-ref or cpu\n%s"
+            "  --backend B           one of %s (default ref)\n%s"
             "  --seed N              seed of the random inputs (default 0)\n"
             "  --time                print load, compile and run times (seconds) to stderr\n"
             "  -h, --help            this help\n\n%s",
-            k_bind_help, k_plan_help, k_exit_codes);
+            k_bind_help, backend_list(), k_plan_help, k_exit_codes);
   } else if (!strcmp(cmd, "compile")) {
     fprintf(f,
             "usage: fissile compile MODEL [--strategy S] [--backend B] [-o PLAN.dot]\n"
@@ -132,11 +145,11 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "optimality, and the planned arena size.  With --backend plan-ref or cpu\n"
             "the plan is also compiled by that backend (and the time it took shown).\n\n"
             "Options:\n%s%s"
-            "  --backend B           ref (default: plan only), plan-ref or cpu\n"
+            "  --backend B           one of %s (default ref: plan only)\n"
             "  -o, --output FILE     also write the plan as Graphviz DOT to FILE\n"
             "  --time                print load and compile times (seconds) to stderr\n"
             "  -h, --help            this help\n\n%s",
-            k_bind_help, k_plan_help, k_exit_codes);
+            k_bind_help, k_plan_help, backend_list(), k_exit_codes);
   } else if (!strcmp(cmd, "explain")) {
     fprintf(f,
             "usage: fissile explain MODEL [--strategy S] [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
@@ -164,7 +177,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "  --threads N           threads for generated kernels and oneDNN (default: all)\n"
             "  --repeats N           timed runs per strategy (default 20, at least 1)\n"
             "  --warmup N            untimed runs first (default 3)\n"
-            "  --backend B           cpu (default), plan-ref or ref\n"
+            "  --backend B           one of %s (default cpu)\n"
             "  --strategies LIST     comma-separated strategies to measure\n"
             "  --json FILE           also write the results as JSON to FILE\n"
             "  --seed N              seed of the first random inputs (default 0)\n"
@@ -172,7 +185,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "                        profile cache: a second compile measures nothing); the\n"
             "                        kernel times' source is printed after the table\n"
             "  -h, --help            this help\n\n%s",
-            k_bind_help, k_exit_codes);
+            k_bind_help, backend_list(), k_exit_codes);
   } else if (!strcmp(cmd, "inspect")) {
     fprintf(f,
             "usage: fissile inspect MODEL [--shape NAME=DIMS]... [--dim PARAM=N]... [--time]\n\n"
@@ -298,8 +311,13 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     return EXIT_OK;
   }
   if (is_plan && strcmp(o->cmd, "explain") && (v = opt_value(argc, argv, i, "--backend", &missing))) {
-    if (strcmp(v, "ref") && strcmp(v, "plan-ref") && strcmp(v, "cpu"))
-      return usage_error("--backend expects ref, plan-ref or cpu, got '%s'", v);
+    bool known = false;
+    for (const char *const *n = fsl_backend_names(NULL); *n; n++) known = known || !strcmp(v, *n);
+    if (!known) {
+      fprintf(stderr, "fissile: error: --backend expects one of %s, got '%s'\n(see 'fissile --help')\n",
+              backend_list(), v);
+      return EXIT_USAGE;
+    }
     o->backend = v;
     return EXIT_OK;
   }
@@ -586,7 +604,7 @@ static int bind_options(const options *o, fsl_model *m) {
 static int plan_options(const options *o, fsl_model *m, const char *default_backend) {
   if (o->threads > 0) fsl_set_num_threads(o->threads);
   fsl_status st = FSL_OK;
-  if (o->strategy >= 0) st = fsl_model_set_strategy(m, o->strategy);
+  if (o->strategy >= 0) st = fsl_model_set_strategy(m, (fsl_strategy)o->strategy);
   if (st == FSL_OK && o->profile) st = fsl_model_set_profile(m, true);
   const char *be = o->backend ? o->backend : default_backend;
   if (st == FSL_OK && be) st = fsl_model_set_backend(m, be);
@@ -903,8 +921,13 @@ static void print_plan_summary(const char *model, const fsl_plan_info *pi) {
   cost_source(pi, costs, sizeof costs);
   printf("costs: %s\n", costs);
   printf("orchestration: %.3f s\n", pi->orchestrate_s);
-  if (strcmp(pi->backend, "ref")) printf("backend: %s (compile %.3f s)\n", pi->backend, pi->backend_s);
-  else printf("backend: ref (whole-graph reference interpreter; plan not compiled)\n");
+  if (strcmp(pi->backend, "ref")) {
+    printf("backend: %s (compile %.3f s): %d kernels native, %d through the reference fallback, %d opaque (host)\n",
+           pi->backend, pi->backend_s, pi->n_native, pi->n_fallback, pi->n_opaque);
+    if (pi->n_fallback) printf("first fallback: %s\n", pi->fallback_why);
+  } else {
+    printf("backend: ref (whole-graph reference interpreter; plan not compiled)\n");
+  }
   printf("memory: %.3f MiB arena for kernel outputs (%.3f MiB without reuse)\n", mib(pi->peak_bytes), mib(pi->total_bytes));
 }
 
@@ -1088,8 +1111,11 @@ static int write_bench_json(const options *o, const char *backend, const bench_r
     if (r->have_info) {
       fprintf(f, ",\n     \"kernels\": %d, \"by_kind\": {", pi->n_kernels);
       for (int k = 0; k < FSL_PLAN_KINDS; k++) fprintf(f, "%s\"%s\": %d", k ? ", " : "", k_kind_names[k], pi->n_by_kind[k]);
-      fprintf(f, "}, \"recomputed\": %d, \"optimal\": %s,\n     \"predicted_s\": ", pi->n_recomputed,
-              pi->optimal ? "true" : "false");
+      fprintf(f, "}, \"recomputed\": %d, \"optimal\": %s,\n     \"native\": %d, \"fallback\": %d, \"opaque\": %d, "
+              "\"fallback_why\": ", pi->n_recomputed, pi->optimal ? "true" : "false", pi->n_native, pi->n_fallback,
+              pi->n_opaque);
+      json_str(f, pi->fallback_why);
+      fprintf(f, ",\n     \"predicted_s\": ");
       json_num(f, pi->predicted_s, true);
       fprintf(f, ", \"orchestrate_s\": ");
       json_num(f, pi->orchestrate_s, true);
@@ -1132,15 +1158,16 @@ static void print_bench_table(const options *o, const char *backend, const bench
   printf("backend: %s, threads: %s, %d timed runs after %d warm-up runs (fresh random inputs each)\n", backend, th,
          o->repeats, o->warmup);
   printf("device: %s\n", device);
-  printf("%-9s %8s %20s %7s %13s %11s %11s %10s %8s %9s  %s\n", "strategy", "kernels", "loop/red/lin/opq", "recomp",
-         "predicted ms", "median ms", "min ms", "arena MiB", "orch s", "compile s", "status");
+  printf("%-9s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s\n", "strategy", "kernels", "loop/red/lin/opq", "recomp",
+         "fallback", "predicted ms", "median ms", "min ms", "arena MiB", "orch s", "compile s", "status");
   for (int i = 0; i < n; i++) {
     const bench_row *r = &rows[i];
     const fsl_plan_info *pi = &r->info;
     char kinds[64] = "-", kern[16] = "-", rec[16] = "-", pred[32] = "-", med[32] = "-", mn[32] = "-", mem[32] = "-",
-         orch[32] = "-", comp[32] = "-";
+         orch[32] = "-", comp[32] = "-", fb[16] = "-";
     if (r->have_info) {
       snprintf(kern, sizeof kern, "%d", pi->n_kernels);
+      snprintf(fb, sizeof fb, "%d", pi->n_fallback);
       snprintf(kinds, sizeof kinds, "%d/%d/%d/%d", pi->n_by_kind[0], pi->n_by_kind[1], pi->n_by_kind[2], pi->n_by_kind[3]);
       snprintf(rec, sizeof rec, "%d", pi->n_recomputed);
       snprintf(pred, sizeof pred, "%.4f", pi->predicted_s * 1e3);
@@ -1152,10 +1179,14 @@ static void print_bench_table(const options *o, const char *backend, const bench
       snprintf(med, sizeof med, "%.4f", r->median_s * 1e3);
       snprintf(mn, sizeof mn, "%.4f", r->min_s * 1e3);
     }
-    printf("%-9s %8s %20s %7s %13s %11s %11s %10s %8s %9s  %s%s%.120s\n", fsl_strategy_name(r->strategy), kern, kinds,
-           rec, pred, med, mn, mem, orch, comp, r->rc == EXIT_OK ? "ok" : "error",
+    printf("%-9s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s%s%.120s\n", fsl_strategy_name(r->strategy), kern,
+           kinds, rec, fb, pred, med, mn, mem, orch, comp, r->rc == EXIT_OK ? "ok" : "error",
            r->rc == EXIT_OK ? "" : ": ", r->rc == EXIT_OK ? "" : r->error);
   }
+  for (int i = 0; i < n; i++)
+    if (rows[i].have_info && rows[i].info.n_fallback)
+      printf("fallback %s: %d kernels through the reference interpreter, first %s\n", fsl_strategy_name(rows[i].strategy),
+             rows[i].info.n_fallback, rows[i].info.fallback_why);
   for (int i = 0; o->profile && i < n; i++) {
     char costs[320];
     if (!rows[i].have_info) continue;

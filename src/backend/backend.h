@@ -1,24 +1,62 @@
 /*
- * backend.h — backends behind one vtable (ggml's ggml_backend_i style).
- * A backend compiles a plan (src/orchestrate/orchestrate.h) into an
- * executable and runs it.  Backends see primitives and kernels, never ONNX
- * ops (opaque kernels keep their op and attributes).
+ * backend.h — backends behind one vtable (ggml's ggml_backend_i style),
+ * registered in one table (registry.c).
+ *
+ * A backend owns its device: it measures the numbers the orchestrator's
+ * cost model needs (calibrate), times candidate kernels as it would run
+ * them (profiler_init), compiles a plan (src/orchestrate/orchestrate.h)
+ * into an executable, runs it, and says how much of the executable runs on
+ * its own code and how much falls back to the host reference interpreter
+ * (exe_info).  Backends see primitives and kernels, never ONNX ops (opaque
+ * kernels keep their op and attributes), and never include each other.
+ * docs/architecture.md, "How to add a backend".
  */
 #ifndef FSL_BACKEND_H
 #define FSL_BACKEND_H
 
 #include "orchestrate/orchestrate.h"
 
+/** What an executable runs natively and what falls back (exe_info). */
+typedef struct fsl_backend_exe_info {
+  int n_kernels;          /* kernels of the plan */
+  int n_native;           /* kernels run entirely by the backend's own code */
+  int n_fallback;         /* kernels with a part the backend cannot run, run
+                             by the host reference interpreter instead */
+  int n_opaque;           /* opaque kernels (TopK, CumSum, ...): host reference by design */
+  char fallback_why[256]; /* the first fallback: kernel, ONNX node and reason; "" if none */
+} fsl_backend_exe_info;
+
 typedef struct fsl_backend {
-  const char *name;
+  const char *name;       /* the name users pass (fsl_model_set_backend, --backend) */
+  const char *summary;    /* one line for help texts */
+  /** Fills *d with this backend's device numbers for the roofline cost
+   *  model for n_threads host threads (<= 0: the default); cached per
+   *  device unless force.  NULL: the plan is costed for the host CPU (the
+   *  first registered backend with a calibrate). */
+  fsl_status (*calibrate)(fsl_device *d, int n_threads, bool force);
+  /** Fills *p with a profiler that times kernels as this backend runs them
+   *  (measured costs, fsl_model_set_profile).  NULL: as calibrate. */
+  void (*profiler_init)(fsl_profiler *p, int n_threads);
   /** Compiles plan p (which must outlive the executable) into *exe. */
   fsl_status (*compile)(const fsl_plan *p, void **exe);
   /** Runs the executable.  inputs[i] holds the data of p->g->inputs[i];
    *  on success outputs[i] receives a malloc'd buffer with the data of
    *  p->g->outputs[i].  On error nothing is allocated. */
   fsl_status (*run)(void *exe, const void *const *inputs, void **outputs);
+  /** Native and fallback kernel counts of an executable. */
+  void (*exe_info)(const void *exe, fsl_backend_exe_info *out);
   void (*free_exe)(void *exe);
 } fsl_backend;
+
+/** The backend registered under `name`, or NULL. */
+const fsl_backend *fsl_backend_find(const char *name);
+/** Registered backends: i in [0, fsl_backend_count()); NULL outside. */
+int fsl_backend_count(void);
+const fsl_backend *fsl_backend_at(int i);
+/** The backend whose device numbers and profiler a backend without its
+ *  own uses: the first registered one with a calibrate (the host CPU), or
+ *  NULL when none is built. */
+const fsl_backend *fsl_backend_host(void);
 
 /** Executes a plan kernel by kernel with the reference interpreter (the
  *  oracle for plans: checks that a plan computes what the graph computes). */

@@ -90,6 +90,14 @@ void fsl_store_u64(fsl_dtype dt, void *p, int64_t i, uint64_t v);
 bool fsl_grow(void **arr, int *cap, int need, size_t size);
 /** Reads a whole file (max `limit` bytes) into malloc'd memory. */
 fsl_status fsl_read_file(const char *path, size_t limit, void **buf, size_t *len);
+/* The folder of one of fissile's caches, created if missing (mkdir -p), in
+ * buf[cap]: $FSL_CACHE_DIR when set (every cache shares that one folder),
+ * else $XDG_CACHE_HOME/fissile/SUB, ~/.cache/fissile/SUB, or
+ * /tmp/fissile-<uid>/SUB (no "/SUB" when sub is NULL or "").  Users: the
+ * kernel cache (sub "kernels"), the profile cache and the device
+ * calibration (the root).  Errors: FSL_ERR_RUNTIME naming the folder (too
+ * long, cannot be created, not a folder), FSL_ERR_ARG. */
+fsl_status fsl_cache_folder(const char *sub, char *buf, size_t cap);
 /** 64-bit FNV-1a hash, chainable through `h` (start with FSL_HASH_INIT). */
 #define FSL_HASH_INIT 1469598103934665603ULL
 uint64_t fsl_hash(uint64_t h, const void *p, size_t n);

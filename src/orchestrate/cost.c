@@ -15,7 +15,7 @@
  * of about that many vector operations; 2 for gathers and arg-reductions,
  * which add index arithmetic).  Movement views cost nothing beyond the
  * bytes their kernel reads.  Device numbers come from fsl_device_default
- * or fsl_device_calibrate (calibrate.h).
+ * or fsl_cpu_calibrate (calibrate.h).
  */
 #include "orchestrate/orchestrate.h"
 

@@ -32,29 +32,11 @@ static const char k_schema[] =
 
 static void hex16(char out[17], uint64_t x) { snprintf(out, 17, "%016llx", (unsigned long long)x); }
 
-/* mkdir for each component of dir (mkdir -p). */
-static bool make_dirs(char *dir) {
-  for (char *p = dir + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    bool ok = mkdir(dir, 0755) == 0 || errno == EEXIST;
-    *p = '/';
-    if (!ok) return false;
-  }
-  return mkdir(dir, 0755) == 0 || errno == EEXIST;
-}
-
 fsl_status fsl_profcache_default_path(char *buf, size_t len) {
   char dir[4096];
-  const char *d;
-  int n;
-  if ((d = getenv("FSL_CACHE_DIR")) && *d) n = snprintf(dir, sizeof dir, "%s", d);
-  else if ((d = getenv("XDG_CACHE_HOME")) && *d) n = snprintf(dir, sizeof dir, "%s/fissile", d);
-  else if ((d = getenv("HOME")) && *d) n = snprintf(dir, sizeof dir, "%s/.cache/fissile", d);
-  else return fsl_errorf(FSL_ERR_IO, "profile cache: no cache folder (set FSL_CACHE_DIR, XDG_CACHE_HOME or HOME)");
-  if (n < 0 || (size_t)n >= sizeof dir) return fsl_errorf(FSL_ERR_IO, "profile cache: folder path too long");
-  if (!make_dirs(dir)) return fsl_errorf(FSL_ERR_IO, "profile cache: cannot create folder '%s': %s", dir, strerror(errno));
-  n = snprintf(buf, len, "%s/profile.sqlite", dir);
+  fsl_status st = fsl_cache_folder(NULL, dir, sizeof dir);
+  if (st != FSL_OK) return fsl_error_context(FSL_ERR_IO, "profile cache");
+  int n = snprintf(buf, len, "%s/profile.sqlite", dir);
   if (n < 0 || (size_t)n >= len) return fsl_errorf(FSL_ERR_IO, "profile cache: path too long");
   return FSL_OK;
 }

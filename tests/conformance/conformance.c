@@ -17,6 +17,12 @@
  * Each case runs in its own forked child with a time limit, so a crash or a
  * hang is reported as a failure of that case.  With --list the run fails if
  * a case named in the list does not pass (a regression).
+ *
+ * On a plan backend every passing case also reports how many of its
+ * kernels fell back to the host reference interpreter (fsl_plan_info's
+ * n_fallback).  With --fallback-list the run fails if a passing case falls
+ * back without being named in that list: a case the backend ran natively
+ * that it no longer does is a regression too, even though it still passes.
  */
 #include "fissile.h"
 
@@ -314,6 +320,8 @@ static fsl_status load_pbs(const char *dir, const char *prefix, tensor_list *l, 
 typedef struct case_out {
   result_kind kind;
   char why[1024];
+  int n_fallback;         /* kernels run by the reference fallback (most of any data set) */
+  char fallback_why[256]; /* fsl_plan_info.fallback_why of that data set */
   strbuf det;
 } case_out;
 
@@ -530,6 +538,13 @@ static void run_data_set(const char *case_dir, const char *ds, bool verbose, cas
     goto done;
   }
   n_got = n_out;
+  if (g_backend && strcmp(g_backend, "ref")) {
+    fsl_plan_info pi;
+    if (fsl_model_plan_info(m, &pi) == FSL_OK && pi.n_fallback > co->n_fallback) {
+      co->n_fallback = pi.n_fallback;
+      snprintf(co->fallback_why, sizeof co->fallback_why, "%s", pi.fallback_why);
+    }
+  }
   for (int k = 0; k < n_out; k++) {
     char why[768];
     if (!compare(&got[k], &want.t[k], why, sizeof why, verbose ? &co->det : NULL)) {
@@ -588,6 +603,8 @@ typedef struct case_rec {
   bool done, printed, killed, crashed;
   result_kind kind;
   char *why;
+  int n_fallback;    /* kernels run by the reference fallback */
+  char *fallback_why;
   strbuf buf;        /* what the child wrote */
   double secs;
 } case_rec;
@@ -597,10 +614,15 @@ typedef struct opts {
   double timeout;
   bool verbose, no_fork, fail_on_crash;
   const char *list, *write_list, *filter;
+  const char *fallback_list, *write_fallback_list;
 } opts;
 
 static case_rec *cases;
 static int n_cases, cap_cases;
+
+static bool passed(const case_rec *c) {
+  return c->kind == R_PASS || c->kind == R_PASS_FROZEN;
+}
 
 static void add_case(const char *dir) {
   if (n_cases == cap_cases) {
@@ -636,11 +658,13 @@ static void collect(const char *path, const char *filter) {
   free_names(subs, n);
 }
 
-/* Encodes a result for the parent: "TAG reason\n" then details. */
+/* Encodes a result for the parent: "TAG reason\n", "FALLBACK N reason\n",
+ * then details. */
 static void encode_result(const case_out *co, strbuf *out) {
-  char line[1100];
+  char line[1100], fb[300];
   one_line(line, sizeof line, co->why);
-  sb_printf(out, "%s %s\n", kind_tag[co->kind], line);
+  one_line(fb, sizeof fb, co->fallback_why);
+  sb_printf(out, "%s %s\nFALLBACK %d %s\n", kind_tag[co->kind], line, co->n_fallback, fb);
   if (co->det.s) sb_append(out, co->det.s, co->det.len);
 }
 
@@ -658,6 +682,11 @@ static void decode_result(case_rec *c) {
   const char *nl = strchr(s, '\n');
   size_t len = nl ? (size_t)(nl - s) : strlen(s);
   c->why = strndup(s, len);
+  int used = 0;
+  if (nl && sscanf(nl + 1, "FALLBACK %d %n", &c->n_fallback, &used) == 1 && used > 0) {
+    const char *r = nl + 1 + used, *e = strchr(r, '\n');
+    c->fallback_why = strndup(r, e ? (size_t)(e - r) : strlen(r));
+  }
 }
 
 static void write_all(int fd, const char *p, size_t n) {
@@ -743,9 +772,13 @@ static void print_case(const case_rec *c, const opts *o) {
   case R_FAIL: printf("FAIL %s: %s", c->name, c->why ? c->why : ""); break;
   case R_UNSUPPORTED: printf("UNSUPPORTED %s: %s", c->name, c->why ? c->why : ""); break;
   }
+  if (passed(c) && c->n_fallback > 0)
+    printf(" [fallback: %d kernel%s, first %s]", c->n_fallback, c->n_fallback == 1 ? "" : "s",
+           c->fallback_why ? c->fallback_why : "");
   if (o->verbose) {
     printf("  [%.2f s]\n", c->secs);
     const char *nl = c->buf.s ? strchr(c->buf.s, '\n') : NULL;
+    if (nl && !strncmp(nl + 1, "FALLBACK ", 9)) nl = strchr(nl + 1, '\n');
     if (nl && nl[1]) fputs(nl + 1, stdout);
   } else {
     printf("\n");
@@ -837,10 +870,6 @@ static int read_list(const char *path, char ***out) {
   return n;
 }
 
-static bool passed(const case_rec *c) {
-  return c->kind == R_PASS || c->kind == R_PASS_FROZEN;
-}
-
 static void usage(FILE *f) {
   fprintf(f,
           "usage: fsl_conformance [options] PATH...\n"
@@ -855,6 +884,9 @@ static void usage(FILE *f) {
           "  --no-fork        run cases in this process (for a debugger; no crash isolation)\n"
           "  --list FILE      expected-pass list: exit 1 if a listed case does not pass\n"
           "  --write-list F   write the names of the cases that pass to F\n"
+          "  --fallback-list FILE  expected fallbacks (plan backends): exit 1 if a passing case\n"
+          "                   runs a kernel through the reference fallback and is not listed\n"
+          "  --write-fallback-list F  write the names of the passing cases that fall back to F\n"
           "  --fail-on-crash  exit 1 if any case crashed, timed out or exited non-zero\n"
           "                   (e.g. a sanitizer report), listed or not\n"
           "Tolerance: |got - expected| <= 1e-7 + 1e-3 * |expected| (NaN == NaN); integers exact.\n");
@@ -878,6 +910,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--timeout") && has_next) o.timeout = atof(argv[++i]);
     else if (!strcmp(a, "--list") && has_next) o.list = argv[++i];
     else if (!strcmp(a, "--write-list") && has_next) o.write_list = argv[++i];
+    else if (!strcmp(a, "--fallback-list") && has_next) o.fallback_list = argv[++i];
+    else if (!strcmp(a, "--write-fallback-list") && has_next) o.write_fallback_list = argv[++i];
     else if (!strcmp(a, "--backend") && has_next) g_backend = argv[++i];
     else if (!strcmp(a, "--strategy") && has_next) {
       fsl_strategy st;
@@ -927,6 +961,15 @@ int main(int argc, char **argv) {
          n_unsup, n_cases, g_backend ? g_backend : "ref",
          g_strategy >= 0 ? fsl_strategy_name((fsl_strategy)g_strategy) : g_backend && strcmp(g_backend, "ref") ? "optimal" : "none");
   printf("conformance: %d of the passes needed frozen inputs; %.1f s\n", n_frozen, secs);
+  int n_fb_cases = 0, n_fb_kernels = 0;
+  for (int i = 0; i < n_cases; i++)
+    if (passed(&cases[i]) && cases[i].n_fallback > 0) {
+      n_fb_cases++;
+      n_fb_kernels += cases[i].n_fallback;
+    }
+  if (g_backend && strcmp(g_backend, "ref"))
+    printf("conformance: %d of the passes ran %d kernels through the reference fallback\n", n_fb_cases,
+           n_fb_kernels);
 
   int rc = 0;
   if (n_crash) {
@@ -952,6 +995,47 @@ int main(int argc, char **argv) {
       printf("conformance: wrote %d names to %s\n", n, o.write_list);
     }
     free(names);
+  }
+  if (o.write_fallback_list) {
+    FILE *f = fopen(o.write_fallback_list, "w");
+    if (!f) {
+      fprintf(stderr, "fsl_conformance: cannot write %s: %s\n", o.write_fallback_list, strerror(errno));
+      rc = 2;
+    } else {
+      char **names = calloc((size_t)n_cases, sizeof *names);
+      int n = 0;
+      for (int i = 0; names && i < n_cases; i++)
+        if (passed(&cases[i]) && cases[i].n_fallback > 0) names[n++] = cases[i].name;
+      if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
+      for (int i = 0; i < n; i++) fprintf(f, "%s\n", names[i]);
+      fclose(f);
+      free(names);
+      printf("conformance: wrote %d names to %s\n", n, o.write_fallback_list);
+    }
+  }
+  if (o.fallback_list) {
+    char **names = NULL;
+    int n = read_list(o.fallback_list, &names);
+    if (n < 0) {
+      fprintf(stderr, "fsl_conformance: cannot read %s: %s\n", o.fallback_list, strerror(errno));
+      return 2;
+    }
+    int regress = 0, native = 0;
+    for (int j = 0; j < n_cases; j++) {
+      const case_rec *c = &cases[j];
+      bool listed = false;
+      for (int i = 0; i < n && !listed; i++) listed = !strcmp(c->name, names[i]);
+      if (passed(c) && c->n_fallback > 0 && !listed) {
+        if (!regress) printf("conformance: FALLBACK REGRESSIONS (not listed in %s):\n", o.fallback_list);
+        printf("  %s: %d kernels, first %s\n", c->name, c->n_fallback, c->fallback_why ? c->fallback_why : "");
+        regress++;
+      }
+      native += passed(c) && c->n_fallback == 0 && listed;
+    }
+    printf("conformance: fallback list %s: %d listed, %d regressions, %d listed cases now native%s\n",
+           o.fallback_list, n, regress, native, native ? " -- consider regenerating the list" : "");
+    if (regress) rc = 1;
+    free_names(names, n);
   }
   if (o.list) {
     char **names = NULL;
@@ -991,6 +1075,7 @@ int main(int argc, char **argv) {
     free(cases[i].dir);
     free(cases[i].name);
     free(cases[i].why);
+    free(cases[i].fallback_why);
     free(cases[i].buf.s);
   }
   free(cases);

@@ -241,7 +241,7 @@ def test_cache_folder_is_a_file(fissile, env):
     """FSL_CACHE_DIR naming a regular file: a clear error naming it."""
     env.cache.write_text("not a folder")
     proc = env.run(fissile, "a")
-    expect_clean_error(proc, r"kernel cache folder '.*cache' is not a folder")
+    expect_clean_error(proc, r"kernel cache: cache folder '.*cache' is not a folder")
     assert proc.returncode == RUNTIME_ERROR
 
 

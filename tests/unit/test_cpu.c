@@ -83,6 +83,13 @@ static void check_plan(const fsl_plan *p, void **inputs, void **want, double tol
     compare(g->outputs[i], got[i], want[i], tol, what);
     free(got[i]);
   }
+  /* every kernel of these plans runs natively: none falls back */
+  fsl_backend_exe_info ei;
+  fsl_backend_cpu.exe_info(exe, &ei);
+  if (ei.n_fallback) fprintf(stderr, "%s: fallback: %s\n", what, ei.fallback_why);
+  assert_int_equal(ei.n_kernels, p->kernels.n);
+  assert_int_equal(ei.n_native + ei.n_fallback + ei.n_opaque, ei.n_kernels);
+  assert_int_equal(ei.n_fallback, 0);
   fsl_cpu_stats stats;
   fsl_cpu_exe_stats(exe, &stats);
   if (getenv("FSL_TEST_VERBOSE"))
@@ -172,6 +179,28 @@ static void free_inputs(void **in, int n) {
 #define B_INIT(g) {.g = (g), .st = FSL_OK, .fold = false}
 
 /* ---- tests ---- */
+
+/* One table of backends: the names users type are the vtables' names, the
+ * host device is the CPU backend's, and the public list starts with the
+ * whole-graph interpreter. */
+static void test_registry(void **state) {
+  (void)state;
+  assert_ptr_equal(fsl_backend_find("cpu"), &fsl_backend_cpu);
+  assert_ptr_equal(fsl_backend_find("plan-ref"), &fsl_backend_ref);
+  assert_null(fsl_backend_find("ref")); /* not a plan backend */
+  assert_null(fsl_backend_find("gpu"));
+  assert_ptr_equal(fsl_backend_host(), &fsl_backend_cpu);
+  const char *const *sum = NULL;
+  const char *const *names = fsl_backend_names(&sum);
+  assert_string_equal(names[0], "ref");
+  int n = 0;
+  for (; names[n]; n++) {
+    assert_non_null(sum[n]);
+    if (n > 0) assert_ptr_equal(fsl_backend_find(names[n]), fsl_backend_at(n - 1));
+  }
+  assert_int_equal(n, 1 + fsl_backend_count());
+  assert_null(fsl_backend_at(fsl_backend_count()));
+}
 
 static void test_elementwise_broadcast(void **state) {
   (void)state;
@@ -662,6 +691,7 @@ static int teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_registry),
       cmocka_unit_test(test_compile_cache),
       cmocka_unit_test(test_elementwise_broadcast),
       cmocka_unit_test(test_movement),

@@ -17,7 +17,7 @@
 #include "backend/ref/ref.h"
 #include "fission/builder.h"
 #include "test_graph.h"
-#include "orchestrate/calibrate.h"
+#include "backend/cpu/calibrate.h"
 #include "orchestrate/orchestrate.h"
 
 /* ---- graph construction ---- */
@@ -289,10 +289,10 @@ static void test_calibrate(void **state) {
   char *saved = old ? strdup(old) : NULL;
   setenv("XDG_CACHE_HOME", dir, 1);
   fsl_device a, b;
-  assert_int_equal(fsl_device_calibrate(&a, 1, false), FSL_OK);
+  assert_int_equal(fsl_cpu_calibrate(&a, 1, false), FSL_OK);
   assert_true(a.bandwidth > 0 && a.peak_flops > 0 && a.elem_flops > 0 && a.launch_s > 0);
   assert_non_null(strstr(a.name, "1 thread"));
-  assert_int_equal(fsl_device_calibrate(&b, 1, false), FSL_OK);  /* from the cache */
+  assert_int_equal(fsl_cpu_calibrate(&b, 1, false), FSL_OK);  /* from the cache */
   assert_true(fabs(a.bandwidth - b.bandwidth) <= 1e-6 * a.bandwidth);
   assert_true(fabs(a.peak_flops - b.peak_flops) <= 1e-6 * a.peak_flops);
   assert_true(fabs(a.launch_s - b.launch_s) <= 1e-6 * a.launch_s);

@@ -37,36 +37,6 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* mkdir -p */
-static fsl_status make_dirs(const char *path) {
-  char buf[1024];
-  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return fsl_errorf(FSL_ERR_RUNTIME, "cache path too long");
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return fsl_errorf(FSL_ERR_RUNTIME, "cannot create cache folder '%s': %s", buf, strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-    return fsl_errorf(FSL_ERR_RUNTIME, "cannot create cache folder '%s': %s", buf, strerror(errno));
-  struct stat st;
-  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-    return fsl_errorf(FSL_ERR_RUNTIME, "kernel cache folder '%s' is not a folder (set FSL_CACHE_DIR)", buf);
-  return FSL_OK;
-}
-
-static fsl_status cache_dir(char *dir, size_t cap) {
-  const char *d = getenv("FSL_CACHE_DIR");
-  int n;
-  if (d && *d) n = snprintf(dir, cap, "%s", d);
-  else if ((d = getenv("XDG_CACHE_HOME")) && *d) n = snprintf(dir, cap, "%s/fissile/kernels", d);
-  else if ((d = getenv("HOME")) && *d) n = snprintf(dir, cap, "%s/.cache/fissile/kernels", d);
-  else n = snprintf(dir, cap, "/tmp/fissile-kernels-%ld", (long)getuid());
-  if (n < 0 || (size_t)n >= cap) return fsl_errorf(FSL_ERR_RUNTIME, "cache path too long");
-  return make_dirs(dir);
-}
-
 /* Splits FSL_CC (default "cc") into words in `store`; argv points into it. */
 static int compiler_argv(char *store, size_t cap, const char **argv, int max) {
   const char *cc = getenv("FSL_CC");
@@ -179,7 +149,7 @@ fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
   if (!src || !so) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_so_load: NULL argument");
   memset(so, 0, sizeof *so);
   char dir[900];
-  FSL_TRY(cache_dir(dir, sizeof dir));
+  if (fsl_cache_folder("kernels", dir, sizeof dir) != FSL_OK) return fsl_error_context(FSL_ERR_RUNTIME, "kernel cache");
   const char *cc[16];
   char store[512];
   int ncc = compiler_argv(store, sizeof store, cc, 16);

@@ -19,10 +19,12 @@
  * Design notes: docs/cpu-backend.md.
  */
 #include "backend/backend.h"
+#include "backend/cpu/calibrate.h"
 #include "backend/cpu/compile.h"
 #include "backend/cpu/emit.h"
 #include "backend/cpu/linsplit.h"
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/profile.h"
 #include "backend/ref/ref.h"
 
 #include <time.h>
@@ -53,6 +55,7 @@ typedef struct cpu_exe {
   bool *written;           /* compile-time: value id -> written by an earlier step */
   int next_fn;
   fsl_cpu_stats stats;
+  char fallback_why[256];  /* the first fallback's kernel and reason */
   double *prof;            /* FSL_CPU_PROFILE set: seconds per step, summed over runs */
   int n_runs;
   /* buffers released by earlier steps and runs, for reuse by size: a fresh
@@ -106,6 +109,17 @@ static void mark_written(cpu_exe *x, fsl_value *const *vals, int n) {
     if (vals[i]) x->written[vals[i]->id] = true;
 }
 
+/* Records that kernel ki falls back (in part) to the reference
+ * interpreter, and why (the first reason is kept). */
+static void note_fallback(cpu_exe *x, int ki, const char *why) {
+  x->stats.n_fallback++;
+  if (x->fallback_why[0]) return;
+  const fsl_kernel *k = x->p->kernels.k[ki];
+  const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
+  snprintf(x->fallback_why, sizeof x->fallback_why, "kernel %d (%s '%s'): %s", ki,
+           n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?", why);
+}
+
 /* ---- steps ---- */
 
 /* REF step over nodes, keeping outs. */
@@ -136,9 +150,9 @@ static fsl_status add_gen(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *const
                         .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
   fsl_status st = fsl_emit_kernel(&spec, src);
   if (st == FSL_ERR_UNSUPPORTED) {
+    note_fallback(x, kernel, fsl_last_error());
     fsl_error_clear();
     free(ins.p);
-    x->stats.n_fallback++;
     return add_ref(x, kernel, nodes, n, outs, n_out);
   }
   if (st == FSL_OK) {
@@ -212,7 +226,10 @@ static fsl_status add_linear(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *li
     fsl_sbuf_free(&tmp);
     fsl_error_clear();
   }
-  x->stats.n_fallback++;
+  char why[160];
+  snprintf(why, sizeof why, "no oneDNN primitive or generated code for %s over %s", fsl_op_get(lin->op)->name,
+           fsl_dtype_name(lin->in[0]->dtype));
+  note_fallback(x, kernel, why);
   /* the reference runs the in-kernel reshapes between lin_in and lin too */
   fsl_node *nodes[2 * FSL_MAX_RANK + 1];
   int n = 0;
@@ -236,9 +253,9 @@ static fsl_status plan_linear(cpu_exe *x, fsl_sbuf *src, int ki, const fsl_kerne
   fsl_linear_split sp;
   fsl_status st = fsl_linear_split_make(k, &sp);
   if (st == FSL_ERR_UNSUPPORTED) {
+    note_fallback(x, ki, fsl_last_error());
     fsl_error_clear();
     fsl_linear_split_free(&sp);
-    x->stats.n_fallback++;
     return add_ref(x, ki, k->nodes, k->n_nodes, k->out, k->n_out);
   }
   if (st == FSL_OK && sp.gen_prologue)
@@ -587,4 +604,32 @@ void fsl_cpu_exe_stats(const void *exe, fsl_cpu_stats *out) {
   if (exe) *out = ((const cpu_exe *)exe)->stats;
 }
 
-const fsl_backend fsl_backend_cpu = {"cpu", cpu_compile, cpu_run, free_exe};
+static void cpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  const cpu_exe *x = exe;
+  if (!x) return;
+  int nk = x->p->kernels.n;
+  bool *fb = calloc((size_t)(nk > 0 ? nk : 1), sizeof(bool));
+  if (!fb) return;
+  for (int i = 0; i < x->n_steps; i++)
+    if (x->steps[i].kind == STEP_REF) fb[x->steps[i].kernel] = true;
+  out->n_kernels = nk;
+  out->n_opaque = x->stats.n_opaque;
+  for (int i = 0; i < nk; i++) out->n_fallback += fb[i];
+  out->n_fallback -= out->n_opaque; /* opaque kernels run by the reference by design */
+  out->n_native = nk - out->n_fallback - out->n_opaque;
+  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", x->fallback_why);
+  free(fb);
+}
+
+const fsl_backend fsl_backend_cpu = {
+    .name = "cpu",
+    .summary = "generated C per kernel in one shared object, oneDNN for matmul/conv",
+    .calibrate = fsl_cpu_calibrate,
+    .profiler_init = fsl_cpu_profiler_init,
+    .compile = cpu_compile,
+    .run = cpu_run,
+    .exe_info = cpu_exe_info,
+    .free_exe = free_exe,
+};

@@ -9,7 +9,7 @@
 #include "backend/cpu/isa.h"
 #include "backend/cpu/linsplit.h"
 #include "backend/cpu/onednn.h"
-#include "orchestrate/calibrate.h"
+#include "backend/cpu/calibrate.h"
 
 #include <dlfcn.h>
 #include <math.h>

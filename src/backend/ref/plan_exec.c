@@ -225,4 +225,20 @@ done:
   return st;
 }
 
-const fsl_backend fsl_backend_ref = {"ref", ref_compile, ref_run, ref_free_exe};
+/* Every kernel runs on the reference interpreter, which is this backend's
+ * own code: nothing falls back. */
+static void ref_exe_info(const void *exe, fsl_backend_exe_info *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  const ref_exe *e = exe;
+  if (e) out->n_kernels = out->n_native = e->p->kernels.n;
+}
+
+const fsl_backend fsl_backend_ref = {
+    .name = "plan-ref",
+    .summary = "the reference interpreter running the plan kernel by kernel (checks plans)",
+    .compile = ref_compile,
+    .run = ref_run,
+    .exe_info = ref_exe_info,
+    .free_exe = ref_free_exe,
+};

@@ -9,7 +9,7 @@
  * kernels run without building the library itself with -fopenmp.  Without
  * libgomp every benchmark runs on one thread.
  */
-#include "orchestrate/calibrate.h"
+#include "backend/cpu/calibrate.h"
 
 #include "backend/cpu/isa.h"
 
@@ -234,25 +234,6 @@ void fsl_cpu_model_name(char *buf, size_t len) {
   fclose(f);
 }
 
-/* $XDG_CACHE_HOME/fissile (or ~/.cache/fissile), created if missing; false if none. */
-static bool cache_dir(char *buf, size_t len) {
-  const char *x = getenv("XDG_CACHE_HOME");
-  int n;
-  if (x && x[0] == '/') {
-    n = snprintf(buf, len, "%s", x);
-  } else {
-    const char *h = getenv("HOME");
-    if (!h || h[0] != '/') return false;
-    n = snprintf(buf, len, "%s/.cache", h);
-  }
-  if (n < 0 || (size_t)n >= len) return false;
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST) return false;
-  size_t l = strlen(buf);
-  n = snprintf(buf + l, len - l, "/fissile");
-  if (n < 0 || (size_t)n >= len - l) return false;
-  return mkdir(buf, 0755) == 0 || errno == EEXIST;
-}
-
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
 /* Reads a cache file; true if it holds all four numbers, positive and finite. */
@@ -298,8 +279,8 @@ static void cache_write(const char *path, const fsl_device *d) {
   if (!ok || rename(tmp, path) != 0) unlink(tmp);
 }
 
-fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force) {
-  if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_device_calibrate: NULL device");
+fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
+  if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_calibrate: NULL device");
   fsl_device_default(d);
   fsl_cpu_isa isa; /* before the sgemm benchmark: oneDNN's ISA limit comes first */
   FSL_TRY(fsl_cpu_isa_get(&isa));
@@ -320,7 +301,8 @@ fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force) {
   h = fsl_hash(h, &ncpu, sizeof ncpu);
   h = fsl_hash(h, &n_threads, sizeof n_threads);
   h = fsl_hash(h, isa.name, strlen(isa.name));
-  bool have_path = cache_dir(dir, sizeof dir);
+  bool have_path = fsl_cache_folder(NULL, dir, sizeof dir) == FSL_OK;
+  if (!have_path) fsl_error_clear(); /* measured, not cached */
   if (have_path) snprintf(path, sizeof path, "%s/device-%016llx.txt", dir, (unsigned long long)h);
 
   fsl_device m;

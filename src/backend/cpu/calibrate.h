@@ -3,8 +3,8 @@
  * orchestrate.h) on this machine, cached per machine in the user's cache
  * folder.
  */
-#ifndef FSL_CALIBRATE_H
-#define FSL_CALIBRATE_H
+#ifndef FSL_CPU_CALIBRATE_H
+#define FSL_CPU_CALIBRATE_H
 
 #include "orchestrate/orchestrate.h"
 
@@ -32,7 +32,7 @@
  * FSL_ERR_RUNTIME (oneDNN sgemm failed).  On error *d is the default device
  * (fsl_device_default).
  */
-fsl_status fsl_device_calibrate(fsl_device *d, int n_threads, bool force);
+fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force);
 
 /** The CPU model name from /proc/cpuinfo ("model name", "Model" or "cpu
  *  model" line; "unknown cpu" if none), NUL-terminated in buf[len]: part of

@@ -1,0 +1,26 @@
+/* registry.c — the one table of backends (backend.h). */
+#include "backend/backend.h"
+
+/* In the order of preference for the host device. */
+static const fsl_backend *const k_backends[] = {
+    &fsl_backend_cpu,
+    &fsl_backend_ref,
+};
+
+int fsl_backend_count(void) { return (int)FSL_ARRAY_LEN(k_backends); }
+
+const fsl_backend *fsl_backend_at(int i) {
+  return i >= 0 && i < fsl_backend_count() ? k_backends[i] : NULL;
+}
+
+const fsl_backend *fsl_backend_find(const char *name) {
+  for (int i = 0; name && i < fsl_backend_count(); i++)
+    if (!strcmp(k_backends[i]->name, name)) return k_backends[i];
+  return NULL;
+}
+
+const fsl_backend *fsl_backend_host(void) {
+  for (int i = 0; i < fsl_backend_count(); i++)
+    if (k_backends[i]->calibrate) return k_backends[i];
+  return NULL;
+}
