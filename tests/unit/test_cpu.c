@@ -12,7 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/compile.h"
-#include "backend/cpu/emit.h"
+#include "backend/cpu/dialect_c.h"
 #include "backend/ref/ref.h"
 #include "fission/builder.h"
 
@@ -481,14 +481,14 @@ static void test_compile_cache(void **state) {
   assert_int_equal(access(so.path, F_OK), -1);
 }
 
-/* The prologue's inline expf / tanhf / erff (fsl_emit_prologue), compiled
+/* The prologue's inline expf / tanhf / erff (fsl_codegen_prelude), compiled
  * as generated code is (a vectorized loop), against libm in double: rel.
  * error <= 1e-6 where the result is a normal float, exact special values
  * (+-inf, NaN, signed zero, overflow to inf, underflow to 0). */
 static void test_fast_math(void **state) {
   (void)state;
   fsl_sbuf src = {0};
-  fsl_emit_prologue(&src);
+  fsl_codegen_prelude(&fsl_dialect_c, &src);
   fsl_sbuf_puts(&src, "int fsl_k0(const void *const *in, void *const *out) {\n"
                       "  const float *x = (const float *)in[0]; const int64_t n = *(const int64_t *)in[1];\n"
                       "  float *e = (float *)out[0], *t = (float *)out[1], *f = (float *)out[2];\n"

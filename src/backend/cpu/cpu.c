@@ -21,7 +21,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/calibrate.h"
 #include "backend/cpu/compile.h"
-#include "backend/cpu/emit.h"
+#include "backend/cpu/dialect_c.h"
 #include "backend/cpu/linsplit.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/profile.h"
@@ -146,9 +146,9 @@ static fsl_status add_gen(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *const
   if (n_out == 0) return FSL_OK;
   fsl_vlist ins = {0};
   if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
-  fsl_emit_spec spec = {.g = x->p->g, .id = x->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
+  fsl_cg_spec spec = {.g = x->p->g, .id = x->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                         .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
-  fsl_status st = fsl_emit_kernel(&spec, src);
+  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, src);
   if (st == FSL_ERR_UNSUPPORTED) {
     note_fallback(x, kernel, fsl_last_error());
     fsl_error_clear();
@@ -212,7 +212,7 @@ static fsl_status add_linear(cpu_exe *x, fsl_sbuf *src, int kernel, fsl_node *li
   /* generated matmul over the (view-resolved) operands */
   if (lin->op == FSL_OP_matmul) {
     fsl_sbuf tmp = {0};
-    if (fsl_emit_matmul(x->next_fn, lin, &tmp) == FSL_OK && !tmp.oom) {
+    if (fsl_codegen_matmul(&fsl_dialect_c, x->next_fn, lin, &tmp) == FSL_OK && !tmp.oom) {
       fsl_sbuf_puts(src, tmp.p);
       fsl_sbuf_free(&tmp);
       step *s = new_step(x, STEP_GEN, kernel);
@@ -338,7 +338,7 @@ static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
   fsl_sbuf src = {0};
   fsl_status st = (x->last && x->written) ? FSL_OK : oom();
   x->stats.n_kernels = p->kernels.n;
-  if (st == FSL_OK) fsl_emit_prologue(&src);
+  if (st == FSL_OK) fsl_codegen_prelude(&fsl_dialect_c, &src);
   for (int ki = 0; ki < p->kernels.n && st == FSL_OK; ki++) {
     const fsl_kernel *k = p->kernels.k[ki];
     bool opaque = false, linear = false;

@@ -5,7 +5,7 @@
  */
 #include "backend/cpu/profile.h"
 #include "backend/cpu/compile.h"
-#include "backend/cpu/emit.h"
+#include "backend/cpu/dialect_c.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/linsplit.h"
 #include "backend/cpu/onednn.h"
@@ -94,9 +94,9 @@ static fsl_status add_gen(builder *b, fsl_node *const *nodes, int n, fsl_value *
   if (b->pk->n_steps == MAX_STEPS) return fsl_errorf(FSL_ERR_UNSUPPORTED, "profile: too many steps");
   fsl_vlist ins = {0};
   if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
-  fsl_emit_spec spec = {.g = b->g, .id = *b->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
+  fsl_cg_spec spec = {.g = b->g, .id = *b->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                         .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
-  fsl_status st = fsl_emit_kernel(&spec, b->src);
+  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, b->src);
   pstep *s = &b->pk->steps[b->pk->n_steps];
   if (st == FSL_OK) {
     memset(s, 0, sizeof *s);
@@ -146,7 +146,7 @@ static fsl_status add_linear(builder *b, fsl_node *lin, fsl_value *const *lin_in
   fsl_error_clear();
   if (lin->op != FSL_OP_matmul) return fsl_errorf(FSL_ERR_UNSUPPORTED, "profile: conv without oneDNN");
   fsl_sbuf tmp = {0};
-  st = fsl_emit_matmul(*b->next_fn, lin, &tmp);
+  st = fsl_codegen_matmul(&fsl_dialect_c, *b->next_fn, lin, &tmp);
   if (st == FSL_OK && tmp.oom) st = oom();
   if (st == FSL_OK) {
     fsl_sbuf_puts(b->src, tmp.p);
@@ -363,7 +363,7 @@ static fsl_status time_kernel(const fsl_graph *g, const fsl_kernel *k, const pke
 /* Whether the compiler builds the generated prologue alone. */
 static bool compiler_works(void) {
   fsl_sbuf src = {0};
-  fsl_emit_prologue(&src);
+  fsl_codegen_prelude(&fsl_dialect_c, &src);
   fsl_cpu_so so;
   bool ok = !src.oom && fsl_cpu_so_load(src.p, &so) == FSL_OK;
   if (ok) fsl_cpu_so_close(&so);
@@ -377,7 +377,7 @@ static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n
   pkern *pk = calloc((size_t)n, sizeof *pk);
   if (!pk) return oom();
   fsl_sbuf src = {0};
-  fsl_emit_prologue(&src);
+  fsl_codegen_prelude(&fsl_dialect_c, &src);
   int next_fn = 0;
   fsl_status st = FSL_OK;
   for (int i = 0; i < n; i++) secs[i] = NAN;

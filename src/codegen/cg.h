@@ -1,0 +1,157 @@
+/*
+ * cg.h — internals of the neutral code generator (src/codegen/), shared by
+ * its files; backends use codegen.h.
+ *
+ * The generator walks a kernel's nodes backwards from each output: the
+ * element of value v at coordinates c (expressions over loop variables)
+ * is computed by
+ *   - a load in[i][flat(c)] when v is read from outside,
+ *   - an inlined literal when v is a one-element constant,
+ *   - the operands at the same coordinates, combined, for elementwise ops,
+ *   - the input at mapped coordinates for movement ops (reshape, permute,
+ *     expand, slice, pad, concat, window: docs/primitives.md),
+ *   - the data at coordinates taken from the index operand for gathers,
+ *   - a row accumulator (fused REDUCE) or a scratch buffer (multi-pass
+ *     REDUCE) for reductions.
+ * Values needed twice at the same coordinates in one scope are computed
+ * once (memo); at other coordinates they are recomputed, as loop fusion
+ * does.  Values that do not vary in the innermost loop are computed once
+ * before it (loop_begin), and a flat index over decomposed coordinates
+ * reuses the decomposed index.  Arithmetic follows docs/primitives.md: f32
+ * in float (exp, tanh, erf through branch-free versions from the dialect's
+ * prelude), f64 in double, integers through 64-bit wrapping arithmetic;
+ * f32 sums add SIMD partial sums of short blocks in double, other float
+ * sums and products accumulate in double.  What differs between target
+ * languages (type and function names, kernel signature, loop headers) comes
+ * from the dialect (dialect.h).  Layout of the generated code:
+ * docs/cpu-backend.md.
+ */
+#ifndef FSL_CG_H
+#define FSL_CG_H
+
+#include "codegen/codegen.h"
+
+#include <math.h>
+#include <stdarg.h>
+
+#define CLEN 48  /* a coordinate or result expression: an identifier or literal */
+
+typedef struct coords {
+  int rank;
+  char c[FSL_MAX_RANK][CLEN];
+} coords;
+
+typedef struct memo_ent {
+  int vid;
+  int depth;
+  char *key;
+  char var[CLEN];
+} memo_ent;
+
+typedef enum { MODE_LOOP, MODE_FUSED, MODE_PASSES } emit_mode;
+
+/* A flat index `x` split into coordinates <prefix><axis> (decompose), kept
+ * so that a flat index over the same axes can use `x` again. */
+typedef struct decomp {
+  int depth;            /* scope it was declared in */
+  char x[CLEN];
+  char prefix[16];
+  int n;                /* non-1 axes, outermost first */
+  int axes[FSL_MAX_RANK];
+  int64_t dims[FSL_MAX_RANK];
+} decomp;
+
+typedef struct em {
+  const fsl_dialect *d;  /* the target language */
+  const fsl_cg_spec *s;
+  fsl_sbuf *b;
+  int nv;               /* values in the graph (ids < nv) */
+  int *in_idx;          /* value id -> index in s->in, -1 */
+  bool *inside;         /* value id -> produced by a node of s->nodes */
+  int *red_idx;         /* value id -> index of its reduce node among reductions, -1 */
+  int tmp;              /* fresh-name counter */
+  bool *tvar;           /* temporary number -> declared in a loop body (loop-variant) */
+  int cap_tvar;
+  int indent;
+  int depth;            /* memo scope depth */
+  memo_ent *memo;
+  int n_memo, cap_memo;
+  decomp *dec;
+  int n_dec, cap_dec;
+  emit_mode mode;
+  int n_red;            /* reductions emitted so far (fused: r<k> live) */
+  bool fused_fail;      /* a fused read left its row: retry with passes */
+  /* the innermost loop being emitted (loop_begin): loop-invariant values
+   * go to `pre`, which lands before the loop header */
+  fsl_sbuf *pre;        /* NULL outside such a loop */
+  int pre_indent, pre_depth, body_depth;
+  char lv_prefix[4];    /* "j": j_ and j<axis> vary with the loop */
+  char lv_exact[CLEN];  /* the loop variable itself (e.g. c3) */
+  bool hoisting;        /* writing into `pre` */
+  /* fused REDUCE: reduction input cache_vid was stored into output
+   * cache_out at the row coordinates; the row-space loop reads it back */
+  int cache_vid, cache_out;
+  bool cache_on;
+  coords cache_c;       /* the row coordinates of cache_vid */
+  coords cache_oc;      /* the same element in output cache_out */
+  fsl_status st;
+} em;
+
+/* Loop-invariant hoisting: between loop_begin and loop_end the caller
+ * writes the loop header and body; values evaluated at coordinates that do
+ * not vary with the loop are written into a separate buffer that is placed
+ * before the header (at the scope enclosing the loop). */
+typedef struct loop_ctx {
+  fsl_sbuf *outer;
+  fsl_sbuf pre, body;
+} loop_ctx;
+
+#define PAR_MIN 32768  /* elements below which a loop stays serial */
+
+/* Element type name of dt in the dialect (NULL: none). */
+static inline const char *fsl_cg_ctype(const fsl_dialect *d, fsl_dtype dt) { return d->type_name(dt); }
+
+static inline bool is_f(fsl_dtype dt) { return dt == FSL_DT_F32 || dt == FSL_DT_F64; }
+static inline bool is_s(fsl_dtype dt) {
+  return dt == FSL_DT_I8 || dt == FSL_DT_I16 || dt == FSL_DT_I32 || dt == FSL_DT_I64;
+}
+
+/* scope.c — emitter state: scopes, temporaries, loop-invariant hoisting, memo */
+bool fsl_cg_fail(em *e, fsl_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void fsl_cg_line(em *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fsl_cg_open_scope(em *e);
+void fsl_cg_close_scope(em *e);
+int fsl_cg_new_tmp(em *e);
+bool fsl_cg_ident_variant(const em *e, const char *s);
+bool fsl_cg_coords_variant(const em *e, const coords *c);
+void fsl_cg_loop_begin(em *e, loop_ctx *L, const char *lv_prefix, const char *lv_exact);
+void fsl_cg_loop_end(em *e, loop_ctx *L);
+const char *fsl_cg_memo_find(em *e, int vid, const coords *c);
+void fsl_cg_memo_add(em *e, int vid, const coords *c, const char *var);
+void fsl_cg_loop_open(em *e, const fsl_cg_loop *L);
+
+/* expr.c — the elementwise expression printer */
+void fsl_cg_literal(const fsl_dialect *d, fsl_dtype dt, const void *p, char *dst);
+const char *fsl_cg_float_unary(fsl_op op);
+bool fsl_cg_ew_expr(em *e, const fsl_node *n, char a[3][CLEN], char *ex, size_t cap);
+
+/* index.c — coordinates, flat indices, movement views and gathers as index expressions */
+void fsl_cg_flat_index(em *e, int rank, const int64_t *dims, const coords *c, char *dst);
+void fsl_cg_decompose(em *e, const char *x, int n, const int *axes, const int64_t *dims, const char *prefix, coords *c);
+bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res);
+bool fsl_cg_ev_gather(em *e, const fsl_node *n, const coords *c, char *res);
+
+/* value.c — the element of a value at coordinates (loads, memo, hoisting) */
+bool fsl_cg_supported_dtype(em *e, const fsl_value *v);
+bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res);
+
+/* loops.c — LOOP kernels: one loop nest per output shape */
+bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c);
+bool fsl_cg_same_shape(const fsl_value *a, const fsl_value *b);
+bool fsl_cg_output_loops(em *e, bool *done);
+
+/* reduce.c — REDUCE kernels: fused rows or passes through scratch buffers */
+bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr);
+bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * codegen.h — the neutral code generator: kernels of a plan (LOOP and
+ * REDUCE kernels, the prologue and epilogue pieces of LINEAR kernels, and a
+ * plain matmul) lowered to loops over index expressions and printed as
+ * source text in a C-style dialect (dialect.h).  The CPU backend prints
+ * C with OpenMP (backend/cpu/dialect_c.c); a GPU backend adds a dialect,
+ * not a code generator.  docs/cpu-backend.md describes the generated code.
+ *
+ * One kernel (or piece) becomes one function
+ *
+ *     fsl_k<ID>(in, out)
+ *
+ * whose signature the dialect prints: in[i] is the row-major data of
+ * spec->in[i], out[j] the buffer of spec->out[j] (shapes are static and
+ * baked into the code).  It returns 0, or an OR of FSL_KERR_* bits on a
+ * run-time error.  Movement primitives and gathers become index arithmetic
+ * on the coordinates of the element being computed; elementwise primitives
+ * become expressions; a reduction becomes an accumulation loop.
+ */
+#ifndef FSL_CODEGEN_H
+#define FSL_CODEGEN_H
+
+#include "codegen/dialect.h"
+#include "codegen/sbuf.h"
+#include "ir/ir.h"
+
+/* Error bits returned by generated functions. */
+#define FSL_KERR_INDEX 1   /* gather index out of range */
+#define FSL_KERR_DIVZERO 2 /* integer division or modulo by zero */
+#define FSL_KERR_NOMEM 4   /* scratch allocation failed */
+
+/** What one generated function computes. */
+typedef struct fsl_cg_spec {
+  const fsl_graph *g;
+  int id;                      /* the function is named fsl_k<id> */
+  int n_nodes;
+  fsl_node *const *nodes;      /* computed inside, in topological order */
+  int n_in;
+  fsl_value *const *in;        /* every value read that no node of `nodes` produces */
+  int n_out;
+  fsl_value *const *out;       /* values written (produced by `nodes`) */
+} fsl_cg_spec;
+
+/** Appends the dialect's prelude (includes, inline math and index
+ *  helpers): once per source file, before any kernel. */
+void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b);
+
+/**
+ * Appends the function for spec in dialect d: a LOOP body (elementwise,
+ * movement, gather nodes; one loop nest per distinct output shape) or,
+ * when the nodes include reductions, a REDUCE body (fused rows when every
+ * reduction shares one input shape and axes and every read of a reduction
+ * result stays in its row, otherwise one pass per reduction through
+ * scratch buffers).  Nothing is appended on failure.
+ * Errors: FSL_ERR_UNSUPPORTED (a dtype the dialect has no type for, e.g.
+ * f16/bf16 in C; scatter, linear or opaque nodes; the caller falls back to
+ * the reference interpreter), FSL_ERR_INVALID (an output the nodes do not
+ * produce), FSL_ERR_NOMEM.
+ */
+fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *spec, fsl_sbuf *b);
+
+/**
+ * Appends fsl_k<id>(in = {a, b}, out = {c}) computing the matmul node mm
+ * (docs/primitives.md: [batch.., M, K] x [batch.., K, N]) as a plain loop
+ * nest: floats accumulate in double, integers in 64 bits (wrapping).
+ * FSL_ERR_UNSUPPORTED for f16/bf16/bool.
+ */
+fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * dialect.h — what differs between the C-style languages the code
+ * generator prints (tinygrad's renderer pattern): element type names, the
+ * suffix of single-precision math functions, the kernel signature, loop
+ * headers (parallel, SIMD, serial) and the prelude of helper functions.
+ * Everything else (index lowering, expressions, loop structure,
+ * reductions) is shared in src/codegen/.  The C/OpenMP dialect is
+ * backend/cpu/dialect_c.c; a GPU backend adds its own (CUDA C, OpenCL C)
+ * with the same helper names in its prelude.
+ */
+#ifndef FSL_CG_DIALECT_H
+#define FSL_CG_DIALECT_H
+
+#include "codegen/sbuf.h"
+
+typedef enum fsl_cg_loop_kind {
+  FSL_CG_SERIAL,     /* one thread runs the iterations in order */
+  FSL_CG_PARALLEL,   /* iterations are independent: spread over threads (OpenMP
+                        parallel for; a grid-stride loop on a GPU) */
+  FSL_CG_SIMD,       /* the reductions below may be reassociated: vectorize */
+} fsl_cg_loop_kind;
+
+/** One loop of generated code, as data; the dialect prints its header. */
+typedef struct fsl_cg_loop {
+  fsl_cg_loop_kind kind;
+  const char *var;          /* the int64 loop variable */
+  const char *lo, *hi;      /* bounds, as expressions: lo <= var < hi */
+  long long step;           /* increment (<= 1: 1) */
+  int collapse;             /* PARALLEL: perfectly nested loops sharing the parallelism (<= 1: this one) */
+  int n_red;                /* reductions carried by the loop, "op:var" ("|:err_", "+:ps0", "max:a1") */
+  const char *red[4];
+} fsl_cg_loop;
+
+typedef struct fsl_dialect {
+  const char *name;                          /* "c", "cuda", "opencl" */
+  const char *prelude;                       /* text every generated source starts with */
+  /** Element type of dt, or NULL when the dialect cannot compute in it
+   *  (the kernel is then FSL_ERR_UNSUPPORTED: a fallback). */
+  const char *(*type_name)(fsl_dtype dt);
+  const char *f32_math_suffix;               /* "f": expf, sqrtf for float ("" where overloaded) */
+  const char *restrict_kw;                   /* "restrict " or "" */
+  /** Prints the start of kernel fsl_k<id>: the signature taking `in` and
+   *  `out` (arrays of untyped buffer pointers) and returning int, and "{". */
+  void (*kernel_open)(fsl_sbuf *b, int id);
+  /** The header of loop L: an optional annotation line (pragma; "" for
+   *  none) and the loop line itself, ending in "{". */
+  void (*loop_header)(const fsl_cg_loop *L, char *annot, size_t annot_cap, char *head, size_t head_cap);
+} fsl_dialect;
+
+#endif

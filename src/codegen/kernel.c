@@ -1,0 +1,172 @@
+/*
+ * kernel.c — the code generator's entry points (codegen.h).
+ */
+#include "codegen/cg.h"
+
+static void em_free(em *e) {
+  free(e->in_idx);
+  free(e->inside);
+  free(e->red_idx);
+  for (int i = 0; i < e->n_memo; i++) free(e->memo[i].key);
+  free(e->memo);
+  free(e->tvar);
+  free(e->dec);
+}
+
+static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mode mode, fsl_sbuf *out, bool *fused_fail) {
+  em e;
+  memset(&e, 0, sizeof e);
+  fsl_sbuf b = {0};
+  e.d = d;
+  e.s = s;
+  e.b = &b;
+  e.mode = mode;
+  e.nv = s->g->n_values;
+  size_t nv = (size_t)(e.nv > 0 ? e.nv : 1);
+  e.in_idx = malloc(sizeof(int) * nv);
+  e.inside = calloc(nv, sizeof(bool));
+  e.red_idx = malloc(sizeof(int) * nv);
+  if (!e.in_idx || !e.inside || !e.red_idx) {
+    em_free(&e);
+    return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < nv; i++) e.in_idx[i] = e.red_idx[i] = -1;
+  for (int i = 0; i < s->n_in; i++) e.in_idx[s->in[i]->id] = i;
+  const fsl_node *red[64];
+  int nr = 0;
+  for (int i = 0; i < s->n_nodes; i++) {
+    const fsl_node *n = s->nodes[i];
+    fsl_kind kind = fsl_op_get(n->op)->kind;
+    if (!fsl_op_is_primitive(n->op) || kind == FSL_KIND_LINEAR || kind == FSL_KIND_OPAQUE ||
+        n->op == FSL_OP_scatter_elements || n->op == FSL_OP_scatter_nd) {
+      fsl_cg_fail(&e, FSL_ERR_UNSUPPORTED, "op %s", fsl_op_name(n->op));
+      break;
+    }
+    for (int k = 0; k < n->n_out; k++) e.inside[n->out[k]->id] = true;
+    if (kind == FSL_KIND_REDUCE) {
+      if (nr == (int)FSL_ARRAY_LEN(red)) {
+        fsl_cg_fail(&e, FSL_ERR_UNSUPPORTED, "too many reductions");
+        break;
+      }
+      e.red_idx[n->out[0]->id] = nr;
+      red[nr++] = n;
+    }
+  }
+  for (int i = 0; i < s->n_in && e.st == FSL_OK; i++) fsl_cg_supported_dtype(&e, s->in[i]);
+  for (int j = 0; j < s->n_out && e.st == FSL_OK; j++) {
+    fsl_cg_supported_dtype(&e, s->out[j]);
+    if (e.st == FSL_OK && !e.inside[s->out[j]->id])
+      fsl_cg_fail(&e, FSL_ERR_INVALID, "output '%s' is not produced by the kernel", s->out[j]->name ? s->out[j]->name : "?");
+  }
+  if (e.st == FSL_OK) {
+    d->kernel_open(&b, s->id);
+    e.indent = 1;
+    fsl_cg_line(&e, "(void)in; (void)out;");
+    /* buffers never overlap, except that a kernel of elementwise nodes
+     * only may write in place over an input (src/runtime/memplan.c) */
+    bool ew_only = true;
+    for (int i = 0; i < s->n_nodes; i++) ew_only = ew_only && fsl_op_get(s->nodes[i]->op)->kind == FSL_KIND_ELEMENTWISE;
+    const char *rs = ew_only ? "" : d->restrict_kw;
+    for (int i = 0; i < s->n_in; i++)
+      fsl_cg_line(&e, "const %s *%sin%d = (const %s *)in[%d];", fsl_cg_ctype(e.d, s->in[i]->dtype), rs, i, fsl_cg_ctype(e.d, s->in[i]->dtype), i);
+    for (int j = 0; j < s->n_out; j++)
+      fsl_cg_line(&e, "%s *%sout%d = (%s *)out[%d];", fsl_cg_ctype(e.d, s->out[j]->dtype), rs, j, fsl_cg_ctype(e.d, s->out[j]->dtype), j);
+    fsl_cg_line(&e, "int err_ = 0;");
+    if (nr == 0) {
+      bool *done = calloc((size_t)(s->n_out > 0 ? s->n_out : 1), sizeof(bool));
+      if (!done) fsl_cg_fail(&e, FSL_ERR_NOMEM, "out of memory");
+      else {
+        fsl_cg_output_loops(&e, done);
+        free(done);
+      }
+    } else if (mode == MODE_FUSED) {
+      fsl_cg_fused_body(&e, red, nr);
+    } else {
+      fsl_cg_passes_body(&e, red, nr);
+    }
+    fsl_cg_line(&e, "return err_;");
+    fsl_sbuf_puts(&b, "}\n\n");
+  }
+  *fused_fail = e.fused_fail;
+  fsl_status st = e.st;
+  if (st == FSL_OK && b.oom) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  if (st == FSL_OK) {
+    fsl_sbuf_puts(out, b.p ? b.p : "");
+    if (out->oom) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  }
+  fsl_sbuf_free(&b);
+  em_free(&e);
+  return st;
+}
+
+fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *s, fsl_sbuf *b) {
+  if (!d || !s || !b || !s->g) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_kernel: NULL argument");
+  bool has_red = false;
+  for (int i = 0; i < s->n_nodes; i++) has_red = has_red || fsl_op_get(s->nodes[i]->op)->kind == FSL_KIND_REDUCE;
+  bool ff = false;
+  fsl_status st = emit_with(d, s, has_red ? MODE_FUSED : MODE_LOOP, b, &ff);
+  if (st != FSL_OK && has_red && ff) {
+    fsl_error_clear();
+    st = emit_with(d, s, MODE_PASSES, b, &ff);
+  }
+  return st;
+}
+
+fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b) {
+  if (!d || !mm || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_matmul: NULL argument");
+  const fsl_value *A = mm->in[0], *W = mm->in[1], *C = mm->out[0];
+  fsl_dtype dt = A->dtype;
+  if (!fsl_cg_ctype(d, dt) || dt == FSL_DT_BOOL || W->dtype != dt || C->dtype != dt)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s codegen: matmul on %s", d->name, fsl_dtype_name(dt));
+  int r = A->rank;
+  int64_t M = A->dims[r - 2], K = A->dims[r - 1], N = W->dims[r - 1];
+  int64_t batch = fsl_numel(r - 2, A->dims);
+  const char *T = fsl_cg_ctype(d, dt), *acc = is_f(dt) ? "double" : "uint64_t";
+  em e;
+  memset(&e, 0, sizeof e);
+  fsl_sbuf body = {0};
+  e.d = d;
+  e.b = &body;
+  d->kernel_open(&body, id);
+  e.indent = 1;
+  fsl_cg_line(&e, "const %s *a = (const %s *)in[0], *w = (const %s *)in[1];", T, T, T);
+  fsl_cg_line(&e, "%s *c = (%s *)out[0];", T, T);
+  char nb[32], nm[32], nn[32], nk[32];
+  snprintf(nb, sizeof nb, "%lld", (long long)batch);
+  snprintf(nm, sizeof nm, "%lld", (long long)M);
+  snprintf(nn, sizeof nn, "%lld", (long long)N);
+  snprintf(nk, sizeof nk, "%lld", (long long)K);
+  /* batch and rows in parallel (collapsed), columns, then the dot product */
+  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = batch * M * N * K > PAR_MIN ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+                                      .var = "b_", .lo = "0", .hi = nb, .collapse = 2});
+  fsl_cg_open_scope(&e);
+  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});
+  fsl_cg_open_scope(&e);
+  fsl_cg_line(&e, "const %s *ar = a + (b_ * %lld + m) * %lld; const %s *wb = w + b_ * %lld;", T, (long long)M,
+              (long long)K, T, (long long)(K * N));
+  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
+  fsl_cg_open_scope(&e);
+  fsl_cg_line(&e, "%s s = 0;", acc);
+  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
+  fsl_cg_open_scope(&e);
+  fsl_cg_line(&e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
+  fsl_cg_close_scope(&e);
+  fsl_cg_line(&e, "}");
+  fsl_cg_line(&e, "c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, T);
+  for (int i = 0; i < 3; i++) {
+    fsl_cg_close_scope(&e);
+    fsl_cg_line(&e, "}");
+  }
+  fsl_cg_line(&e, "return 0;");
+  fsl_sbuf_puts(&body, "}\n\n");
+  fsl_status st = body.oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
+  if (st == FSL_OK) fsl_sbuf_puts(b, body.p);
+  if (st == FSL_OK && b->oom) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  fsl_sbuf_free(&body);
+  em_free(&e);
+  return st;
+}
+
+void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b) {
+  if (d && b) fsl_sbuf_puts(b, d->prelude);
+}

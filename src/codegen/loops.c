@@ -1,0 +1,109 @@
+/*
+ * loops.c — LOOP kernels: one loop nest per distinct output shape.
+ */
+#include "codegen/cg.h"
+
+/* Writes the element at c of every output in outs (same shape). */
+bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c) {
+  for (int k = 0; k < n; k++) {
+    const fsl_value *v = e->s->out[outs[k]];
+    char r[CLEN], idx[CLEN];
+    if (!fsl_cg_ev(e, v, c, r)) return false;
+    fsl_cg_flat_index(e, v->rank, v->dims, c, idx);
+    fsl_cg_line(e, "out%d[%s] = %s;", outs[k], idx, r);
+  }
+  return true;
+}
+
+/* One loop nest over the shape of out[outs[0]], writing every listed output. */
+static bool loop_nest(em *e, int n, const int *outs) {
+  const fsl_value *v = e->s->out[outs[0]];
+  int r = v->rank;
+  int64_t total = fsl_value_numel(v);
+  if (total == 0) return true;
+  coords c;
+  c.rank = r;
+  fsl_cg_line(e, "{");
+  fsl_cg_open_scope(e);
+  if (r == 0) {
+    fsl_cg_line(e, "int e_ = 0;");
+    if (!fsl_cg_store_outputs(e, n, outs, &c)) return false;
+    fsl_cg_line(e, "err_ |= e_;");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    return true;
+  }
+  int64_t L = v->dims[r - 1], rows = total / L, B = L, nblk = 1;
+  if (rows < 64 && L > 8192) {
+    B = (L + 63) / 64;
+    if (B < 2048) B = 2048;
+    nblk = (L + B - 1) / B;
+  }
+  char hi[32];
+  snprintf(hi, sizeof hi, "%lld", (long long)(rows * nblk));
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total > PAR_MIN ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_", .lo = "0",
+                                     .hi = hi, .n_red = 1, .red = {"|:err_"}});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "int e_ = 0;");
+  if (nblk > 1) {
+    fsl_cg_line(e, "const int64_t rr_ = r_ / %lld, lo_ = (r_ %% %lld) * %lld;", (long long)nblk, (long long)nblk, (long long)B);
+    fsl_cg_line(e, "const int64_t hi_ = lo_ + %lld < %lld ? lo_ + %lld : %lld;", (long long)B, (long long)L, (long long)B,
+         (long long)L);
+  } else {
+    fsl_cg_line(e, "const int64_t rr_ = r_;");
+  }
+  int axes[FSL_MAX_RANK] = {0};
+  for (int i = 0; i < r - 1; i++) axes[i] = i;
+  fsl_cg_decompose(e, "rr_", r - 1, axes, v->dims, "c", &c);
+  fsl_cg_line(e, "(void)rr_;");
+  char lv[CLEN];
+  snprintf(lv, CLEN, "c%d", r - 1);
+  loop_ctx lc;
+  fsl_cg_loop_begin(e, &lc, "", lv);
+  char len[32];
+  snprintf(len, sizeof len, "%lld", (long long)L);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = lv, .lo = nblk > 1 ? "lo_" : "0",
+                                     .hi = nblk > 1 ? "hi_" : len});
+  fsl_cg_open_scope(e);
+  e->body_depth = e->depth;
+  if (L == 1) snprintf(c.c[r - 1], CLEN, "0");
+  else snprintf(c.c[r - 1], CLEN, "c%d", r - 1);
+  bool ok = fsl_cg_store_outputs(e, n, outs, &c);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_loop_end(e, &lc);
+  if (!ok) return false;
+  fsl_cg_line(e, "err_ |= e_;");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  return true;
+}
+
+bool fsl_cg_same_shape(const fsl_value *a, const fsl_value *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+/* Loop nests for the outputs not yet written (done[j] false), grouped by shape. */
+bool fsl_cg_output_loops(em *e, bool *done) {
+  const fsl_cg_spec *s = e->s;
+  int *grp = malloc(sizeof(int) * (size_t)(s->n_out > 0 ? s->n_out : 1));
+  if (!grp) return fsl_cg_fail(e, FSL_ERR_NOMEM, "out of memory");
+  bool ok = true;
+  for (int j = 0; j < s->n_out && ok; j++) {
+    if (done[j]) continue;
+    int n = 0;
+    for (int k = j; k < s->n_out; k++)
+      if (!done[k] && fsl_cg_same_shape(s->out[k], s->out[j])) {
+        grp[n++] = k;
+        done[k] = true;
+      }
+    ok = loop_nest(e, n, grp);
+  }
+  free(grp);
+  return ok;
+}
