@@ -1,5 +1,6 @@
 /*
- * fissile.c — the command-line tool.  Uses only the public API (fissile.h).
+ * fissile.c — the command-line tool.  Uses the public API (fissile.h) and
+ * src/core's dtype helpers (element load/store, f16/bf16 conversion).
  *
  *   fissile run MODEL [options]       run (reference interpreter or a backend)
  *   fissile compile MODEL [options]   build a strategy's plan, print its summary
@@ -14,6 +15,7 @@
  * See docs/cli.md.
  */
 #include "fissile.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -460,92 +462,11 @@ static uint64_t splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* float -> IEEE binary16, round to nearest even. */
-static uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
-  int32_t e = (int32_t)((x >> 23) & 0xff);
-  if (e == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
-  e = e - 127 + 15;
-  if (e >= 31) return (uint16_t)(sign | 0x7c00);
-  if (e <= 0) {
-    if (e < -10) return (uint16_t)sign;
-    mant |= 0x800000;
-    uint32_t shift = (uint32_t)(14 - e), half = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t h = sign | (uint32_t)e << 10 | mant >> 13, rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
-  return (uint16_t)h;
-}
-
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  float v;
-  if (e == 0) v = ldexpf((float)m, -24);
-  else if (e == 31) v = m ? NAN : INFINITY;
-  else v = ldexpf((float)(m | 0x400), (int)e - 25);
-  return sign ? -v : v;
-}
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
-  x += 0x7fff + ((x >> 16) & 1);
-  return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t h) {
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-/* Element i of data (dtype dt) as a double. */
-static double load_elem(fsl_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-  case FSL_DT_F32: return ((const float *)p)[i];
-  case FSL_DT_F64: return ((const double *)p)[i];
-  case FSL_DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-  case FSL_DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-  case FSL_DT_I8: return ((const int8_t *)p)[i];
-  case FSL_DT_I16: return ((const int16_t *)p)[i];
-  case FSL_DT_I32: return ((const int32_t *)p)[i];
-  case FSL_DT_I64: return (double)((const int64_t *)p)[i];
-  case FSL_DT_U8:
-  case FSL_DT_BOOL: return ((const uint8_t *)p)[i];
-  case FSL_DT_U16: return ((const uint16_t *)p)[i];
-  case FSL_DT_U32: return ((const uint32_t *)p)[i];
-  case FSL_DT_U64: return (double)((const uint64_t *)p)[i];
-  default: return 0;
-  }
-}
-
-/* Stores a random value as element i: floats in [-1,1), ints in [0,10). */
+/* Stores a random value as element i: floats in [-1,1), ints in [0,10),
+ * bools from the top bit. */
 static void store_random(fsl_dtype dt, void *p, int64_t i, uint64_t r) {
-  double f = (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-  uint64_t k = r % 10;
-  switch (dt) {
-  case FSL_DT_F32: ((float *)p)[i] = (float)f; break;
-  case FSL_DT_F64: ((double *)p)[i] = f; break;
-  case FSL_DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)f); break;
-  case FSL_DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)f); break;
-  case FSL_DT_BOOL: ((uint8_t *)p)[i] = (uint8_t)(r >> 63); break;
-  case FSL_DT_I8: ((int8_t *)p)[i] = (int8_t)k; break;
-  case FSL_DT_U8: ((uint8_t *)p)[i] = (uint8_t)k; break;
-  case FSL_DT_I16: ((int16_t *)p)[i] = (int16_t)k; break;
-  case FSL_DT_U16: ((uint16_t *)p)[i] = (uint16_t)k; break;
-  case FSL_DT_I32: ((int32_t *)p)[i] = (int32_t)k; break;
-  case FSL_DT_U32: ((uint32_t *)p)[i] = (uint32_t)k; break;
-  case FSL_DT_I64: ((int64_t *)p)[i] = (int64_t)k; break;
-  case FSL_DT_U64: ((uint64_t *)p)[i] = k; break;
-  default: break;
-  }
+  if (fsl_dtype_is_float(dt)) fsl_store_f64(dt, p, i, (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  else fsl_store_u64(dt, p, i, dt == FSL_DT_BOOL ? r >> 63 : r % 10);
 }
 
 /* Fills t (shape and dtype set) with seeded random data; never all zeros
@@ -560,7 +481,7 @@ static bool fill_random(fsl_tensor *t, uint64_t seed, int index) {
   bool nonzero = false;
   for (int64_t i = 0; i < n; i++) {
     store_random(t->dtype, t->data, i, splitmix64(&s));
-    nonzero = nonzero || load_elem(t->dtype, t->data, i) != 0;
+    nonzero = nonzero || fsl_load_f64(t->dtype, t->data, i) != 0;
   }
   if (n > 0 && !nonzero) store_random(t->dtype, t->data, 0, 1);  /* 1 % 10 = 1 */
   return true;
@@ -688,14 +609,14 @@ static void print_summary(const fsl_tensor *t) {
   double sum = 0, sabs = 0;
   bool numeric = fsl_dtype_size(t->dtype) > 0 && t->data;
   for (int64_t i = 0; numeric && i < n; i++) {
-    double v = load_elem(t->dtype, t->data, i);
+    double v = fsl_load_f64(t->dtype, t->data, i);
     sum += v;
     sabs += fabs(v);
   }
   printf("%s: %s[%s] sum=%.9g mean_abs=%.9g first=[", t->name, fsl_dtype_name(t->dtype),
          shape_str(t->rank, t->dims, sh, sizeof sh), sum, n > 0 ? sabs / (double)n : 0.0);
   for (int64_t i = 0; numeric && i < n && i < 5; i++)
-    printf("%s%.6g", i ? ", " : "", load_elem(t->dtype, t->data, i));
+    printf("%s%.6g", i ? ", " : "", fsl_load_f64(t->dtype, t->data, i));
   printf("%s]\n", n > 5 ? ", ..." : "");
 }
 
