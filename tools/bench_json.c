@@ -1,34 +1,83 @@
 /* bench_json.c — `fissile bench --json FILE`: the table's numbers and every
- * timed run as JSON (read by bench/bench.py). */
+ * timed run as JSON (read by bench/bench.py), written with cJSON. */
 #include "bench.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Writes s as a JSON string literal. */
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-    else fputc(*p, f);
-  }
-  fputc('"', f);
+/* cJSON returns NULL from an add that cannot allocate and goes on; a
+ * malloc that remembers a failure tells the document is incomplete. */
+static bool json_oom;
+
+static void *json_malloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) json_oom = true;
+  return p;
 }
 
-static void json_num(FILE *f, double v, bool have) {
-  if (have && isfinite(v)) fprintf(f, "%.9g", v);
-  else fputs("null", f);
+/* v, or null when there is no value (!have) or it is not finite. */
+static cJSON *num_or_null(double v, bool have) {
+  return have && isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
 }
 
-int write_bench_json(const options *o, const char *backend, const bench_row *rows, int n) {
-  FILE *f = fopen(o->json, "w");
-  if (!f) {
-    fprintf(stderr, "fissile: error: cannot write '%s': %s\n", o->json, strerror(errno));
-    return EXIT_MODEL;
+static void add_num(cJSON *obj, const char *key, double v, bool have) {
+  cJSON *item = num_or_null(v, have);
+  if (!cJSON_AddItemToObject(obj, key, item)) cJSON_Delete(item);
+}
+
+/* The plan's numbers (when the strategy got as far as a plan). */
+static void add_plan_info(cJSON *s, const bench_row *r) {
+  const fsl_plan_info *pi = &r->info;
+  cJSON_AddNumberToObject(s, "kernels", pi->n_kernels);
+  cJSON *kinds = cJSON_AddObjectToObject(s, "by_kind");
+  for (int k = 0; kinds && k < FSL_PLAN_KINDS; k++) cJSON_AddNumberToObject(kinds, k_kind_names[k], pi->n_by_kind[k]);
+  cJSON_AddNumberToObject(s, "recomputed", pi->n_recomputed);
+  cJSON_AddBoolToObject(s, "optimal", pi->optimal);
+  cJSON_AddNumberToObject(s, "native", pi->n_native);
+  cJSON_AddNumberToObject(s, "fallback", pi->n_fallback);
+  cJSON_AddNumberToObject(s, "opaque", pi->n_opaque);
+  cJSON_AddStringToObject(s, "fallback_why", pi->fallback_why);
+  add_num(s, "predicted_s", pi->predicted_s, true);
+  add_num(s, "orchestrate_s", pi->orchestrate_s, true);
+  add_num(s, "backend_compile_s", pi->backend_s, true);
+  add_num(s, "compile_s", r->compile_s, true);
+  cJSON_AddNumberToObject(s, "peak_bytes", (double)pi->peak_bytes);
+  cJSON_AddNumberToObject(s, "total_bytes", (double)pi->total_bytes);
+  cJSON_AddBoolToObject(s, "profiled", pi->profiled);
+  cJSON_AddNumberToObject(s, "costs_cached", pi->n_cost_cached);
+  cJSON_AddNumberToObject(s, "costs_measured", pi->n_cost_measured);
+  cJSON_AddNumberToObject(s, "costs_analytic", pi->n_cost_analytic);
+  cJSON_AddNumberToObject(s, "plan_kernels_measured", pi->n_plan_measured);
+  add_num(s, "profile_s", pi->profile_s, true);
+}
+
+static void add_strategy(cJSON *list, const bench_row *r) {
+  bool ok = r->rc == EXIT_OK;
+  cJSON *s = cJSON_CreateObject();
+  if (!s || !cJSON_AddItemToArray(list, s)) {
+    cJSON_Delete(s);
+    json_oom = true;
+    return;
   }
+  cJSON_AddStringToObject(s, "strategy", fsl_strategy_name(r->strategy));
+  cJSON_AddStringToObject(s, "status", ok ? "ok" : "error");
+  cJSON_AddStringToObject(s, "error", r->error);
+  if (r->have_info) add_plan_info(s, r);
+  add_num(s, "median_s", r->median_s, ok);
+  add_num(s, "min_s", r->min_s, ok);
+  add_num(s, "mean_s", r->mean_s, ok);
+  cJSON *times = cJSON_AddArrayToObject(s, "times_s");
+  for (int t = 0; times && ok && t < r->n_times; t++) {
+    cJSON *item = num_or_null(r->times[t], true);
+    if (!cJSON_AddItemToArray(times, item)) cJSON_Delete(item);
+  }
+}
+
+static cJSON *bench_document(const options *o, const char *backend, const bench_row *rows, int n) {
   const char *device = "";
   int prims = -1;
   for (int i = 0; i < n; i++)
@@ -36,54 +85,42 @@ int write_bench_json(const options *o, const char *backend, const bench_row *row
       device = rows[i].info.device;
       prims = rows[i].info.n_primitives;
     }
-  fprintf(f, "{\n  \"model\": ");
-  json_str(f, o->model);
-  fprintf(f, ",\n  \"backend\": ");
-  json_str(f, backend);
-  fprintf(f, ",\n  \"threads\": %d,\n  \"repeats\": %d,\n  \"warmup\": %d,\n  \"seed\": %" PRIu64 ",\n  \"device\": ",
-          o->threads, o->repeats, o->warmup, o->seed);
-  json_str(f, device);
-  fprintf(f, ",\n  \"primitives\": %d,\n  \"strategies\": [", prims);
-  for (int i = 0; i < n; i++) {
-    const bench_row *r = &rows[i];
-    const fsl_plan_info *pi = &r->info;
-    bool ok = r->rc == EXIT_OK;
-    fprintf(f, "%s\n    {\"strategy\": ", i ? "," : "");
-    json_str(f, fsl_strategy_name(r->strategy));
-    fprintf(f, ", \"status\": \"%s\", \"error\": ", ok ? "ok" : "error");
-    json_str(f, r->error);
-    if (r->have_info) {
-      fprintf(f, ",\n     \"kernels\": %d, \"by_kind\": {", pi->n_kernels);
-      for (int k = 0; k < FSL_PLAN_KINDS; k++) fprintf(f, "%s\"%s\": %d", k ? ", " : "", k_kind_names[k], pi->n_by_kind[k]);
-      fprintf(f, "}, \"recomputed\": %d, \"optimal\": %s,\n     \"native\": %d, \"fallback\": %d, \"opaque\": %d, "
-              "\"fallback_why\": ", pi->n_recomputed, pi->optimal ? "true" : "false", pi->n_native, pi->n_fallback,
-              pi->n_opaque);
-      json_str(f, pi->fallback_why);
-      fprintf(f, ",\n     \"predicted_s\": ");
-      json_num(f, pi->predicted_s, true);
-      fprintf(f, ", \"orchestrate_s\": ");
-      json_num(f, pi->orchestrate_s, true);
-      fprintf(f, ", \"backend_compile_s\": ");
-      json_num(f, pi->backend_s, true);
-      fprintf(f, ", \"compile_s\": ");
-      json_num(f, r->compile_s, true);
-      fprintf(f, ",\n     \"peak_bytes\": %" PRId64 ", \"total_bytes\": %" PRId64, pi->peak_bytes, pi->total_bytes);
-      fprintf(f, ",\n     \"profiled\": %s, \"costs_cached\": %d, \"costs_measured\": %d, \"costs_analytic\": %d, "
-              "\"plan_kernels_measured\": %d, \"profile_s\": ", pi->profiled ? "true" : "false", pi->n_cost_cached,
-              pi->n_cost_measured, pi->n_cost_analytic, pi->n_plan_measured);
-      json_num(f, pi->profile_s, true);
-    }
-    fprintf(f, ",\n     \"median_s\": ");
-    json_num(f, r->median_s, ok);
-    fprintf(f, ", \"min_s\": ");
-    json_num(f, r->min_s, ok);
-    fprintf(f, ", \"mean_s\": ");
-    json_num(f, r->mean_s, ok);
-    fprintf(f, ", \"times_s\": [");
-    for (int t = 0; ok && t < r->n_times; t++) fprintf(f, "%s%.9g", t ? ", " : "", r->times[t]);
-    fprintf(f, "]}");
+  cJSON *doc = cJSON_CreateObject();
+  if (!doc) return NULL;
+  cJSON_AddStringToObject(doc, "model", o->model);
+  cJSON_AddStringToObject(doc, "backend", backend);
+  cJSON_AddNumberToObject(doc, "threads", o->threads);
+  cJSON_AddNumberToObject(doc, "repeats", o->repeats);
+  cJSON_AddNumberToObject(doc, "warmup", o->warmup);
+  char seed[32];  /* a uint64 may not fit a double: written as its digits */
+  snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
+  cJSON_AddRawToObject(doc, "seed", seed);
+  cJSON_AddStringToObject(doc, "device", device);
+  cJSON_AddNumberToObject(doc, "primitives", prims);
+  cJSON *list = cJSON_AddArrayToObject(doc, "strategies");
+  for (int i = 0; list && i < n; i++) add_strategy(list, &rows[i]);
+  return doc;
+}
+
+int write_bench_json(const options *o, const char *backend, const bench_row *rows, int n) {
+  cJSON_Hooks hooks = {.malloc_fn = json_malloc, .free_fn = free};
+  cJSON_InitHooks(&hooks);
+  json_oom = false;
+  cJSON *doc = bench_document(o, backend, rows, n);
+  char *text = doc && !json_oom ? cJSON_Print(doc) : NULL;
+  cJSON_Delete(doc);
+  if (!text) {
+    fprintf(stderr, "fissile: error: cannot write '%s': out of memory\n", o->json);
+    return EXIT_RUNTIME;
   }
-  fprintf(f, "\n  ]\n}\n");
+  FILE *f = fopen(o->json, "w");
+  if (!f) {
+    fprintf(stderr, "fissile: error: cannot write '%s': %s\n", o->json, strerror(errno));
+    free(text);
+    return EXIT_MODEL;
+  }
+  fprintf(f, "%s\n", text);
+  free(text);
   if (fclose(f) != 0) {
     fprintf(stderr, "fissile: error: cannot write '%s': %s\n", o->json, strerror(errno));
     return EXIT_MODEL;
