@@ -1,5 +1,7 @@
 /*
- * fissile.c — the command-line tool.  Uses only the public API (fissile.h).
+ * fissile.c — the command-line tool.  Uses the public API (fissile.h) and
+ * src/core's dtype helpers (element load/store, f16/bf16 conversion).  The
+ * bench subcommand is in bench.c, its --json writer in bench_json.c.
  *
  *   fissile run MODEL [options]       run (reference interpreter or a backend)
  *   fissile compile MODEL [options]   build a strategy's plan, print its summary
@@ -14,6 +16,9 @@
  * See docs/cli.md.
  */
 #include "fissile.h"
+#include "core/core.h"
+#include "bench.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -23,41 +28,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-
-enum {
-  EXIT_OK = 0,
-  EXIT_USAGE = 1,
-  EXIT_MODEL = 2,
-  EXIT_UNSUPPORTED = 3,
-  EXIT_SHAPE = 4,
-  EXIT_RUNTIME = 5,
-};
-
-#define MAX_OPTS 256
-
-/* ---- command-line options ---- */
-typedef struct kv { const char *key, *val; } kv;
-
-typedef struct options {
-  const char *cmd;
-  const char *model;
-  kv shapes[MAX_OPTS]; int n_shapes;
-  kv dims[MAX_OPTS]; int n_dims;
-  kv inputs[MAX_OPTS]; int n_inputs;
-  const char *output_dir;
-  uint64_t seed;
-  bool time;
-  bool after_fission;
-  bool help;
-  int strategy;             /* -1: not given */
-  const char *backend;      /* NULL: not given */
-  int threads;              /* 0: default */
-  int repeats, warmup;      /* bench */
-  const char *json;         /* bench --json FILE */
-  const char *plan_out;     /* compile -o FILE */
-  const char *strategies;   /* bench --strategies a,b */
-  bool profile;             /* --profile: measured kernel costs */
-} options;
 
 static const char *k_exit_codes =
     "Exit codes:\n"
@@ -215,7 +185,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
   }
 }
 
-static int usage_error(const char *fmt, const char *arg) {
+int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "fissile: error: ");
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\n(see 'fissile --help')\n");
@@ -377,7 +347,7 @@ static int parse_args(options *o, int argc, char **argv) {
 }
 
 /* ---- errors ---- */
-static int exit_code(fsl_status s) {
+int exit_code(fsl_status s) {
   switch (s) {
   case FSL_OK: return EXIT_OK;
   case FSL_ERR_ARG: return EXIT_USAGE;
@@ -399,7 +369,7 @@ static int report(fsl_status s) {
 }
 
 /* ---- timing ---- */
-static double now_s(void) {
+double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -460,97 +430,16 @@ static uint64_t splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* float -> IEEE binary16, round to nearest even. */
-static uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
-  int32_t e = (int32_t)((x >> 23) & 0xff);
-  if (e == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
-  e = e - 127 + 15;
-  if (e >= 31) return (uint16_t)(sign | 0x7c00);
-  if (e <= 0) {
-    if (e < -10) return (uint16_t)sign;
-    mant |= 0x800000;
-    uint32_t shift = (uint32_t)(14 - e), half = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t h = sign | (uint32_t)e << 10 | mant >> 13, rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
-  return (uint16_t)h;
-}
-
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  float v;
-  if (e == 0) v = ldexpf((float)m, -24);
-  else if (e == 31) v = m ? NAN : INFINITY;
-  else v = ldexpf((float)(m | 0x400), (int)e - 25);
-  return sign ? -v : v;
-}
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
-  x += 0x7fff + ((x >> 16) & 1);
-  return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t h) {
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-/* Element i of data (dtype dt) as a double. */
-static double load_elem(fsl_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-  case FSL_DT_F32: return ((const float *)p)[i];
-  case FSL_DT_F64: return ((const double *)p)[i];
-  case FSL_DT_F16: return f16_to_f32(((const uint16_t *)p)[i]);
-  case FSL_DT_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-  case FSL_DT_I8: return ((const int8_t *)p)[i];
-  case FSL_DT_I16: return ((const int16_t *)p)[i];
-  case FSL_DT_I32: return ((const int32_t *)p)[i];
-  case FSL_DT_I64: return (double)((const int64_t *)p)[i];
-  case FSL_DT_U8:
-  case FSL_DT_BOOL: return ((const uint8_t *)p)[i];
-  case FSL_DT_U16: return ((const uint16_t *)p)[i];
-  case FSL_DT_U32: return ((const uint32_t *)p)[i];
-  case FSL_DT_U64: return (double)((const uint64_t *)p)[i];
-  default: return 0;
-  }
-}
-
-/* Stores a random value as element i: floats in [-1,1), ints in [0,10). */
+/* Stores a random value as element i: floats in [-1,1), ints in [0,10),
+ * bools from the top bit. */
 static void store_random(fsl_dtype dt, void *p, int64_t i, uint64_t r) {
-  double f = (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-  uint64_t k = r % 10;
-  switch (dt) {
-  case FSL_DT_F32: ((float *)p)[i] = (float)f; break;
-  case FSL_DT_F64: ((double *)p)[i] = f; break;
-  case FSL_DT_F16: ((uint16_t *)p)[i] = f32_to_f16((float)f); break;
-  case FSL_DT_BF16: ((uint16_t *)p)[i] = f32_to_bf16((float)f); break;
-  case FSL_DT_BOOL: ((uint8_t *)p)[i] = (uint8_t)(r >> 63); break;
-  case FSL_DT_I8: ((int8_t *)p)[i] = (int8_t)k; break;
-  case FSL_DT_U8: ((uint8_t *)p)[i] = (uint8_t)k; break;
-  case FSL_DT_I16: ((int16_t *)p)[i] = (int16_t)k; break;
-  case FSL_DT_U16: ((uint16_t *)p)[i] = (uint16_t)k; break;
-  case FSL_DT_I32: ((int32_t *)p)[i] = (int32_t)k; break;
-  case FSL_DT_U32: ((uint32_t *)p)[i] = (uint32_t)k; break;
-  case FSL_DT_I64: ((int64_t *)p)[i] = (int64_t)k; break;
-  case FSL_DT_U64: ((uint64_t *)p)[i] = k; break;
-  default: break;
-  }
+  if (fsl_dtype_is_float(dt)) fsl_store_f64(dt, p, i, (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  else fsl_store_u64(dt, p, i, dt == FSL_DT_BOOL ? r >> 63 : r % 10);
 }
 
 /* Fills t (shape and dtype set) with seeded random data; never all zeros
  * for integer types. */
-static bool fill_random(fsl_tensor *t, uint64_t seed, int index) {
+bool fill_random(fsl_tensor *t, uint64_t seed, int index) {
   size_t es = fsl_dtype_size(t->dtype);
   int64_t n = fsl_tensor_numel(t);
   if (es == 0 || n < 0 || (uint64_t)n > SIZE_MAX / es) return false;
@@ -560,14 +449,14 @@ static bool fill_random(fsl_tensor *t, uint64_t seed, int index) {
   bool nonzero = false;
   for (int64_t i = 0; i < n; i++) {
     store_random(t->dtype, t->data, i, splitmix64(&s));
-    nonzero = nonzero || load_elem(t->dtype, t->data, i) != 0;
+    nonzero = nonzero || fsl_load_f64(t->dtype, t->data, i) != 0;
   }
   if (n > 0 && !nonzero) store_random(t->dtype, t->data, 0, 1);  /* 1 % 10 = 1 */
   return true;
 }
 
 /* ---- the model: load and bind ---- */
-static int load_model(const options *o, fsl_model **m) {
+int load_model(const options *o, fsl_model **m) {
   double t0 = now_s();
   fsl_status st = fsl_model_load(o->model, m);
   if (st != FSL_OK) return report(st);
@@ -581,7 +470,7 @@ static int bind_error(fsl_status st) {
   return rc == EXIT_USAGE ? EXIT_SHAPE : rc;
 }
 
-static int bind_options(const options *o, fsl_model *m) {
+int bind_options(const options *o, fsl_model *m) {
   for (int i = 0; i < o->n_dims; i++) {
     uint64_t v;
     if (!parse_u64(o->dims[i].val, &v) || v > INT64_MAX)
@@ -688,14 +577,14 @@ static void print_summary(const fsl_tensor *t) {
   double sum = 0, sabs = 0;
   bool numeric = fsl_dtype_size(t->dtype) > 0 && t->data;
   for (int64_t i = 0; numeric && i < n; i++) {
-    double v = load_elem(t->dtype, t->data, i);
+    double v = fsl_load_f64(t->dtype, t->data, i);
     sum += v;
     sabs += fabs(v);
   }
   printf("%s: %s[%s] sum=%.9g mean_abs=%.9g first=[", t->name, fsl_dtype_name(t->dtype),
          shape_str(t->rank, t->dims, sh, sizeof sh), sum, n > 0 ? sabs / (double)n : 0.0);
   for (int64_t i = 0; numeric && i < n && i < 5; i++)
-    printf("%s%.6g", i ? ", " : "", load_elem(t->dtype, t->data, i));
+    printf("%s%.6g", i ? ", " : "", fsl_load_f64(t->dtype, t->data, i));
   printf("%s]\n", n > 5 ? ", ..." : "");
 }
 
@@ -890,12 +779,10 @@ static int cmd_graph(const options *o, bool dot) {
 }
 
 /* ---- compile / explain ---- */
-static const char *const k_kind_names[FSL_PLAN_KINDS] = {"loop", "reduce", "linear", "opaque"};
-
-static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+const char *const k_kind_names[FSL_PLAN_KINDS] = {"loop", "reduce", "linear", "opaque"};
 
 /* Where the kernel costs came from: "roofline", or the profile counts. */
-static void cost_source(const fsl_plan_info *pi, char *buf, size_t len) {
+void cost_source(const fsl_plan_info *pi, char *buf, size_t len) {
   if (!pi->profiled) {
     snprintf(buf, len, "analytic (roofline)");
     return;
@@ -970,283 +857,6 @@ static int cmd_compile(options *o, bool explain) {
   }
   fsl_model_free(m);
   return rc;
-}
-
-/* ---- bench ---- */
-#define BENCH_MAX_RUNS 1000000
-
-typedef struct bench_row {
-  fsl_strategy strategy;
-  int rc;                /* EXIT_OK when measured */
-  char error[512];
-  fsl_plan_info info;
-  bool have_info;
-  double compile_s;      /* fsl_model_compile: fission + plan + backend */
-  double *times;         /* seconds per timed run */
-  int n_times;
-  double median_s, min_s, mean_s;
-} bench_row;
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static int bench_error(bench_row *row, fsl_status st) {
-  const char *msg = st == FSL_ERR_NOMEM ? "out of memory" : fsl_last_error();
-  snprintf(row->error, sizeof row->error, "%s", msg && *msg ? msg : fsl_status_name(st));
-  fprintf(stderr, "fissile: bench: %s: error: %s\n", fsl_strategy_name(row->strategy), row->error);
-  row->rc = exit_code(st);
-  if (row->rc == EXIT_USAGE) row->rc = EXIT_RUNTIME;
-  return row->rc;
-}
-
-/* One timed run with fresh random inputs (seeded by `seed`); *secs is the
- * time of fsl_model_run alone. */
-static fsl_status bench_run_once(fsl_model *m, uint64_t seed, double *secs) {
-  int n_in = fsl_model_num_inputs(m), n_out = fsl_model_num_outputs(m);
-  fsl_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
-  fsl_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
-  fsl_status st = FSL_OK;
-  if (!in || !out) {
-    st = FSL_ERR_NOMEM;
-    goto done;
-  }
-  for (int i = 0; i < n_in && st == FSL_OK; i++) {
-    st = fsl_model_input_info(m, i, &in[i]);
-    if (st == FSL_OK && !fill_random(&in[i], seed, i)) st = FSL_ERR_NOMEM;
-  }
-  if (st != FSL_OK) goto done;
-  double t0 = now_s();
-  st = fsl_model_run(m, in, n_in, out, n_out);
-  *secs = now_s() - t0;
-done:
-  for (int i = 0; in && i < n_in; i++) fsl_tensor_free(&in[i]);
-  for (int i = 0; out && i < n_out; i++) fsl_tensor_free(&out[i]);
-  free(in);
-  free(out);
-  return st;
-}
-
-static int bench_strategy(const options *o, fsl_model *m, const char *backend, bench_row *row) {
-  fsl_status st = fsl_model_set_strategy(m, (int)row->strategy);
-  if (st == FSL_OK) st = fsl_model_set_backend(m, backend);
-  if (st == FSL_OK) st = fsl_model_set_profile(m, o->profile);
-  if (st != FSL_OK) return bench_error(row, st);
-  double t0 = now_s();
-  st = fsl_model_compile(m);
-  row->compile_s = now_s() - t0;
-  if (st != FSL_OK) return bench_error(row, st);
-  if ((st = fsl_model_plan_info(m, &row->info)) != FSL_OK) return bench_error(row, st);
-  row->have_info = true;
-  row->times = calloc((size_t)o->repeats + 1, sizeof *row->times);
-  if (!row->times) return bench_error(row, FSL_ERR_NOMEM);
-  uint64_t seed = o->seed;
-  for (int r = 0; r < o->warmup + o->repeats; r++) {
-    double secs = 0;
-    st = bench_run_once(m, seed++, &secs);
-    if (st != FSL_OK) return bench_error(row, st);
-    if (r >= o->warmup) row->times[row->n_times++] = secs;
-  }
-  double *sorted = malloc(sizeof *sorted * (size_t)row->n_times);
-  if (!sorted) return bench_error(row, FSL_ERR_NOMEM);
-  memcpy(sorted, row->times, sizeof *sorted * (size_t)row->n_times);
-  qsort(sorted, (size_t)row->n_times, sizeof *sorted, cmp_double);
-  int n = row->n_times;
-  row->median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  row->min_s = sorted[0];
-  double sum = 0;
-  for (int i = 0; i < n; i++) sum += sorted[i];
-  row->mean_s = sum / n;
-  free(sorted);
-  row->rc = EXIT_OK;
-  return EXIT_OK;
-}
-
-/* Writes s as a JSON string literal. */
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-    else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-    else fputc(*p, f);
-  }
-  fputc('"', f);
-}
-
-static void json_num(FILE *f, double v, bool have) {
-  if (have && isfinite(v)) fprintf(f, "%.9g", v);
-  else fputs("null", f);
-}
-
-static int write_bench_json(const options *o, const char *backend, const bench_row *rows, int n) {
-  FILE *f = fopen(o->json, "w");
-  if (!f) {
-    fprintf(stderr, "fissile: error: cannot write '%s': %s\n", o->json, strerror(errno));
-    return EXIT_MODEL;
-  }
-  const char *device = "";
-  int prims = -1;
-  for (int i = 0; i < n; i++)
-    if (rows[i].have_info) {
-      device = rows[i].info.device;
-      prims = rows[i].info.n_primitives;
-    }
-  fprintf(f, "{\n  \"model\": ");
-  json_str(f, o->model);
-  fprintf(f, ",\n  \"backend\": ");
-  json_str(f, backend);
-  fprintf(f, ",\n  \"threads\": %d,\n  \"repeats\": %d,\n  \"warmup\": %d,\n  \"seed\": %" PRIu64 ",\n  \"device\": ",
-          o->threads, o->repeats, o->warmup, o->seed);
-  json_str(f, device);
-  fprintf(f, ",\n  \"primitives\": %d,\n  \"strategies\": [", prims);
-  for (int i = 0; i < n; i++) {
-    const bench_row *r = &rows[i];
-    const fsl_plan_info *pi = &r->info;
-    bool ok = r->rc == EXIT_OK;
-    fprintf(f, "%s\n    {\"strategy\": ", i ? "," : "");
-    json_str(f, fsl_strategy_name(r->strategy));
-    fprintf(f, ", \"status\": \"%s\", \"error\": ", ok ? "ok" : "error");
-    json_str(f, r->error);
-    if (r->have_info) {
-      fprintf(f, ",\n     \"kernels\": %d, \"by_kind\": {", pi->n_kernels);
-      for (int k = 0; k < FSL_PLAN_KINDS; k++) fprintf(f, "%s\"%s\": %d", k ? ", " : "", k_kind_names[k], pi->n_by_kind[k]);
-      fprintf(f, "}, \"recomputed\": %d, \"optimal\": %s,\n     \"native\": %d, \"fallback\": %d, \"opaque\": %d, "
-              "\"fallback_why\": ", pi->n_recomputed, pi->optimal ? "true" : "false", pi->n_native, pi->n_fallback,
-              pi->n_opaque);
-      json_str(f, pi->fallback_why);
-      fprintf(f, ",\n     \"predicted_s\": ");
-      json_num(f, pi->predicted_s, true);
-      fprintf(f, ", \"orchestrate_s\": ");
-      json_num(f, pi->orchestrate_s, true);
-      fprintf(f, ", \"backend_compile_s\": ");
-      json_num(f, pi->backend_s, true);
-      fprintf(f, ", \"compile_s\": ");
-      json_num(f, r->compile_s, true);
-      fprintf(f, ",\n     \"peak_bytes\": %" PRId64 ", \"total_bytes\": %" PRId64, pi->peak_bytes, pi->total_bytes);
-      fprintf(f, ",\n     \"profiled\": %s, \"costs_cached\": %d, \"costs_measured\": %d, \"costs_analytic\": %d, "
-              "\"plan_kernels_measured\": %d, \"profile_s\": ", pi->profiled ? "true" : "false", pi->n_cost_cached,
-              pi->n_cost_measured, pi->n_cost_analytic, pi->n_plan_measured);
-      json_num(f, pi->profile_s, true);
-    }
-    fprintf(f, ",\n     \"median_s\": ");
-    json_num(f, r->median_s, ok);
-    fprintf(f, ", \"min_s\": ");
-    json_num(f, r->min_s, ok);
-    fprintf(f, ", \"mean_s\": ");
-    json_num(f, r->mean_s, ok);
-    fprintf(f, ", \"times_s\": [");
-    for (int t = 0; ok && t < r->n_times; t++) fprintf(f, "%s%.9g", t ? ", " : "", r->times[t]);
-    fprintf(f, "]}");
-  }
-  fprintf(f, "\n  ]\n}\n");
-  if (fclose(f) != 0) {
-    fprintf(stderr, "fissile: error: cannot write '%s': %s\n", o->json, strerror(errno));
-    return EXIT_MODEL;
-  }
-  return EXIT_OK;
-}
-
-static void print_bench_table(const options *o, const char *backend, const bench_row *rows, int n) {
-  const char *device = "";
-  for (int i = 0; i < n; i++)
-    if (rows[i].have_info) device = rows[i].info.device;
-  printf("model: %s\n", o->model);
-  char th[32];
-  if (o->threads > 0) snprintf(th, sizeof th, "%d", o->threads);
-  else snprintf(th, sizeof th, "default");
-  printf("backend: %s, threads: %s, %d timed runs after %d warm-up runs (fresh random inputs each)\n", backend, th,
-         o->repeats, o->warmup);
-  printf("device: %s\n", device);
-  printf("%-9s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s\n", "strategy", "kernels", "loop/red/lin/opq", "recomp",
-         "fallback", "predicted ms", "median ms", "min ms", "arena MiB", "orch s", "compile s", "status");
-  for (int i = 0; i < n; i++) {
-    const bench_row *r = &rows[i];
-    const fsl_plan_info *pi = &r->info;
-    char kinds[64] = "-", kern[16] = "-", rec[16] = "-", pred[32] = "-", med[32] = "-", mn[32] = "-", mem[32] = "-",
-         orch[32] = "-", comp[32] = "-", fb[16] = "-";
-    if (r->have_info) {
-      snprintf(kern, sizeof kern, "%d", pi->n_kernels);
-      snprintf(fb, sizeof fb, "%d", pi->n_fallback);
-      snprintf(kinds, sizeof kinds, "%d/%d/%d/%d", pi->n_by_kind[0], pi->n_by_kind[1], pi->n_by_kind[2], pi->n_by_kind[3]);
-      snprintf(rec, sizeof rec, "%d", pi->n_recomputed);
-      snprintf(pred, sizeof pred, "%.4f", pi->predicted_s * 1e3);
-      snprintf(mem, sizeof mem, "%.2f", mib(pi->peak_bytes));
-      snprintf(orch, sizeof orch, "%.3f", pi->orchestrate_s);
-      snprintf(comp, sizeof comp, "%.3f", r->compile_s);
-    }
-    if (r->rc == EXIT_OK) {
-      snprintf(med, sizeof med, "%.4f", r->median_s * 1e3);
-      snprintf(mn, sizeof mn, "%.4f", r->min_s * 1e3);
-    }
-    printf("%-9s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s%s%.120s\n", fsl_strategy_name(r->strategy), kern,
-           kinds, rec, fb, pred, med, mn, mem, orch, comp, r->rc == EXIT_OK ? "ok" : "error",
-           r->rc == EXIT_OK ? "" : ": ", r->rc == EXIT_OK ? "" : r->error);
-  }
-  for (int i = 0; i < n; i++)
-    if (rows[i].have_info && rows[i].info.n_fallback)
-      printf("fallback %s: %d kernels through the reference interpreter, first %s\n", fsl_strategy_name(rows[i].strategy),
-             rows[i].info.n_fallback, rows[i].info.fallback_why);
-  for (int i = 0; o->profile && i < n; i++) {
-    char costs[320];
-    if (!rows[i].have_info) continue;
-    cost_source(&rows[i].info, costs, sizeof costs);
-    printf("costs %s: %s\n", fsl_strategy_name(rows[i].strategy), costs);
-  }
-}
-
-/* Parses --strategies (or --strategy) into list; returns the count or -1. */
-static int bench_strategies(const options *o, fsl_strategy *list) {
-  if (!o->strategies) {
-    if (o->strategy >= 0) {
-      list[0] = (fsl_strategy)o->strategy;
-      return 1;
-    }
-    for (int s = 0; s < FSL_STRATEGY_COUNT; s++) list[s] = (fsl_strategy)s;
-    return FSL_STRATEGY_COUNT;
-  }
-  int n = 0;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", o->strategies);
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    fsl_strategy s;
-    if (n >= FSL_STRATEGY_COUNT * 4 || fsl_strategy_from_name(tok, &s) != FSL_OK) return -1;
-    list[n++] = s;
-  }
-  return n > 0 ? n : -1;
-}
-
-static int cmd_bench(options *o) {
-  fsl_strategy list[FSL_STRATEGY_COUNT * 4];
-  int n = bench_strategies(o, list);
-  if (n < 0) return usage_error("--strategies expects a comma-separated list of unfused, opfuse, greedy, optimal; got '%s'",
-                                o->strategies);
-  const char *backend = o->backend ? o->backend : "cpu";
-  if (o->threads > 0) fsl_set_num_threads(o->threads);
-  fsl_model *m = NULL;
-  int rc = load_model(o, &m);
-  if (rc == EXIT_OK) rc = bind_options(o, m);
-  if (rc != EXIT_OK) {
-    fsl_model_free(m);
-    return rc;
-  }
-  bench_row rows[FSL_STRATEGY_COUNT * 4];
-  memset(rows, 0, sizeof rows);
-  int first_rc = EXIT_OK;
-  for (int i = 0; i < n; i++) {
-    rows[i].strategy = list[i];
-    fprintf(stderr, "fissile: bench: %s ...\n", fsl_strategy_name(list[i]));
-    int r = bench_strategy(o, m, backend, &rows[i]);
-    if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
-  }
-  print_bench_table(o, backend, rows, n);
-  if (o->json) {
-    int r = write_bench_json(o, backend, rows, n);
-    if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
-  }
-  for (int i = 0; i < n; i++) free(rows[i].times);
-  fsl_model_free(m);
-  return first_rc;
 }
 
 /* ---- main ---- */

@@ -1,0 +1,65 @@
+/* cli.h — what the fissile tool's files share: exit codes, the parsed
+ * command-line options, and helpers defined in fissile.c. */
+#ifndef FSL_TOOLS_CLI_H
+#define FSL_TOOLS_CLI_H
+
+#include "fissile.h"
+
+enum {
+  EXIT_OK = 0,
+  EXIT_USAGE = 1,
+  EXIT_MODEL = 2,
+  EXIT_UNSUPPORTED = 3,
+  EXIT_SHAPE = 4,
+  EXIT_RUNTIME = 5,
+};
+
+#define MAX_OPTS 256
+
+/* ---- command-line options ---- */
+typedef struct kv { const char *key, *val; } kv;
+
+typedef struct options {
+  const char *cmd;
+  const char *model;
+  kv shapes[MAX_OPTS]; int n_shapes;
+  kv dims[MAX_OPTS]; int n_dims;
+  kv inputs[MAX_OPTS]; int n_inputs;
+  const char *output_dir;
+  uint64_t seed;
+  bool time;
+  bool after_fission;
+  bool help;
+  int strategy;             /* -1: not given */
+  const char *backend;      /* NULL: not given */
+  int threads;              /* 0: default */
+  int repeats, warmup;      /* bench */
+  const char *json;         /* bench --json FILE */
+  const char *plan_out;     /* compile -o FILE */
+  const char *strategies;   /* bench --strategies a,b */
+  bool profile;             /* --profile: measured kernel costs */
+} options;
+
+/* ---- helpers (fissile.c) ---- */
+/** Prints "fissile: error: " fmt (with arg) and a hint; returns EXIT_USAGE. */
+int usage_error(const char *fmt, const char *arg);
+/** The exit code for a library status. */
+int exit_code(fsl_status s);
+/** Monotonic clock, seconds. */
+double now_s(void);
+/** Fills t (shape and dtype set) with data seeded by (seed, index); false
+ * when the dtype has no random data or memory runs out. */
+bool fill_random(fsl_tensor *t, uint64_t seed, int index);
+/** Loads o->model (printing the time with --time); an exit code. */
+int load_model(const options *o, fsl_model **m);
+/** Applies --dim and --shape; an exit code. */
+int bind_options(const options *o, fsl_model *m);
+/** Where a plan's kernel costs came from, as one line. */
+void cost_source(const fsl_plan_info *pi, char *buf, size_t len);
+
+/** Names of the plan kinds (fsl_plan_info.n_by_kind). */
+extern const char *const k_kind_names[FSL_PLAN_KINDS];
+
+static inline double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+#endif
