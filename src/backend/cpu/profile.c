@@ -1,13 +1,14 @@
 /*
  * profile.c — times kernels standalone as the CPU backend runs them
- * (profile.h).  A LINEAR kernel is split into prologue, oneDNN
- * primitive and epilogue as the CPU backend runs it (linsplit.h).
+ * (profile.h): each kernel is lowered by the backend's own lowering
+ * (lower.h), so the profiler measures exactly the steps a run executes.
  */
 #include "backend/cpu/profile.h"
 #include "backend/cpu/compile.h"
 #include "backend/cpu/dialect_c.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/linsplit.h"
+#include "backend/cpu/lower.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/calibrate.h"
 
@@ -23,24 +24,12 @@
 #define MAX_REPS 25
 #define TARGET_S 2e-3        /* keep timing while the timed total is below this */
 #define WALL_S 10e-3         /* ... and the wall time with input refills too */
-#define MAX_STEPS 3          /* prologue, linear op, epilogue */
 #define MAX_OPERANDS 256
 
-typedef int (*kernel_fn)(const void *const *in, void *const *out);
-
-typedef struct pstep {
-  bool dnn;                  /* oneDNN primitive, else generated fsl_k<fn_id> */
-  int fn_id;
-  kernel_fn fn;
-  int n_in, n_out;
-  fsl_value **in, **out;     /* dnn: src, wei, then post operands (NULL for eltwise) */
-  fsl_onednn_linear *op;
-} pstep;
-
+/* The steps of one kernel: [first, first + n_steps) of the batch's lowering. */
 typedef struct pkern {
-  bool ok;                   /* steps built (and, after compile, resolved) */
-  int n_steps;
-  pstep steps[MAX_STEPS];
+  bool ok;                   /* lowered without a REF step (and, after compile, resolved) */
+  int first, n_steps;
 } pkern;
 
 static double now_s(void) {
@@ -50,162 +39,6 @@ static double now_s(void) {
 }
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "profile: out of memory"); }
-
-static bool copy_values(fsl_value ***dst, int *n, void *const *src, int count) {
-  *dst = malloc(sizeof(fsl_value *) * (size_t)(count > 0 ? count : 1));
-  if (!*dst) return false;
-  memcpy(*dst, src, sizeof(fsl_value *) * (size_t)count);
-  *n = count;
-  return true;
-}
-
-static void pkern_clear(pkern *pk) {
-  for (int i = 0; i < pk->n_steps; i++) {
-    free(pk->steps[i].in);
-    free(pk->steps[i].out);
-    if (pk->steps[i].op) fsl_onednn_linear_free(pk->steps[i].op);
-  }
-  memset(pk, 0, sizeof *pk);
-}
-
-/* ---- steps of one kernel ---- */
-
-typedef struct builder {
-  const fsl_graph *g;
-  fsl_sbuf *src;
-  int *next_fn;
-  pkern *pk;
-  fsl_vlist written;         /* values written by an earlier step */
-  const fsl_kernel *k;
-} builder;
-
-static bool avail(const void *ctx, const fsl_value *v) {
-  const builder *b = ctx;
-  if (v->data || fsl_vl_has(&b->written, v)) return true;
-  for (int i = 0; i < b->k->n_in; i++)
-    if (b->k->in[i] == v) return true;
-  return false;
-}
-
-/* A generated step over nodes writing outs.  FSL_ERR_UNSUPPORTED when the
- * emitter cannot (the kernel is then not measured). */
-static fsl_status add_gen(builder *b, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out) {
-  if (n_out == 0) return FSL_OK;
-  if (b->pk->n_steps == MAX_STEPS) return fsl_errorf(FSL_ERR_UNSUPPORTED, "profile: too many steps");
-  fsl_vlist ins = {0};
-  if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
-  fsl_cg_spec spec = {.g = b->g, .id = *b->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
-                        .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
-  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, b->src);
-  pstep *s = &b->pk->steps[b->pk->n_steps];
-  if (st == FSL_OK) {
-    memset(s, 0, sizeof *s);
-    if (!copy_values(&s->in, &s->n_in, ins.p, ins.n) || !copy_values(&s->out, &s->n_out, (void *const *)outs, n_out))
-      st = oom();
-    b->pk->n_steps++;
-    s->fn_id = (*b->next_fn)++;
-    for (int i = 0; i < n_out && st == FSL_OK; i++)
-      if (!fsl_vl_add(&b->written, outs[i])) st = oom();
-  }
-  free(ins.p);
-  return st;
-}
-
-/* The linear op: oneDNN with the longest usable epilogue chain, else a
- * generated matmul; *z is the value it writes, *n_abs the chain it absorbed. */
-static fsl_status add_linear(builder *b, fsl_node *lin, fsl_value *const *lin_in, fsl_node *const *chain, int n_chain,
-                             fsl_value **z, int *n_abs) {
-  *z = lin->out[0];
-  *n_abs = 0;
-  if (b->pk->n_steps == MAX_STEPS) return fsl_errorf(FSL_ERR_UNSUPPORTED, "profile: too many steps");
-  pstep *s = &b->pk->steps[b->pk->n_steps];
-  memset(s, 0, sizeof *s);
-  fsl_onednn_linear *op = NULL;
-  int na = 0;
-  fsl_status st = FSL_ERR_UNSUPPORTED;
-  if (lin->in[0]->dtype == FSL_DT_F32 && getenv("FSL_NO_ONEDNN") == NULL)
-    st = fsl_onednn_linear_create_avail(lin, chain, n_chain, 0, avail, b, &op, &na);
-  if (st == FSL_OK) {
-    s->dnn = true;
-    s->op = op;
-    b->pk->n_steps++;
-    s->in = malloc(sizeof(fsl_value *) * (size_t)(2 + na));
-    s->out = malloc(sizeof(fsl_value *));
-    if (!s->in || !s->out) return oom();
-    s->n_in = 2 + na;
-    s->in[0] = lin_in[0];
-    s->in[1] = lin_in[1];
-    for (int i = 0; i < na; i++) s->in[2 + i] = (fsl_value *)fsl_onednn_linear_post_value(op, i);
-    *z = na > 0 ? chain[na - 1]->out[0] : lin->out[0];
-    *n_abs = na;
-    s->n_out = 1;
-    s->out[0] = *z;
-    return fsl_vl_add(&b->written, *z) ? FSL_OK : oom();
-  }
-  if (st == FSL_ERR_NOMEM) return st;
-  fsl_error_clear();
-  if (lin->op != FSL_OP_matmul) return fsl_errorf(FSL_ERR_UNSUPPORTED, "profile: conv without oneDNN");
-  fsl_sbuf tmp = {0};
-  st = fsl_codegen_matmul(&fsl_dialect_c, *b->next_fn, lin, &tmp);
-  if (st == FSL_OK && tmp.oom) st = oom();
-  if (st == FSL_OK) {
-    fsl_sbuf_puts(b->src, tmp.p);
-    b->pk->n_steps++;
-    if (!copy_values(&s->in, &s->n_in, (void *const *)lin_in, 2) ||
-        !copy_values(&s->out, &s->n_out, (void *const *)lin->out, 1) || !fsl_vl_add(&b->written, lin->out[0]))
-      st = oom();
-    s->fn_id = (*b->next_fn)++;
-  }
-  fsl_sbuf_free(&tmp);
-  return st;
-}
-
-static bool was_written(const void *ctx, const fsl_value *v) { return fsl_vl_has(&((const builder *)ctx)->written, v); }
-
-/* Prologue, linear op, epilogue, as the CPU backend runs them (linsplit.h). */
-static fsl_status build_linear(builder *b) {
-  const fsl_kernel *k = b->k;
-  fsl_linear_split sp;
-  fsl_status st = fsl_linear_split_make(k, &sp);
-  if (st == FSL_OK && sp.gen_prologue)
-    st = add_gen(b, (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p, sp.pre_out.n);
-  fsl_value *z = NULL;
-  int n_abs = 0;
-  if (st == FSL_OK) st = add_linear(b, sp.lin, sp.lin_in, sp.chain, sp.n_chain, &z, &n_abs);
-  fsl_vlist post = {0}, post_out = {0};
-  if (st == FSL_OK) st = fsl_linear_split_epilogue(k, &sp, n_abs, z, was_written, b, &post, &post_out);
-  if (st == FSL_OK && post_out.n > 0)
-    st = add_gen(b, (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p, post_out.n);
-  fsl_linear_split_free(&sp);
-  free(post.p);
-  free(post_out.p);
-  return st;
-}
-
-/* Builds the steps of k (emitting into src); pk->ok false when k cannot be
- * measured.  Only out-of-memory is an error. */
-static fsl_status build_kernel(const fsl_graph *g, const fsl_kernel *k, fsl_sbuf *src, int *next_fn, pkern *pk) {
-  memset(pk, 0, sizeof *pk);
-  builder b = {.g = g, .src = src, .next_fn = next_fn, .pk = pk, .k = k};
-  bool opaque = false, linear = false;
-  for (int i = 0; i < k->n_nodes; i++) {
-    const fsl_op_info *oi = fsl_op_get(k->nodes[i]->op);
-    if (!oi->primitive || oi->kind == FSL_KIND_OPAQUE) opaque = true;
-    else if (oi->kind == FSL_KIND_LINEAR) linear = true;
-  }
-  fsl_status st = FSL_ERR_UNSUPPORTED;
-  if (!opaque) st = linear ? build_linear(&b) : add_gen(&b, k->nodes, k->n_nodes, k->out, k->n_out);
-  free(b.written.p);
-  if (st == FSL_OK && src->oom) st = oom();
-  if (st == FSL_OK) {
-    pk->ok = true;
-    return FSL_OK;
-  }
-  pkern_clear(pk);
-  if (st == FSL_ERR_NOMEM) return st;
-  fsl_error_clear();
-  return FSL_OK;
-}
 
 /* ---- running one kernel ---- */
 
@@ -252,15 +85,15 @@ static void fill(void *p, const fsl_value *v, int64_t n) {
 static char k_empty[64];
 
 /* Runs the steps once; false on a reported error. */
-static bool run_once(const pkern *pk, const void **buf) {
+static bool run_once(const fsl_cpu_lowering *L, const pkern *pk, const void **buf) {
   for (int i = 0; i < pk->n_steps; i++) {
-    const pstep *s = &pk->steps[i];
+    const fsl_cpu_step *s = &L->steps[pk->first + i];
     const void *in[MAX_OPERANDS];
     void *out[MAX_OPERANDS];
     for (int j = 0; j < s->n_in; j++) in[j] = s->in[j] ? buf[s->in[j]->id] : NULL;
     for (int j = 0; j < s->n_out; j++) out[j] = (void *)buf[s->out[j]->id];
-    if (s->dnn) {
-      if (fsl_onednn_linear_run(s->op, in[0], in[1], in + 2, out[0]) != FSL_OK) {
+    if (s->kind == FSL_CPU_STEP_ONEDNN) {
+      if (fsl_onednn_linear_run(s->dnn, in[0], in[1], in + 2, out[0]) != FSL_OK) {
         fsl_error_clear();
         return false;
       }
@@ -296,7 +129,8 @@ static void free_all(const void **buf, fsl_value *const *fresh, int n) {
  * every timed run, as the CPU backend's run allocates a value at its first
  * write and frees it after its last use.
  */
-static fsl_status time_kernel(const fsl_graph *g, const fsl_kernel *k, const pkern *pk, double *secs) {
+static fsl_status time_kernel(const fsl_cpu_lowering *L, const fsl_kernel *k, const pkern *pk, double *secs) {
+  const fsl_graph *g = L->g;
   *secs = NAN;
   size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
   const void **buf = calloc(nv, sizeof *buf);
@@ -316,7 +150,7 @@ static fsl_status time_kernel(const fsl_graph *g, const fsl_kernel *k, const pke
   }
   /* what a step reads must be an input or written by an earlier step */
   for (int i = 0; i < pk->n_steps && ok && st == FSL_OK; i++) {
-    const pstep *s = &pk->steps[i];
+    const fsl_cpu_step *s = &L->steps[pk->first + i];
     if (s->n_in > MAX_OPERANDS || s->n_out > MAX_OPERANDS) ok = false;
     for (int j = 0; j < s->n_in && ok; j++)
       if (s->in[j] && !buf[s->in[j]->id] && !fsl_vl_has(&fresh, s->in[j])) ok = false;
@@ -337,7 +171,7 @@ static fsl_status time_kernel(const fsl_graph *g, const fsl_kernel *k, const pke
       if (owned[k->in[i]->id]) fill((void *)buf[k->in[i]->id], k->in[i], fsl_value_numel(k->in[i]));
     double t0 = now_s();
     if (!alloc_all(buf, fv, fresh.n)) st = oom();
-    else ok = run_once(pk, buf);
+    else ok = run_once(L, pk, buf);
     free_all(buf, fv, fresh.n);
     double dt = now_s() - t0;
     if (r < 0) continue; /* warm-up */
@@ -376,17 +210,23 @@ static bool compiler_works(void) {
 static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n, double *secs, bool *checked) {
   pkern *pk = calloc((size_t)n, sizeof *pk);
   if (!pk) return oom();
-  fsl_sbuf src = {0};
-  fsl_codegen_prelude(&fsl_dialect_c, &src);
-  int next_fn = 0;
-  fsl_status st = FSL_OK;
+  fsl_cpu_lowering L;
+  fsl_status st = fsl_cpu_lowering_init(&L, g);
   for (int i = 0; i < n; i++) secs[i] = NAN;
-  for (int i = 0; i < n && st == FSL_OK; i++) st = build_kernel(g, ks[i], &src, &next_fn, &pk[i]);
-  if (st == FSL_OK && src.oom) st = oom();
+  for (int i = 0; i < n && st == FSL_OK; i++) {
+    /* standalone: the kernel reads its inputs and constants only */
+    fsl_cpu_lowering_avail_only(&L, ks[i]->in, ks[i]->n_in);
+    pk[i].first = L.n_steps;
+    st = fsl_cpu_lower_kernel(&L, i, ks[i]);
+    pk[i].n_steps = L.n_steps - pk[i].first;
+    /* a kernel the backend runs (in part) with the reference interpreter is not measured */
+    pk[i].ok = st == FSL_OK && pk[i].n_steps > 0;
+    for (int j = 0; j < pk[i].n_steps; j++) pk[i].ok = pk[i].ok && L.steps[pk[i].first + j].kind != FSL_CPU_STEP_REF;
+  }
   fsl_cpu_so so = {0};
   bool loaded = false;
-  if (st == FSL_OK && next_fn > 0) {
-    if (fsl_cpu_so_load(src.p, &so) == FSL_OK) {
+  if (st == FSL_OK && L.n_generated > 0) {
+    if (fsl_cpu_so_load(L.src.p, &so) == FSL_OK) {
       loaded = true;
     } else if (n > 1) {
       fsl_error_clear();
@@ -395,8 +235,7 @@ static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n
                         getenv("FSL_CC") ? getenv("FSL_CC") : "cc");
       } else {
         *checked = true;
-        for (int i = 0; i < n; i++) pkern_clear(&pk[i]);
-        fsl_sbuf_free(&src);
+        fsl_cpu_lowering_free(&L);
         free(pk);
         int h = n / 2;
         st = measure_range(g, ks, h, secs, checked);
@@ -410,8 +249,8 @@ static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n
   for (int i = 0; i < n && st == FSL_OK; i++) {
     if (!pk[i].ok) continue;
     for (int j = 0; j < pk[i].n_steps && pk[i].ok; j++) {
-      pstep *s = &pk[i].steps[j];
-      if (s->dnn) continue;
+      fsl_cpu_step *s = &L.steps[pk[i].first + j];
+      if (s->kind != FSL_CPU_STEP_GEN) continue;
       void *f = loaded ? fsl_cpu_so_kernel(&so, s->fn_id) : NULL;
       if (!f) {
         fsl_error_clear();
@@ -420,11 +259,10 @@ static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n
         memcpy(&s->fn, &f, sizeof f);
       }
     }
-    if (pk[i].ok) st = time_kernel(g, ks[i], &pk[i], &secs[i]);
+    if (pk[i].ok) st = time_kernel(&L, ks[i], &pk[i], &secs[i]);
   }
-  for (int i = 0; i < n; i++) pkern_clear(&pk[i]);
   if (loaded) fsl_cpu_so_close(&so);
-  fsl_sbuf_free(&src);
+  fsl_cpu_lowering_free(&L);
   free(pk);
   return st;
 }

@@ -1,0 +1,250 @@
+/*
+ * lower.c — the CPU backend's lowering of kernels into steps (lower.h).
+ */
+#include "backend/cpu/lower.h"
+
+#include "backend/cpu/dialect_c.h"
+#include "backend/cpu/linsplit.h"
+
+static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
+
+fsl_status fsl_cpu_lowering_init(fsl_cpu_lowering *L, const fsl_graph *g) {
+  memset(L, 0, sizeof *L);
+  L->g = g;
+  L->avail = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(bool));
+  if (!L->avail) return oom();
+  for (int i = 0; i < g->n_values; i++) L->avail[i] = g->values[i]->data != NULL;
+  for (int i = 0; i < g->n_inputs; i++) L->avail[g->inputs[i]->id] = true;
+  fsl_codegen_prelude(&fsl_dialect_c, &L->src);
+  return L->src.oom ? oom() : FSL_OK;
+}
+
+void fsl_cpu_lowering_avail_only(fsl_cpu_lowering *L, fsl_value *const *vals, int n) {
+  for (int i = 0; i < L->g->n_values; i++) L->avail[i] = L->g->values[i]->data != NULL;
+  for (int i = 0; i < n; i++)
+    if (vals[i]) L->avail[vals[i]->id] = true;
+}
+
+void fsl_cpu_lowering_free(fsl_cpu_lowering *L) {
+  if (!L) return;
+  for (int i = 0; i < L->n_steps; i++) {
+    fsl_cpu_step *s = &L->steps[i];
+    free(s->in);
+    free(s->out);
+    free(s->nodes);
+    if (s->dnn) fsl_onednn_linear_free(s->dnn);
+  }
+  free(L->steps);
+  free(L->avail);
+  fsl_sbuf_free(&L->src);
+  memset(L, 0, sizeof *L);
+}
+
+static fsl_cpu_step *new_step(fsl_cpu_lowering *L, fsl_cpu_step_kind kind, int kernel) {
+  if (!fsl_grow((void **)&L->steps, &L->cap_steps, L->n_steps + 1, sizeof *L->steps)) return NULL;
+  fsl_cpu_step *s = &L->steps[L->n_steps++];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->kernel = kernel;
+  s->fn_id = -1;
+  return s;
+}
+
+static bool copy_values(fsl_value ***dst, int *n, fsl_value *const *vals, int count) {
+  *dst = malloc(sizeof(fsl_value *) * (size_t)(count > 0 ? count : 1));
+  if (!*dst) return false;
+  if (count > 0) memcpy(*dst, vals, sizeof(fsl_value *) * (size_t)count);
+  *n = count;
+  return true;
+}
+
+static void mark(fsl_cpu_lowering *L, fsl_value *const *vals, int n) {
+  for (int i = 0; i < n; i++)
+    if (vals[i]) L->avail[vals[i]->id] = true;
+}
+
+/* Records that kernel k (labelled ki) falls back in part, and why. */
+static void note_fallback(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, const char *why) {
+  L->n_fallback++;
+  if (L->fallback_why[0]) return;
+  const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
+  snprintf(L->fallback_why, sizeof L->fallback_why, "kernel %d (%s '%s'): %s", ki,
+           n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?", why);
+}
+
+/* REF step over nodes, keeping outs. */
+static fsl_status add_ref(fsl_cpu_lowering *L, int ki, fsl_node *const *nodes, int n, fsl_value *const *outs,
+                          int n_out, bool fallback) {
+  fsl_vlist ins = {0};
+  if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
+  fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_REF, ki);
+  fsl_status st = FSL_OK;
+  if (!s || !copy_values(&s->in, &s->n_in, (fsl_value *const *)ins.p, ins.n) ||
+      !copy_values(&s->out, &s->n_out, outs, n_out) ||
+      !(s->nodes = malloc(sizeof(fsl_node *) * (size_t)(n > 0 ? n : 1)))) {
+    st = oom();
+  } else {
+    memcpy(s->nodes, nodes, sizeof(fsl_node *) * (size_t)n);
+    s->n_nodes = n;
+    s->fallback = fallback;
+    mark(L, outs, n_out);
+  }
+  free(ins.p);
+  return st;
+}
+
+/* GEN step (its function appended to src) or, when the code generator
+ * cannot, a REF step. */
+static fsl_status add_gen(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_node *const *nodes, int n,
+                          fsl_value *const *outs, int n_out) {
+  if (n_out == 0) return FSL_OK;
+  fsl_vlist ins = {0};
+  if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
+  fsl_cg_spec spec = {.g = L->g, .id = L->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
+                      .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
+  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, &L->src);
+  if (st == FSL_ERR_UNSUPPORTED) {
+    note_fallback(L, ki, k, fsl_last_error());
+    fsl_error_clear();
+    free(ins.p);
+    return add_ref(L, ki, nodes, n, outs, n_out, true);
+  }
+  if (st == FSL_OK) {
+    fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
+    if (!s || !copy_values(&s->in, &s->n_in, (fsl_value *const *)ins.p, ins.n) ||
+        !copy_values(&s->out, &s->n_out, outs, n_out)) {
+      st = oom();
+    } else {
+      s->fn_id = L->next_fn++;
+      L->n_generated++;
+      mark(L, outs, n_out);
+    }
+  }
+  free(ins.p);
+  return st;
+}
+
+static bool is_avail(const void *ctx, const fsl_value *v) { return ((const fsl_cpu_lowering *)ctx)->avail[v->id]; }
+
+/* The linear op itself: oneDNN with the longest usable epilogue chain, else
+ * a generated matmul, else the reference interpreter.  *z receives the
+ * value it writes, *n_abs the absorbed chain length.  FSL_NO_ONEDNN (set)
+ * keeps oneDNN out (docs/cli.md). */
+static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_node *lin,
+                             fsl_value *const *lin_in, fsl_node *const *chain, int n_chain, fsl_value **z, int *n_abs) {
+  *z = lin->out[0];
+  *n_abs = 0;
+  fsl_onednn_linear *op = NULL;
+  int na = 0;
+  fsl_status st = FSL_ERR_UNSUPPORTED;
+  if (lin->in[0]->dtype == FSL_DT_F32 && getenv("FSL_NO_ONEDNN") == NULL)
+    st = fsl_onednn_linear_create_avail(lin, chain, n_chain, 0, is_avail, L, &op, &na);
+  if (st == FSL_OK) {
+    fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_ONEDNN, ki);
+    if (!s) {
+      fsl_onednn_linear_free(op);
+      return oom();
+    }
+    s->dnn = op;
+    s->in = malloc(sizeof(fsl_value *) * (size_t)(2 + na));
+    s->out = malloc(sizeof(fsl_value *));
+    if (!s->in || !s->out) return oom();
+    s->n_in = 2 + na;
+    s->in[0] = lin_in[0];
+    s->in[1] = lin_in[1];
+    for (int i = 0; i < na; i++) s->in[2 + i] = (fsl_value *)fsl_onednn_linear_post_value(op, i);
+    *z = na > 0 ? chain[na - 1]->out[0] : lin->out[0];
+    *n_abs = na;
+    s->n_out = 1;
+    s->out[0] = *z;
+    L->avail[(*z)->id] = true;
+    L->n_onednn++;
+    return FSL_OK;
+  }
+  if (st != FSL_ERR_UNSUPPORTED && st != FSL_ERR_SHAPE && st != FSL_ERR_RUNTIME) return st;
+  fsl_error_clear();
+  /* generated matmul over the (view-resolved) operands */
+  if (lin->op == FSL_OP_matmul) {
+    fsl_sbuf tmp = {0};
+    if (fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, &tmp) == FSL_OK && !tmp.oom) {
+      fsl_sbuf_puts(&L->src, tmp.p);
+      fsl_sbuf_free(&tmp);
+      fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
+      /* lin_in: the operands, or the values they are reshapes of (same bytes) */
+      if (!s || !copy_values(&s->in, &s->n_in, lin_in, 2) || !copy_values(&s->out, &s->n_out, lin->out, 1))
+        return oom();
+      s->fn_id = L->next_fn++;
+      L->n_generated++;
+      L->avail[lin->out[0]->id] = true;
+      return FSL_OK;
+    }
+    fsl_sbuf_free(&tmp);
+    fsl_error_clear();
+  }
+  char why[160];
+  snprintf(why, sizeof why, "no oneDNN primitive or generated code for %s over %s", fsl_op_get(lin->op)->name,
+           fsl_dtype_name(lin->in[0]->dtype));
+  note_fallback(L, ki, k, why);
+  /* the reference runs the in-kernel reshapes between lin_in and lin too */
+  fsl_node *nodes[2 * FSL_MAX_RANK + 1];
+  int n = 0;
+  for (int i = 0; i < 2; i++)
+    for (fsl_value *v = lin->in[i]; v != lin_in[i] && n < 2 * FSL_MAX_RANK; v = v->producer->in[0])
+      nodes[n++] = v->producer;
+  /* reverse into topological order (each chain is already a path) */
+  for (int i = 0, j = n - 1; i < j; i++, j--) {
+    fsl_node *t = nodes[i];
+    nodes[i] = nodes[j];
+    nodes[j] = t;
+  }
+  nodes[n++] = lin;
+  return add_ref(L, ki, nodes, n, lin->out, 1, true);
+}
+
+static bool was_written(const void *ctx, const fsl_value *v) { return ((const fsl_cpu_lowering *)ctx)->avail[v->id]; }
+
+/* Prologue, linear op, epilogue (linsplit.h). */
+static fsl_status lower_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k) {
+  fsl_linear_split sp;
+  fsl_status st = fsl_linear_split_make(k, &sp);
+  if (st == FSL_ERR_UNSUPPORTED) {
+    note_fallback(L, ki, k, fsl_last_error());
+    fsl_error_clear();
+    fsl_linear_split_free(&sp);
+    return add_ref(L, ki, k->nodes, k->n_nodes, k->out, k->n_out, true);
+  }
+  if (st == FSL_OK && sp.gen_prologue)
+    st = add_gen(L, ki, k, (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p, sp.pre_out.n);
+  fsl_value *z = NULL;
+  int n_abs = 0;
+  if (st == FSL_OK) st = add_linear(L, ki, k, sp.lin, sp.lin_in, sp.chain, sp.n_chain, &z, &n_abs);
+  /* epilogue: the rest, reading z */
+  fsl_vlist post = {0}, post_out = {0};
+  if (st == FSL_OK) st = fsl_linear_split_epilogue(k, &sp, n_abs, z, was_written, L, &post, &post_out);
+  if (st == FSL_OK && post_out.n > 0)
+    st = add_gen(L, ki, k, (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p, post_out.n);
+  fsl_linear_split_free(&sp);
+  free(post.p);
+  free(post_out.p);
+  return st;
+}
+
+fsl_status fsl_cpu_lower_kernel(fsl_cpu_lowering *L, int ki, const fsl_kernel *k) {
+  bool opaque = false, linear = false;
+  for (int i = 0; i < k->n_nodes; i++) {
+    const fsl_op_info *oi = fsl_op_get(k->nodes[i]->op);
+    if (!oi->primitive || oi->kind == FSL_KIND_OPAQUE) opaque = true;
+    else if (oi->kind == FSL_KIND_LINEAR) linear = true;
+  }
+  fsl_status st;
+  if (opaque) {
+    L->n_opaque++;
+    st = add_ref(L, ki, k->nodes, k->n_nodes, k->out, k->n_out, false);
+  } else if (linear) {
+    st = lower_linear(L, ki, k);
+  } else {
+    st = add_gen(L, ki, k, k->nodes, k->n_nodes, k->out, k->n_out);
+  }
+  if (st == FSL_OK && L->src.oom) st = oom();
+  return st;
+}

@@ -1,0 +1,75 @@
+/*
+ * lower.h — how the CPU backend runs a kernel: its lowering into steps.
+ * The backend (cpu.c) lowers every kernel of a plan and executes the
+ * steps; the profiler (profile.c) lowers candidate kernels the same way
+ * and times them, so the two can never disagree (docs/cpu-backend.md).
+ *
+ * A kernel becomes
+ *   - one GEN step: a generated C function (src/codegen, C dialect) for a
+ *     LOOP or REDUCE kernel;
+ *   - for a LINEAR kernel (linsplit.h): a GEN prologue when the linear op's
+ *     operands are computed by more than reshapes, the linear op itself
+ *     (an ONEDNN step absorbing the longest usable epilogue chain as
+ *     post-ops, else a generated matmul, else a REF step) and a GEN
+ *     epilogue for the rest;
+ *   - a REF step (the reference interpreter, src/backend/ref) for an
+ *     opaque kernel, and as the fallback for what neither the code
+ *     generator nor oneDNN can take: counted, with the first reason kept.
+ */
+#ifndef FSL_CPU_LOWER_H
+#define FSL_CPU_LOWER_H
+
+#include "backend/cpu/onednn.h"
+#include "codegen/codegen.h"
+#include "orchestrate/orchestrate.h"
+
+typedef enum { FSL_CPU_STEP_GEN, FSL_CPU_STEP_ONEDNN, FSL_CPU_STEP_REF } fsl_cpu_step_kind;
+
+/** A generated kernel function (codegen.h): 0 or FSL_KERR_* bits. */
+typedef int (*fsl_cpu_kernel_fn)(const void *const *in, void *const *out);
+
+typedef struct fsl_cpu_step {
+  fsl_cpu_step_kind kind;
+  int kernel;                  /* the kernel it belongs to (index given to fsl_cpu_lower_kernel) */
+  int fn_id;                   /* GEN: fsl_k<fn_id> in the lowering's source */
+  fsl_cpu_kernel_fn fn;        /* GEN: set once the source is compiled and loaded */
+  fsl_onednn_linear *dnn;      /* ONEDNN (owned) */
+  int n_in, n_out;
+  fsl_value **in, **out;       /* read and written values (ONEDNN: src, weights, then the
+                                  post-op operands, NULL for unary post-ops) */
+  int n_nodes;
+  fsl_node **nodes;            /* REF: evaluated in this order */
+  bool fallback;               /* REF standing in for code the backend could not make */
+} fsl_cpu_step;
+
+typedef struct fsl_cpu_lowering {
+  const fsl_graph *g;
+  fsl_sbuf src;                /* generated C: the dialect's prelude, then the GEN steps' functions */
+  fsl_cpu_step *steps;
+  int n_steps, cap_steps;
+  bool *avail;                 /* value id -> readable by the next step (inputs, written values) */
+  int next_fn;
+  int n_generated, n_onednn;   /* GEN and ONEDNN steps */
+  int n_fallback;              /* REF steps standing in for generated code or oneDNN */
+  int n_opaque;                /* opaque kernels (REF by design) */
+  char fallback_why[256];      /* the first fallback: kernel, ONNX node, reason */
+} fsl_cpu_lowering;
+
+/** Starts a lowering over graph g: the prelude in src, graph inputs and
+ *  constants available.  Errors: FSL_ERR_NOMEM. */
+fsl_status fsl_cpu_lowering_init(fsl_cpu_lowering *L, const fsl_graph *g);
+
+/** Makes only the constants and the values `vals[0..n)` available (a
+ *  kernel measured on its own reads nothing else). */
+void fsl_cpu_lowering_avail_only(fsl_cpu_lowering *L, fsl_value *const *vals, int n);
+
+/** Appends the steps of kernel k (labelled `ki`) and their generated C.
+ *  What cannot be generated or run by oneDNN becomes a REF step (counted
+ *  in n_fallback); only out-of-memory is an error (FSL_ERR_NOMEM). */
+fsl_status fsl_cpu_lower_kernel(fsl_cpu_lowering *L, int ki, const fsl_kernel *k);
+
+/** Frees the steps (and their oneDNN primitives), the source and the
+ *  availability map. */
+void fsl_cpu_lowering_free(fsl_cpu_lowering *L);
+
+#endif
