@@ -4,7 +4,7 @@
  * through uint64 so overflow is defined), unsigned integers in uint64; the
  * result is stored back with the output dtype's conversion.
  */
-#include "backend/ref/ref_internal.h"
+#include "eval/eval_internal.h"
 #include <math.h>
 
 /* ---- helpers ---- */
