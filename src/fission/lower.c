@@ -3,7 +3,7 @@
 
 /* One decomposition per ONNX op, indexed by fsl_op (NULL for primitives). */
 static const fsl_fission_fn k_fission[FSL_OP_COUNT] = {
-#define PRIM(name, n_in, kind)
+#define PRIM(name, n_in, kind, dtypes, cost, cfn)
 #define ONNX(name, min_in, max_in, kind) [FSL_OP_##name] = fsl_fission_##name,
 #include "ir/ops.def"
 #undef PRIM
