@@ -12,7 +12,7 @@
 typedef enum fsl_op {
   FSL_OP_NONE = 0,
 #define PRIM(name, n_in, kind, dtypes, cost, cfn) FSL_OP_##name,
-#define ONNX(name, min_in, max_in, kind) FSL_OP_##name,
+#define ONNX(name, min_in, max_in, kind, since, until) FSL_OP_##name,
 #include "ir/ops.def"
 #undef PRIM
 #undef ONNX
@@ -46,6 +46,8 @@ typedef struct fsl_op_info {
   fsl_dtype_class dtypes;
   int cost;            /* work per element, in adds (src/orchestrate/cost.c) */
   const char *cfn;     /* C function of the generated code on float32; NULL: none */
+  /* ONNX ops only (zero for primitives) */
+  int since, until;    /* implemented opsets; until 0: no upper bound */
 } fsl_op_info;
 
 const fsl_op_info *fsl_op_get(fsl_op op);
@@ -58,6 +60,11 @@ static inline bool fsl_op_is_primitive(fsl_op op) { return fsl_op_get(op)->primi
 static inline bool fsl_op_bool_out(fsl_op op) {
   fsl_dtype_class c = fsl_op_get(op)->dtypes;
   return c == FSL_DTC_FLOAT_TO_BOOL || c == FSL_DTC_NUMERIC_TO_BOOL || c == FSL_DTC_ANY_TO_BOOL;
+}
+/** Whether an ONNX op's implemented opset range [since, until] holds opset. */
+static inline bool fsl_op_opset_ok(fsl_op op, int64_t opset) {
+  const fsl_op_info *i = fsl_op_get(op);
+  return opset >= i->since && (i->until == 0 || opset <= i->until);
 }
 
 /* ---- attributes ---- */
