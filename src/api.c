@@ -2,7 +2,7 @@
  * plan of a strategy and a backend's executable), run, inspect. */
 #include "fissile.h"
 #include "backend/backend.h"
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 #include "fission/fission.h"
 #include "onnx/onnx_import.h"
 #include "passes/passes.h"

@@ -1,6 +1,6 @@
 /* builder.c — primitive construction with shape inference and folding. */
 #include "fission/builder.h"
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 
 /* A folded result may grow its inputs only up to this size; larger
  * broadcasts (expand, window, pad of constants) stay views in the graph. */

@@ -27,8 +27,8 @@ typedef struct fsl_fctx {
 typedef fsl_status (*fsl_fission_fn)(fsl_fctx *fx);
 
 /* one decomposition per ONNX op in ops.def */
-#define PRIM(name, n_in, kind)
-#define ONNX(name, min_in, max_in, kind) fsl_status fsl_fission_##name(fsl_fctx *fx);
+#define PRIM(name, n_in, kind, dtypes, cost, cfn)
+#define ONNX(name, min_in, max_in, kind, since, until) fsl_status fsl_fission_##name(fsl_fctx *fx);
 #include "ir/ops.def"
 #undef PRIM
 #undef ONNX

@@ -3,8 +3,8 @@
 
 /* One decomposition per ONNX op, indexed by fsl_op (NULL for primitives). */
 static const fsl_fission_fn k_fission[FSL_OP_COUNT] = {
-#define PRIM(name, n_in, kind)
-#define ONNX(name, min_in, max_in, kind) [FSL_OP_##name] = fsl_fission_##name,
+#define PRIM(name, n_in, kind, dtypes, cost, cfn)
+#define ONNX(name, min_in, max_in, kind, since, until) [FSL_OP_##name] = fsl_fission_##name,
 #include "ir/ops.def"
 #undef PRIM
 #undef ONNX
@@ -55,24 +55,52 @@ fsl_status fsl_fx_opaque(fsl_fctx *fx, const fsl_dtype *dts, const int *ranks,
   return FSL_OK;
 }
 
-/* Lists every node fission cannot handle (unknown op or foreign domain). */
-static fsl_status check_supported(const fsl_graph *src) {
+/* A list of offending nodes for one error message: "  <line>" per node,
+ * as many as fit. */
+typedef struct node_list {
   char buf[3000];
-  size_t o = 0;
-  int count = 0;
+  size_t len;
+  int count;
+} node_list;
+
+static void list_add(node_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void list_add(node_list *l, const char *fmt, ...) {
+  if (l->count++ && l->len < sizeof l->buf - 200) l->buf[l->len++] = '\n';
+  if (l->len >= sizeof l->buf - 200) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(l->buf + l->len, sizeof l->buf - l->len, fmt, ap);
+  va_end(ap);
+  if (w > 0) l->len += (size_t)w < sizeof l->buf - l->len ? (size_t)w : sizeof l->buf - l->len - 1;
+}
+
+/* Lists every node fission cannot handle: an unknown op or foreign domain,
+ * or else an op whose model opset is outside the op's [since, until] in
+ * ops.def (a definition it does not implement, or one from before the op
+ * existed). */
+static fsl_status check_supported(const fsl_graph *src) {
+  node_list unknown = {.len = 0}, opsets = {.len = 0};
   for (int i = 0; i < src->n_nodes; i++) {
     const fsl_node *n = src->nodes[i];
-    if (n->op != FSL_OP_NONE && k_fission[n->op]) continue;
-    count++;
-    if (o < sizeof buf - 200) {
+    int64_t opset = fsl_graph_opset(src, n->domain);
+    if (n->op == FSL_OP_NONE || !k_fission[n->op]) {
       const char *dom = n->domain && *n->domain ? n->domain : "ai.onnx";
-      int w = snprintf(buf + o, sizeof buf - o, "%s  %s (domain %s, opset %lld) at node '%s'", count > 1 ? "\n" : "",
-                       n->op_type, dom, (long long)fsl_graph_opset(src, n->domain), n->name);
-      if (w > 0) o += (size_t)w;
+      list_add(&unknown, "  %s (domain %s, opset %lld) at node '%s'", n->op_type, dom, (long long)opset, n->name);
+    } else if (!fsl_op_opset_ok(n->op, opset)) {
+      const fsl_op_info *info = fsl_op_get(n->op);
+      char range[48];
+      if (info->until) snprintf(range, sizeof range, "%d to %d", info->since, info->until);
+      else snprintf(range, sizeof range, "%d and later", info->since);
+      list_add(&opsets, "  node '%s' (%s, opset %lld): fissile implements %s for opsets %s", n->name, n->op_type,
+               (long long)opset, info->name, range);
     }
   }
-  if (count)
-    return fsl_errorf(FSL_ERR_UNSUPPORTED, "%d node(s) use ops fissile does not support:\n%s", count, buf);
+  if (unknown.count)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "%d node(s) use ops fissile does not support:\n%s", unknown.count,
+                      unknown.buf);
+  if (opsets.count)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "%d node(s) use an op in an opset whose definition fissile does not "
+                      "implement:\n%s", opsets.count, opsets.buf);
   return FSL_OK;
 }
 

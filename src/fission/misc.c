@@ -170,7 +170,7 @@ static void split_dims(const fsl_value *x, int axis, int64_t *pre, int64_t *n, i
   *n = x->dims[axis];
 }
 
-/** ONNX CumProd (opset 24): masked product over an expanded [.., out, in, ..]
+/** ONNX CumProd (opset 26): masked product over an expanded [.., out, in, ..]
  *  view; exclusive and reverse choose the constant mask. */
 fsl_status fsl_fission_CumProd(fsl_fctx *fx) {
   fsl_builder *b = fx->b;

@@ -328,13 +328,13 @@ fsl_status fsl_fission_Expand(fsl_fctx *fx) {
   return fsl_fx_done(fx);
 }
 
-/** ONNX Tile (opset 6+): reshape to interleave a 1 before each repeated
- *  axis, expand it to the repeat count, and merge back. */
+/** ONNX Tile (opset 6+; its ops.def row rejects Tile-1): reshape to
+ *  interleave a 1 before each repeated axis, expand it to the repeat count,
+ *  and merge back. */
 fsl_status fsl_fission_Tile(fsl_fctx *fx) {
   fsl_value *x = fsl_fx_req(fx, 0);
   fsl_value *rv = fsl_fx_req(fx, 1);
   if (!x || !rv) return fsl_fx_done(fx);
-  if (fx->opset < 6) return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "Tile before opset 6");
   int64_t rep[FSL_MAX_RANK], mid[FSL_MAX_RANK], big[FSL_MAX_RANK], fin[FSL_MAX_RANK];
   int n = fsl_b_const_ints(fx->b, rv, rep, FSL_MAX_RANK, "input 'repeats'");
   if (n < 0) return fsl_fx_done(fx);

@@ -1,6 +1,6 @@
 /*
  * opaque.c — ONNX ops kept whole (opaque): TopK and CumSum are fusion
- * barriers run by their own kernel (src/backend/ref/opaque.c in the
+ * barriers run by their own kernel (src/eval/opaque.c in the
  * reference interpreter).  Here we only check their constant parameters and
  * give their outputs static types.
  */

@@ -104,27 +104,36 @@ static bool same_shape(const fsl_value *a, const fsl_value *b) {
   return true;
 }
 
-/* ---- op classes ---- */
+/* ---- dtype classes (ops.def) ---- */
 
-/* Unary ops defined on floating point types only. */
-static bool unary_float_only(fsl_op op) {
-  switch (op) {
-  case FSL_OP_exp: case FSL_OP_log: case FSL_OP_sqrt: case FSL_OP_rsqrt:
-  case FSL_OP_recip: case FSL_OP_tanh: case FSL_OP_erf: case FSL_OP_sigmoid:
-  case FSL_OP_sin: case FSL_OP_cos: case FSL_OP_tan: case FSL_OP_asin:
-  case FSL_OP_acos: case FSL_OP_atan: case FSL_OP_sinh: case FSL_OP_cosh:
-  case FSL_OP_asinh: case FSL_OP_acosh: case FSL_OP_atanh: case FSL_OP_floor:
-  case FSL_OP_ceil: case FSL_OP_round: case FSL_OP_isnan: case FSL_OP_isinf:
-    return true;
-  default: return false;
+/* Checks the operands' dtype dt against the op's dtype class. */
+static fsl_status check_dtype_class(const fsl_node *n, fsl_dtype dt) {
+  const char *want = NULL;
+  switch (fsl_op_get(n->op)->dtypes) {
+  case FSL_DTC_FLOAT: case FSL_DTC_FLOAT_TO_BOOL:
+    if (!fsl_dtype_is_float(dt)) want = "a floating point type";
+    break;
+  case FSL_DTC_NUMERIC: case FSL_DTC_NUMERIC_TO_BOOL:
+    if (!dt_numeric(dt)) want = "numeric";
+    break;
+  case FSL_DTC_LOGICAL:
+    if (dt != FSL_DT_BOOL && !fsl_dtype_is_int(dt)) want = "bool or an integer type";
+    break;
+  case FSL_DTC_INT:
+    if (!fsl_dtype_is_int(dt)) want = "integers";
+    break;
+  case FSL_DTC_ANY_TO_BOOL: case FSL_DTC_OWN:
+    break;
   }
+  if (want) return bad(n, "operand%s must be %s, got %s", n->n_in > 1 ? "s" : "", want, fsl_dtype_name(dt));
+  return FSL_OK;
 }
 
 static const char *const k_no_attrs[] = {NULL};
 
 static fsl_status infer_unary(const fsl_node *n) {
   const fsl_value *x = n->in[0];
-  fsl_dtype dt = x->dtype, odt = dt;
+  fsl_dtype dt = x->dtype;
   if (n->op == FSL_OP_cast) {
     static const char *const names[] = {"to", NULL};
     int64_t to;
@@ -143,18 +152,8 @@ static fsl_status infer_unary(const fsl_node *n) {
   } else {
     FSL_TRY(check_attr_names(n, k_no_attrs));
   }
-  if (unary_float_only(n->op) && !fsl_dtype_is_float(dt))
-    return bad(n, "operand must be a floating point type, got %s", fsl_dtype_name(dt));
-  if (n->op == FSL_OP_not && !(dt == FSL_DT_BOOL || fsl_dtype_is_int(dt)))
-    return bad(n, "operand must be bool or an integer type, got %s", fsl_dtype_name(dt));
-  if ((n->op == FSL_OP_neg || n->op == FSL_OP_abs || n->op == FSL_OP_sign) && !dt_numeric(dt))
-    return bad(n, "operand must be numeric, got %s", fsl_dtype_name(dt));
-  if (n->op == FSL_OP_isnan || n->op == FSL_OP_isinf) odt = FSL_DT_BOOL;
-  return set_out(n, odt, x->rank, x->dims);
-}
-
-static bool is_compare(fsl_op op) {
-  return op == FSL_OP_lt || op == FSL_OP_le || op == FSL_OP_gt || op == FSL_OP_ge || op == FSL_OP_eq;
+  FSL_TRY(check_dtype_class(n, dt));
+  return set_out(n, fsl_op_bool_out(n->op) ? FSL_DT_BOOL : dt, x->rank, x->dims);
 }
 
 static fsl_status infer_binary(const fsl_node *n) {
@@ -174,21 +173,8 @@ static fsl_status infer_binary(const fsl_node *n) {
                shp(a, s1), shp(b, s2));
   if (a->dtype != b->dtype)
     return bad(n, "operand dtypes %s and %s differ", fsl_dtype_name(a->dtype), fsl_dtype_name(b->dtype));
-  fsl_dtype dt = a->dtype;
-  switch (n->op) {
-  case FSL_OP_and: case FSL_OP_or: case FSL_OP_xor:
-    if (dt != FSL_DT_BOOL && !fsl_dtype_is_int(dt))
-      return bad(n, "operands must be bool or an integer type, got %s", fsl_dtype_name(dt));
-    break;
-  case FSL_OP_shl: case FSL_OP_shr:
-    if (!fsl_dtype_is_int(dt)) return bad(n, "operands must be integers, got %s", fsl_dtype_name(dt));
-    break;
-  case FSL_OP_eq:
-    break;
-  default:
-    if (!dt_numeric(dt)) return bad(n, "operands must be numeric, got %s", fsl_dtype_name(dt));
-  }
-  return set_out(n, is_compare(n->op) ? FSL_DT_BOOL : dt, a->rank, a->dims);
+  FSL_TRY(check_dtype_class(n, a->dtype));
+  return set_out(n, fsl_op_bool_out(n->op) ? FSL_DT_BOOL : a->dtype, a->rank, a->dims);
 }
 
 static fsl_status infer_where(const fsl_node *n) {

@@ -11,8 +11,8 @@
 /* ---- the op table ---- */
 typedef enum fsl_op {
   FSL_OP_NONE = 0,
-#define PRIM(name, n_in, kind) FSL_OP_##name,
-#define ONNX(name, min_in, max_in, kind) FSL_OP_##name,
+#define PRIM(name, n_in, kind, dtypes, cost, cfn) FSL_OP_##name,
+#define ONNX(name, min_in, max_in, kind, since, until) FSL_OP_##name,
 #include "ir/ops.def"
 #undef PRIM
 #undef ONNX
@@ -24,11 +24,30 @@ typedef enum fsl_kind {
   FSL_KIND_LINEAR, FSL_KIND_OPAQUE, FSL_KIND_COUNT
 } fsl_kind;
 
+/* The dtype rule of an elementwise primitive (ops.def's dtypes column). */
+typedef enum fsl_dtype_class {
+  FSL_DTC_OWN,              /* a rule of its own in src/ir/infer.c (and every ONNX op) */
+  FSL_DTC_FLOAT,            /* float operands; output of their dtype */
+  FSL_DTC_FLOAT_TO_BOOL,    /* float operand; bool output */
+  FSL_DTC_NUMERIC,          /* numeric (not bool) operands; their dtype */
+  FSL_DTC_NUMERIC_TO_BOOL,  /* numeric operands; bool output */
+  FSL_DTC_ANY_TO_BOOL,      /* operands of any dtype; bool output */
+  FSL_DTC_LOGICAL,          /* bool or integer operands; their dtype */
+  FSL_DTC_INT,              /* integer operands; their dtype */
+} fsl_dtype_class;
+
+/* One row of ops.def. */
 typedef struct fsl_op_info {
   const char *name;
   int min_in, max_in;  /* max_in -1: variadic */
   fsl_kind kind;
   bool primitive;      /* a primitive (true) or an ONNX op (false) */
+  /* primitives only (zero for ONNX ops) */
+  fsl_dtype_class dtypes;
+  int cost;            /* work per element, in adds (src/orchestrate/cost.c) */
+  const char *cfn;     /* C function of the generated code on float32; NULL: none */
+  /* ONNX ops only (zero for primitives) */
+  int since, until;    /* implemented opsets; until 0: no upper bound */
 } fsl_op_info;
 
 const fsl_op_info *fsl_op_get(fsl_op op);
@@ -37,6 +56,16 @@ const char *fsl_kind_name(fsl_kind k);
 /** ONNX op by op_type in the default domain; FSL_OP_NONE if unknown. */
 fsl_op fsl_op_from_onnx(const char *op_type);
 static inline bool fsl_op_is_primitive(fsl_op op) { return fsl_op_get(op)->primitive; }
+/** Whether an elementwise primitive's dtype class gives a bool output. */
+static inline bool fsl_op_bool_out(fsl_op op) {
+  fsl_dtype_class c = fsl_op_get(op)->dtypes;
+  return c == FSL_DTC_FLOAT_TO_BOOL || c == FSL_DTC_NUMERIC_TO_BOOL || c == FSL_DTC_ANY_TO_BOOL;
+}
+/** Whether an ONNX op's implemented opset range [since, until] holds opset. */
+static inline bool fsl_op_opset_ok(fsl_op op, int64_t opset) {
+  const fsl_op_info *i = fsl_op_get(op);
+  return opset >= i->since && (i->until == 0 || opset <= i->until);
+}
 
 /* ---- attributes ---- */
 typedef enum fsl_attr_type {

@@ -1,10 +1,12 @@
-/* ops.c — op name/kind tables generated from ops.def. */
+/* ops.c — the op table (fsl_op_info per op), generated from ops.def. */
 #include "ir/ir.h"
 
 static const fsl_op_info k_ops[] = {
-  {"none", 0, 0, FSL_KIND_OPAQUE, false},
-#define PRIM(name, n_in, kind) {#name, (n_in) < 0 ? 1 : (n_in), n_in, FSL_KIND_##kind, true},
-#define ONNX(name, min_in, max_in, kind) {#name, min_in, max_in, FSL_KIND_##kind, false},
+  {.name = "none", .kind = FSL_KIND_OPAQUE},
+#define PRIM(name, n_in, kind, dtypes, cost, cfn) \
+  {#name, (n_in) < 0 ? 1 : (n_in), n_in, FSL_KIND_##kind, true, FSL_DTC_##dtypes, cost, cfn, 0, 0},
+#define ONNX(name, min_in, max_in, kind, since, until) \
+  {#name, min_in, max_in, FSL_KIND_##kind, false, FSL_DTC_OWN, 0, NULL, since, until},
 #include "ir/ops.def"
 #undef PRIM
 #undef ONNX

@@ -9,13 +9,13 @@
  * is elementwise work in units of one multiply or add (what calibrate.c's
  * elem_flops measures): each node costs its element count (output for
  * elementwise and gather nodes, input for reductions) times a weight for
- * its op (op_weight: 1 for arithmetic, comparisons and selects, 4 for
- * division and square roots, 16 for exp, log, tanh, erf, sigmoid, pow and
- * trigonometric functions, which generated code evaluates as polynomials
- * of about that many vector operations; 2 for gathers and arg-reductions,
- * which add index arithmetic).  Movement views cost nothing beyond the
- * bytes their kernel reads.  Device numbers come from fsl_device_default
- * or fsl_cpu_calibrate (calibrate.h).
+ * its op, the cost column of src/ir/ops.def (1 for arithmetic, comparisons
+ * and selects, 4 for division and square roots, 16 for exp, log, tanh,
+ * erf, sigmoid, pow and trigonometric functions, which generated code
+ * evaluates as polynomials of about that many vector operations; 2 for
+ * gathers and arg-reductions, which add index arithmetic).  Movement views
+ * cost nothing beyond the bytes their kernel reads.  Device numbers come
+ * from fsl_device_default or fsl_cpu_calibrate (calibrate.h).
  */
 #include "orchestrate/orchestrate.h"
 
@@ -55,36 +55,19 @@ static double linear_flops(const fsl_node *n) {
   return 0;
 }
 
-/* Units of elementwise work per element of op (see the file comment). */
-static double op_weight(fsl_op op) {
-  switch (op) {
-  case FSL_OP_div: case FSL_OP_recip: case FSL_OP_sqrt: case FSL_OP_rsqrt: case FSL_OP_mod:
-    return 4;
-  case FSL_OP_exp: case FSL_OP_log: case FSL_OP_tanh: case FSL_OP_erf: case FSL_OP_sigmoid:
-  case FSL_OP_pow: case FSL_OP_sin: case FSL_OP_cos: case FSL_OP_tan: case FSL_OP_asin:
-  case FSL_OP_acos: case FSL_OP_atan: case FSL_OP_sinh: case FSL_OP_cosh: case FSL_OP_asinh:
-  case FSL_OP_acosh: case FSL_OP_atanh:
-    return 16;
-  case FSL_OP_argmax: case FSL_OP_argmin:
-    return 2;
-  default:
-    return 1;
-  }
-}
-
-/* Elementwise work of one non-linear node, in units (see op_weight). */
+/* Elementwise work of one non-linear node, in units (ops.def's cost column). */
 static double elem_work(const fsl_node *n) {
   const fsl_op_info *oi = fsl_op_get(n->op);
   const fsl_value *o = n->n_out > 0 ? n->out[0] : NULL;
   double out = o ? (double)fsl_value_numel(o) : 0;
   if (out < 0) out = 0;
   switch (oi->kind) {
-  case FSL_KIND_ELEMENTWISE: return out * op_weight(n->op);
+  case FSL_KIND_ELEMENTWISE: return out * oi->cost;
   case FSL_KIND_REDUCE: {
     double in = n->n_in > 0 && n->in[0] ? (double)fsl_value_numel(n->in[0]) : 0;
-    return (in > 0 ? in : 0) * op_weight(n->op);
+    return (in > 0 ? in : 0) * oi->cost;
   }
-  case FSL_KIND_GATHER: return 2 * out;
+  case FSL_KIND_GATHER: return out * oi->cost;
   case FSL_KIND_MOVEMENT: case FSL_KIND_LINEAR: return 0;
   default: {  /* opaque: one unit per output element */
     double f = 0;

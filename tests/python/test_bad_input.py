@@ -151,6 +151,29 @@ def case_unknown_op(tmp):
     return write(tmp, m), r"NoSuchOp"
 
 
+def opset_model(op, opset, **attrs):
+    m = simple_model([helper.make_node(op, ["x"], ["y"], name="n1", **attrs)], [fin()], [fin("y")])
+    m.opset_import[0].version = opset
+    return m
+
+
+def case_op_deprecated(tmp):
+    # Upsample is deprecated from opset 10 (ops.def: Upsample opsets 7 to 9)
+    scales = numpy_helper.from_array(np.array([1, 2], np.float32), "s")
+    m = simple_model([helper.make_node("Upsample", ["x", "s"], ["y"], name="n1")], [fin()], [fin("y")], [scales])
+    m.opset_import[0].version = 10
+    return write(tmp, m), r"node 'n1' \(Upsample, opset 10\).*opsets 7 to 9"
+
+
+def case_op_newer_opset(tmp):
+    # a newer opset than the ONNX spec fissile knows: no silent match by name
+    return write(tmp, opset_model("Relu", 28)), r"node 'n1' \(Relu, opset 28\).*opsets 1 to 27"
+
+
+def case_op_before_it_existed(tmp):
+    return write(tmp, opset_model("Gelu", 17)), r"node 'n1' \(Gelu, opset 17\).*opsets 20 to 27"
+
+
 def case_dims_overflow_initializer(tmp):
     t = TensorProto()
     t.name, t.data_type = "w", TensorProto.FLOAT

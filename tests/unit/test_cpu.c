@@ -13,7 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/compile.h"
 #include "backend/cpu/dialect_c.h"
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 #include "fission/builder.h"
 
 /* ---- helpers ---- */

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "backend/cpu/onednn.h"
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 #include "fission/builder.h"
 
 /* ---- a small graph under test ---- */

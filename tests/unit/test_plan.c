@@ -14,7 +14,7 @@
 #include <dirent.h>
 
 #include "backend/backend.h"
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 #include "fission/builder.h"
 #include "test_graph.h"
 #include "backend/cpu/calibrate.h"

@@ -18,7 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/profile.h"
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 #include "fission/builder.h"
 #include "test_graph.h"
 #include "orchestrate/orchestrate.h"

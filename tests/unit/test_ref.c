@@ -8,7 +8,7 @@
 #include <math.h>
 #include <cmocka.h>
 
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 
 /* ---- helpers ---- */
 

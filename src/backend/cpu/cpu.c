@@ -17,7 +17,7 @@
 #include "backend/cpu/lower.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/profile.h"
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 
 #include <time.h>
 

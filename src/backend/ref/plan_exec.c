@@ -9,7 +9,7 @@
  * the plan computes what the graph computes.
  */
 #include "backend/backend.h"
-#include "backend/ref/ref_internal.h"
+#include "eval/eval.h"
 
 typedef struct ref_exe {
   const fsl_plan *p;

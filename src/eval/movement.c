@@ -3,7 +3,7 @@
  * permute, expand, slice, pad, concat, window.  All but pad and concat are
  * affine index maps, executed by one strided copy.
  */
-#include "backend/ref/ref_internal.h"
+#include "eval/eval_internal.h"
 
 void fsl_ref_strides(int rank, const int64_t *dims, int64_t *strides) {
   int64_t s = 1;

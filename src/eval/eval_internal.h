@@ -1,18 +1,13 @@
 /*
- * ref_internal.h — the reference interpreter's op families, shared between
- * the files of src/backend/ref/.  Each family evaluates primitive nodes
+ * eval_internal.h — the reference interpreter's op families, shared between
+ * the files of src/eval/.  Each family evaluates primitive nodes
  * whose shapes fsl_prim_infer() has already checked (fsl_ref_eval re-checks
  * before dispatching), so index arithmetic here may rely on the shape rules.
  */
-#ifndef FSL_REF_INTERNAL_H
-#define FSL_REF_INTERNAL_H
+#ifndef FSL_EVAL_INTERNAL_H
+#define FSL_EVAL_INTERNAL_H
 
-#include "backend/ref/ref.h"
-
-/** Copies every graph output of g from buf (indexed by value id) into new
- *  malloc'd outputs[i]; `missing` completes the error for an output with no
- *  buffer ("is never computed").  On error no output is left allocated. */
-fsl_status fsl_ref_copy_outputs(const fsl_graph *g, const void *const *buf, const char *missing, void **outputs);
+#include "eval/eval.h"
 
 /** Row-major element strides of a shape. */
 void fsl_ref_strides(int rank, const int64_t *dims, int64_t *strides);

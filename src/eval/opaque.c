@@ -4,7 +4,7 @@
  * (including constant ones such as K and axis) and attributes follow the
  * ONNX spec; in_data[i] holds each input's data.
  */
-#include "backend/ref/ref.h"
+#include "eval/eval.h"
 
 /* Splits a shape around `axis` into outer * len * inner. */
 static void split_axis(const fsl_value *v, int axis, int64_t *outer, int64_t *len,

@@ -5,7 +5,7 @@
  * through max/min; an empty reduced extent gives the identity (0, 1, -inf /
  * dtype min, +inf / dtype max).
  */
-#include "backend/ref/ref_internal.h"
+#include "eval/eval_internal.h"
 #include <math.h>
 
 typedef enum { ACC_F, ACC_S, ACC_U } acc_kind;

@@ -4,7 +4,7 @@
  * Gather, GatherElements, GatherND, ScatterElements, ScatterND).  Negative
  * indices wrap once; an index out of range is FSL_ERR_RUNTIME.
  */
-#include "backend/ref/ref_internal.h"
+#include "eval/eval_internal.h"
 #include <math.h>
 
 /* Normalizes index v against an axis of size len; false if out of range. */

@@ -4,7 +4,7 @@
  * fsl_ref_run executes a whole graph in node order, freeing each
  * intermediate buffer after its last use.
  */
-#include "backend/ref/ref_internal.h"
+#include "eval/eval_internal.h"
 
 /* Re-derives the output type of a primitive with the shape rules (on a copy,
  * leaving n untouched) and checks it against n->out[0]. */

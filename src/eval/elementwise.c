@@ -4,7 +4,7 @@
  * through uint64 so overflow is defined), unsigned integers in uint64; the
  * result is stored back with the output dtype's conversion.
  */
-#include "backend/ref/ref_internal.h"
+#include "eval/eval_internal.h"
 #include <math.h>
 
 /* ---- helpers ---- */
@@ -226,10 +226,6 @@ static uint64_t binary_u(fsl_op op, uint64_t a, uint64_t b, int bits, bool *ok) 
   }
 }
 
-static bool is_cmp(fsl_op op) {
-  return op == FSL_OP_lt || op == FSL_OP_le || op == FSL_OP_gt || op == FSL_OP_ge || op == FSL_OP_eq;
-}
-
 static fsl_status binary(const fsl_node *n, const void *a, const void *b, void *y, int64_t cnt) {
   fsl_dtype dt = n->in[0]->dtype, odt = n->out[0]->dtype;
   bool cfmod = fsl_attr_int(n, "fmod", 0) != 0, ok = true;
@@ -260,7 +256,7 @@ static fsl_status binary(const fsl_node *n, const void *a, const void *b, void *
     }
     return FSL_OK;
   }
-  bool sgn = fsl_dtype_is_signed(dt), cmp = is_cmp(n->op);
+  bool sgn = fsl_dtype_is_signed(dt), cmp = fsl_op_bool_out(n->op);
   for (int64_t i = 0; i < cnt && ok; i++) {
     uint64_t r = sgn ? binary_s(n->op, fsl_load_i64(dt, a, i), fsl_load_i64(dt, b, i), cfmod, bits, &ok)
                      : binary_u(n->op, fsl_load_u64(dt, a, i), fsl_load_u64(dt, b, i), bits, &ok);

@@ -5,7 +5,7 @@
  * conv always accumulates in double.  Operands are converted to double (or
  * 64-bit) arrays once, so the inner loops are plain strided loops.
  */
-#include "backend/ref/ref_internal.h"
+#include "eval/eval_internal.h"
 
 /* Whole buffer as doubles (malloc'd; NULL on OOM). */
 static double *to_f64(fsl_dtype dt, const void *p, int64_t cnt) {
