@@ -238,7 +238,10 @@ typedef struct fsl_plan_info {
   double orchestrate_s;    /**< wall seconds spent building the plan */
   double backend_s;        /**< wall seconds the backend spent compiling the plan */
   bool optimal;            /**< optimal strategy: the solver proved optimality */
-  int64_t peak_bytes;      /**< arena bytes for kernel outputs with liveness-based reuse */
+  int64_t peak_bytes;      /**< bytes of the arena holding the kernels' outputs (liveness-based
+                                reuse, in place where legal; graph outputs are returned in
+                                buffers of their own): what the backend allocates once per
+                                compiled model (runtime/memplan.h) */
   int64_t total_bytes;     /**< the same without reuse */
   /* measured costs (fsl_model_set_profile); kernels counted once per
    * canonical hash over every kernel whose cost the plan needed */

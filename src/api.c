@@ -298,8 +298,7 @@ static fsl_status build_plan(fsl_model *m) {
   }
   FSL_TRY(fsl_plan_build_opt(m->prim, s, &m->dev, &popt, &m->plan));
   m->has_plan = true;
-  fsl_memplan_options mopt = {.inplace = false};
-  FSL_TRY(fsl_memplan_build(&m->plan, &mopt, &m->mem));
+  FSL_TRY(fsl_memplan_build(&m->plan, &fsl_memplan_executor, &m->mem));
   m->be = be;
   if (!m->be) return FSL_OK;
   double t0 = now_s();
@@ -349,6 +348,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   info->predicted_s = p->predicted_s;
   info->orchestrate_s = p->orchestrate_s;
   info->backend_s = m->backend_s;
+  int64_t arena = -1; /* what the backend allocates, when it runs from an arena */
   if (m->be && m->exe && m->be->exe_info) {
     fsl_backend_exe_info ei;
     m->be->exe_info(m->exe, &ei);
@@ -356,6 +356,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
     info->n_fallback = ei.n_fallback;
     info->n_opaque = ei.n_opaque;
     snprintf(info->fallback_why, sizeof info->fallback_why, "%s", ei.fallback_why);
+    arena = ei.arena_bytes;
   }
   info->optimal = p->optimal;
   info->profiled = p->profiled;
@@ -364,7 +365,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   info->n_cost_analytic = p->n_cost_analytic;
   info->n_plan_measured = p->n_plan_measured;
   info->profile_s = p->profile_s;
-  info->peak_bytes = m->mem.peak_bytes;
+  info->peak_bytes = arena >= 0 ? arena : m->mem.peak_bytes;
   info->total_bytes = m->mem.total_bytes;
   return FSL_OK;
 }

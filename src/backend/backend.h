@@ -24,6 +24,8 @@ typedef struct fsl_backend_exe_info {
                              by the host reference interpreter instead */
   int n_opaque;           /* opaque kernels (TopK, CumSum, ...): host reference by design */
   char fallback_why[256]; /* the first fallback: kernel, ONNX node and reason; "" if none */
+  int64_t arena_bytes;    /* bytes of the one allocation holding the kernels' outputs
+                             (graph outputs excepted); -1: the backend has no arena */
 } fsl_backend_exe_info;
 
 typedef struct fsl_backend {

@@ -177,6 +177,8 @@ static void find_inplace(const fsl_plan *p, fsl_memplan *mp, const int *writes, 
   }
 }
 
+const fsl_memplan_options fsl_memplan_executor = {.inplace = true, .external_outputs = true};
+
 fsl_status fsl_memplan_build(const fsl_plan *p, const fsl_memplan_options *opt, fsl_memplan *out) {
   if (!p || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_memplan_build: NULL argument");
   memset(out, 0, sizeof *out);
@@ -194,6 +196,11 @@ fsl_status fsl_memplan_build(const fsl_plan *p, const fsl_memplan_options *opt, 
   mp.n_steps = p->kernels.n;
   if ((st = liveness(p, &mp, writes)) != FSL_OK) goto done;
   for (int v = 0; v < n_ids; v++) root[v] = v;
+  if (opt && opt->external_outputs)
+    for (int i = 0; p->g && i < p->g->n_outputs; i++) {
+      int v = p->g->outputs[i]->id;
+      if (v < n_ids) mp.first[v] = mp.last[v] = -1, mp.size[v] = 0;
+    }
   if (opt && opt->inplace) find_inplace(p, &mp, writes, root);
 
   /* one slot per group (a value and the values placed in place over it) */

@@ -21,7 +21,8 @@
  * with one output).
  *
  * Graph inputs and constants are external: not planned (offset -1), and so
- * are values no kernel writes (kernel-internal values are the backend's).
+ * are values no kernel writes (kernel-internal values are the backend's)
+ * and, with `external_outputs`, graph outputs.
  * Placement is greedy by size (largest first, lowest offset that fits among
  * the already placed values whose intervals overlap), offsets and sizes
  * rounded up to FSL_MEMPLAN_ALIGN bytes.  Semantics of liveness-based
@@ -37,6 +38,8 @@
 
 typedef struct fsl_memplan_options {
   bool inplace;           /* allow in-place reuse (see above); default false */
+  bool external_outputs;  /* graph outputs are not planned: the executor returns them in
+                             buffers of their own (handed to the caller, no copy) */
 } fsl_memplan_options;
 
 typedef struct fsl_memplan {
@@ -52,6 +55,10 @@ typedef struct fsl_memplan {
   int64_t total_bytes;    /* sum of aligned sizes (what no reuse would take) */
   int64_t live_bytes;     /* max over steps of the aligned bytes live at that step (a lower bound of peak) */
 } fsl_memplan;
+
+/** The options executors run with, and fsl_plan_info reports: in place,
+ *  graph outputs external (the CPU backend's arena). */
+extern const fsl_memplan_options fsl_memplan_executor;
 
 /**
  * Plans the arena of plan p (kernels in execution order; p->g gives the

@@ -14,6 +14,7 @@
 #include "backend/cpu/compile.h"
 #include "backend/cpu/dialect_c.h"
 #include "eval/eval.h"
+#include "runtime/memplan.h"
 #include "fission/builder.h"
 
 /* ---- helpers ---- */
@@ -90,6 +91,12 @@ static void check_plan(const fsl_plan *p, void **inputs, void **want, double tol
   assert_int_equal(ei.n_kernels, p->kernels.n);
   assert_int_equal(ei.n_native + ei.n_fallback + ei.n_opaque, ei.n_kernels);
   assert_int_equal(ei.n_fallback, 0);
+  /* the arena is what the executors' memory plan says, and the plan is sound */
+  fsl_memplan mp;
+  assert_int_equal(fsl_memplan_build(p, &fsl_memplan_executor, &mp), FSL_OK);
+  assert_int_equal(ei.arena_bytes, mp.peak_bytes);
+  assert_int_equal(fsl_memplan_verify(p, &mp), FSL_OK);
+  fsl_memplan_free(&mp);
   fsl_cpu_stats stats;
   fsl_cpu_exe_stats(exe, &stats);
   if (getenv("FSL_TEST_VERBOSE"))

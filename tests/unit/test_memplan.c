@@ -173,6 +173,17 @@ static void test_chain(void **state) {
   simulate(&p, &mp);
   fsl_memplan_free(&mp);
 
+  /* as the executors run: graph outputs in buffers of their own, so only
+   * b and c are planned, c in place over b */
+  assert_int_equal(fsl_memplan_build(&p, &fsl_memplan_executor, &mp), FSL_OK);
+  assert_int_equal(mp.offset[d->id], -1);
+  assert_int_equal(mp.n_planned, 2);
+  assert_int_equal(mp.alias[c->id], b->id);
+  assert_int_equal(mp.alias[d->id], -1);
+  assert_int_equal(mp.peak_bytes, 4096);
+  assert_int_equal(fsl_memplan_verify(&p, &mp), FSL_OK);
+  fsl_memplan_free(&mp);
+
   /* a kernel that reads b after the third: b lives on, nothing in place over it */
   fsl_kernel *again = kernel_of(g, 1, 2, FSL_KERNEL_LOOP);
   plan_add(&p, again);

@@ -18,6 +18,7 @@
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/profile.h"
 #include "eval/eval.h"
+#include "runtime/memplan.h"
 
 #include <time.h>
 
@@ -27,6 +28,8 @@ typedef struct cpu_exe {
   const fsl_plan *p;
   fsl_cpu_so so;
   fsl_cpu_lowering low;    /* the steps of every kernel, in plan order (lower.h) */
+  fsl_memplan mem;         /* where kernel outputs live in the arena (runtime/memplan.h) */
+  unsigned char *arena;    /* one allocation of mem.peak_bytes for the executable */
   int *last;               /* value id -> last step touching it, -1 */
   fsl_cpu_stats stats;
   double *prof;            /* FSL_CPU_PROFILE set: seconds per step, summed over runs */
@@ -84,6 +87,8 @@ static void free_exe(void *p) {
     free(x->prof);
   }
   fsl_cpu_lowering_free(&x->low);
+  fsl_memplan_free(&x->mem);
+  free(x->arena);
   free(x->last);
   for (int i = 0; i < x->n_pool; i++) free(x->pool[i].p);
   free(x->pool);
@@ -101,6 +106,13 @@ static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
   size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
   x->last = malloc(sizeof(int) * nv);
   fsl_status st = x->last ? fsl_cpu_lowering_init(&x->low, g) : oom();
+  /* kernel outputs in one arena, in place where legal (generated
+   * elementwise code reads element i before writing it); graph outputs get
+   * buffers of their own, handed to the caller */
+  if (st == FSL_OK) st = fsl_memplan_build(p, &fsl_memplan_executor, &x->mem);
+  if (st == FSL_OK && x->mem.peak_bytes > 0 &&
+      !(x->arena = aligned_alloc(FSL_MEMPLAN_ALIGN, (size_t)x->mem.peak_bytes)))
+    st = fsl_errorf(FSL_ERR_NOMEM, "out of memory (%lld bytes for the arena)", (long long)x->mem.peak_bytes);
   for (int ki = 0; ki < p->kernels.n && st == FSL_OK; ki++) {
     st = fsl_cpu_lower_kernel(&x->low, ki, p->kernels.k[ki]);
     if (st != FSL_OK) fsl_error_context(st, "cpu backend, kernel %d", ki);
@@ -186,6 +198,11 @@ static void release(run_ctx *r, int id) {
 
 static fsl_status ensure_buf(run_ctx *r, const fsl_value *v) {
   if (r->buf[v->id]) return FSL_OK;
+  const fsl_memplan *mp = &r->x->mem;
+  if (v->id < mp->n_ids && mp->offset[v->id] >= 0) { /* a kernel output: its arena slot */
+    r->buf[v->id] = r->x->arena ? r->x->arena + mp->offset[v->id] : (const void *)k_empty;
+    return FSL_OK;
+  }
   int64_t nb = fsl_value_nbytes(v);
   if (nb < 0) return fsl_errorf(FSL_ERR_SHAPE, "value '%s' has no static shape", v->name ? v->name : "?");
   void *p = buf_take(r->x, (size_t)(nb > 0 ? nb : 1));
@@ -370,6 +387,7 @@ static void cpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
   for (int i = 0; i < nk; i++) out->n_fallback += fb[i];
   out->n_native = nk - out->n_fallback - out->n_opaque;
   snprintf(out->fallback_why, sizeof out->fallback_why, "%s", x->low.fallback_why);
+  out->arena_bytes = x->mem.peak_bytes;
   free(fb);
 }
 

@@ -12,7 +12,7 @@
  *     (an ONEDNN step absorbing the longest usable epilogue chain as
  *     post-ops, else a generated matmul, else a REF step) and a GEN
  *     epilogue for the rest;
- *   - a REF step (the reference interpreter, src/backend/ref) for an
+ *   - a REF step (the reference interpreter, src/eval) for an
  *     opaque kernel, and as the fallback for what neither the code
  *     generator nor oneDNN can take: counted, with the first reason kept.
  */

@@ -231,6 +231,7 @@ static void ref_exe_info(const void *exe, fsl_backend_exe_info *out) {
   if (!out) return;
   memset(out, 0, sizeof *out);
   const ref_exe *e = exe;
+  out->arena_bytes = -1; /* one buffer per value */
   if (e) out->n_kernels = out->n_native = e->p->kernels.n;
 }
 
