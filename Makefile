@@ -11,6 +11,8 @@
 #                targeting AVX2 (FSL_CPU_ISA=avx2: -march=haswell, oneDNN
 #                limited to AVX2), so an AVX-512 machine sees what an
 #                AVX2-only one would (part of make test)
+#   make test-minimal  the library built without optional backends
+#                (-DFSL_BACKEND_CPU=OFF): unit tests and reference conformance
 #   make demo    fetch a real trained model, inspect it and run it
 #   make bench   front-end (import + compile) timings -> bench/results/
 #
@@ -21,6 +23,7 @@ JOBS ?= 2
 FUZZ_SECONDS ?= 60
 PYTEST_ARGS ?=
 BUILD := build
+MIN_BUILD := build-min
 ASAN_BUILD := build-asan
 FUZZ_BUILD := build-fuzz
 PY := .venv/bin/python
@@ -32,7 +35,7 @@ CONF_FALLBACK_ONNX122 := tests/conformance/fallback_onnx122.txt
 STRATEGIES := unfused opfuse greedy optimal
 export FSL_BUILD_DIR := $(CURDIR)/$(BUILD)
 
-.PHONY: all setup build test ctest pytest test-avx2 asan fuzz demo bench models conformance-lists clean
+.PHONY: all setup build test ctest pytest test-avx2 test-minimal asan fuzz demo bench models conformance-lists clean
 
 all: build
 
@@ -43,7 +46,7 @@ build:
 	cmake -S . -B $(BUILD) -DFSL_WERROR=ON
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: setup build ctest pytest test-avx2 asan fuzz
+test: setup build ctest pytest test-avx2 test-minimal asan fuzz
 	@echo "make test: all passed"
 
 ctest: build
@@ -60,6 +63,13 @@ pytest: setup build models
 test-avx2: setup build models
 	cd $(BUILD) && FSL_CPU_ISA=avx2 ctest --output-on-failure -R '^unit\.|\.cpu\.'
 	FSL_CPU_ISA=avx2 $(PY) -m pytest -q tests/python/test_strategies.py -k cpu $(PYTEST_ARGS)
+
+# The library with no optional backend (-DFSL_BACKEND_CPU=OFF: what a
+# machine without oneDNN builds): unit tests and the reference entries.
+test-minimal: setup
+	cmake -S . -B $(MIN_BUILD) -DFSL_WERROR=ON -DFSL_BACKEND_CPU=OFF
+	cmake --build $(MIN_BUILD) -j$(JOBS)
+	cd $(MIN_BUILD) && ctest --output-on-failure
 
 # Sanitizers (ASan + UBSan + leaks): unit tests, every conformance case of
 # both data sets (a crash, a timeout or a sanitizer report in any case fails,
@@ -126,4 +136,4 @@ conformance-lists: build
 	sort -u $$tmp/debian.* > $(CONF_FALLBACK_DEBIAN); sort -u $$tmp/onnx122.* > $(CONF_FALLBACK_ONNX122); rm -rf $$tmp
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(MIN_BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

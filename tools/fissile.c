@@ -147,7 +147,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "  --threads N           threads for generated kernels and oneDNN (default: all)\n"
             "  --repeats N           timed runs per strategy (default 20, at least 1)\n"
             "  --warmup N            untimed runs first (default 3)\n"
-            "  --backend B           one of %s (default cpu)\n"
+            "  --backend B           one of %s (default: the first after ref)\n"
             "  --strategies LIST     comma-separated strategies to measure\n"
             "  --json FILE           also write the results as JSON to FILE\n"
             "  --seed N              seed of the first random inputs (default 0)\n"

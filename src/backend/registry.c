@@ -1,9 +1,13 @@
 /* registry.c — the one table of backends (backend.h). */
 #include "backend/backend.h"
 
-/* In the order of preference for the host device. */
+/* In the order of preference for the host device.  A backend is listed
+ * when the build includes it (CMake option FSL_BACKEND_<NAME> defines
+ * FSL_BACKEND_<NAME>=1 for this file); plan-ref is always built. */
 static const fsl_backend *const k_backends[] = {
+#if FSL_BACKEND_CPU
     &fsl_backend_cpu,
+#endif
     &fsl_backend_ref,
 };
 

@@ -3,7 +3,7 @@
  * norm + ReLU): each plan is verified, run kernel by kernel with the
  * reference backend (fsl_backend_ref) and compared bit for bit with the
  * reference interpreter over the whole graph; plus the roofline cost, the
- * verifier's rejections, the DOT printer and the device calibration cache. */
+ * verifier's rejections and the DOT printer. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +17,6 @@
 #include "eval/eval.h"
 #include "fission/builder.h"
 #include "test_graph.h"
-#include "backend/cpu/calibrate.h"
 #include "orchestrate/orchestrate.h"
 
 /* ---- graph construction ---- */
@@ -280,48 +279,6 @@ static void test_cost(void **state) {
   assert_string_equal(fsl_strategy_name(FSL_STRATEGY_UNFUSED), "unfused");
 }
 
-/* Calibration measures once, writes the cache atomically, then reads it. */
-static void test_calibrate(void **state) {
-  (void)state;
-  char dir[] = "/tmp/fsl_test_plan_XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  const char *old = getenv("XDG_CACHE_HOME");
-  char *saved = old ? strdup(old) : NULL;
-  setenv("XDG_CACHE_HOME", dir, 1);
-  fsl_device a, b;
-  assert_int_equal(fsl_cpu_calibrate(&a, 1, false), FSL_OK);
-  assert_true(a.bandwidth > 0 && a.peak_flops > 0 && a.elem_flops > 0 && a.launch_s > 0);
-  assert_non_null(strstr(a.name, "1 thread"));
-  assert_int_equal(fsl_cpu_calibrate(&b, 1, false), FSL_OK);  /* from the cache */
-  assert_true(fabs(a.bandwidth - b.bandwidth) <= 1e-6 * a.bandwidth);
-  assert_true(fabs(a.peak_flops - b.peak_flops) <= 1e-6 * a.peak_flops);
-  assert_true(fabs(a.launch_s - b.launch_s) <= 1e-6 * a.launch_s);
-  assert_string_equal(a.name, b.name);
-  /* one cache file, no temporary left behind; clean up */
-  char sub[256];
-  snprintf(sub, sizeof sub, "%s/fissile", dir);
-  DIR *dd = opendir(sub);
-  assert_non_null(dd);
-  int files = 0;
-  struct dirent *de;
-  while ((de = readdir(dd))) {
-    if (de->d_name[0] == '.') continue;
-    files++;
-    assert_non_null(strstr(de->d_name, "device-"));
-    assert_null(strstr(de->d_name, ".tmp"));
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", sub, de->d_name);
-    unlink(path);
-  }
-  closedir(dd);
-  assert_int_equal(files, 1);
-  rmdir(sub);
-  rmdir(dir);
-  if (saved) setenv("XDG_CACHE_HOME", saved, 1);
-  else unsetenv("XDG_CACHE_HOME");
-  free(saved);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cost),
@@ -329,7 +286,6 @@ int main(void) {
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_verify_rejects),
-      cmocka_unit_test(test_calibrate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

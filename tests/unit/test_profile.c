@@ -12,11 +12,13 @@
 #include <setjmp.h>
 #include <math.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/calibrate.h"
 #include "backend/cpu/profile.h"
 #include "eval/eval.h"
 #include "fission/builder.h"
@@ -572,8 +574,51 @@ static void test_cpu_broken_compiler(void **state) {
   rm_tree(dir);
 }
 
+/* Calibration measures once, writes the cache atomically, then reads it. */
+static void test_calibrate(void **state) {
+  (void)state;
+  char dir[] = "/tmp/fsl_test_plan_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  const char *old = getenv("XDG_CACHE_HOME");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("XDG_CACHE_HOME", dir, 1);
+  fsl_device a, b;
+  assert_int_equal(fsl_cpu_calibrate(&a, 1, false), FSL_OK);
+  assert_true(a.bandwidth > 0 && a.peak_flops > 0 && a.elem_flops > 0 && a.launch_s > 0);
+  assert_non_null(strstr(a.name, "1 thread"));
+  assert_int_equal(fsl_cpu_calibrate(&b, 1, false), FSL_OK);  /* from the cache */
+  assert_true(fabs(a.bandwidth - b.bandwidth) <= 1e-6 * a.bandwidth);
+  assert_true(fabs(a.peak_flops - b.peak_flops) <= 1e-6 * a.peak_flops);
+  assert_true(fabs(a.launch_s - b.launch_s) <= 1e-6 * a.launch_s);
+  assert_string_equal(a.name, b.name);
+  /* one cache file, no temporary left behind; clean up */
+  char sub[256];
+  snprintf(sub, sizeof sub, "%s/fissile", dir);
+  DIR *dd = opendir(sub);
+  assert_non_null(dd);
+  int files = 0;
+  struct dirent *de;
+  while ((de = readdir(dd))) {
+    if (de->d_name[0] == '.') continue;
+    files++;
+    assert_non_null(strstr(de->d_name, "device-"));
+    assert_null(strstr(de->d_name, ".tmp"));
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", sub, de->d_name);
+    unlink(path);
+  }
+  closedir(dd);
+  assert_int_equal(files, 1);
+  rmdir(sub);
+  rmdir(dir);
+  if (saved) setenv("XDG_CACHE_HOME", saved, 1);
+  else unsetenv("XDG_CACHE_HOME");
+  free(saved);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_cache_hit_after_miss),
       cmocka_unit_test(test_cache_no_partial_batch),
       cmocka_unit_test(test_cache_corrupt),
