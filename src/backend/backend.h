@@ -39,6 +39,10 @@ typedef struct fsl_backend {
   /** Fills *p with a profiler that times kernels as this backend runs them
    *  (measured costs, fsl_model_set_profile).  NULL: as calibrate. */
   void (*profiler_init)(fsl_profiler *p, int n_threads);
+  /** Whether the backend runs kernel k of graph g entirely with its own
+   *  code (false: part of it would run through the reference interpreter
+   *  on the host, as a counted fallback).  NULL: every kernel. */
+  bool (*supports)(const fsl_graph *g, const fsl_kernel *k);
   /** Compiles plan p (which must outlive the executable) into *exe. */
   fsl_status (*compile)(const fsl_plan *p, void **exe);
   /** Runs the executable.  inputs[i] holds the data of p->g->inputs[i];

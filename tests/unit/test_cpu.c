@@ -207,6 +207,25 @@ static void test_registry(void **state) {
   }
   assert_int_equal(n, 1 + fsl_backend_count());
   assert_null(fsl_backend_at(fsl_backend_count()));
+
+  /* supports: a float32 elementwise kernel is the CPU backend's own, a
+   * float16 one would fall back to the reference interpreter */
+  for (int f16 = 0; f16 < 2; f16++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t d[] = {3, 5};
+    fsl_value *y = fsl_b_unary(&b, FSL_OP_tanh, input(g, f16 ? FSL_DT_F16 : FSL_DT_F32, 2, d));
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    int *topo = fsl_graph_topo_index(g);
+    fsl_kernel *k = NULL;
+    assert_int_equal(fsl_kernel_make(g, topo, g->nodes, g->n_nodes, &k, NULL), FSL_OK);
+    assert_non_null(k);
+    assert_int_equal(fsl_backend_cpu.supports(g, k), !f16);
+    fsl_kernel_free(k);
+    free(topo);
+    fsl_graph_free(g);
+  }
 }
 
 static void test_elementwise_broadcast(void **state) {

@@ -372,6 +372,19 @@ void fsl_cpu_exe_stats(const void *exe, fsl_cpu_stats *out) {
   if (exe) *out = ((const cpu_exe *)exe)->stats;
 }
 
+/* Lowers k alone (as the profiler does) and looks for a fallback step. */
+static bool cpu_supports(const fsl_graph *g, const fsl_kernel *k) {
+  fsl_cpu_lowering L;
+  bool ok = g && k && fsl_cpu_lowering_init(&L, g) == FSL_OK;
+  if (ok) {
+    fsl_cpu_lowering_avail_only(&L, k->in, k->n_in);
+    ok = fsl_cpu_lower_kernel(&L, 0, k) == FSL_OK && L.n_fallback == 0 && L.n_opaque == 0;
+  }
+  if (g && k) fsl_cpu_lowering_free(&L);
+  fsl_error_clear();
+  return ok;
+}
+
 static void cpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
   if (!out) return;
   memset(out, 0, sizeof *out);
@@ -396,6 +409,7 @@ const fsl_backend fsl_backend_cpu = {
     .summary = "generated C per kernel in one shared object, oneDNN for matmul/conv",
     .calibrate = fsl_cpu_calibrate,
     .profiler_init = fsl_cpu_profiler_init,
+    .supports = cpu_supports,
     .compile = cpu_compile,
     .run = cpu_run,
     .exe_info = cpu_exe_info,
