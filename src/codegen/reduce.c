@@ -195,6 +195,18 @@ static bool reaches(const em *e, const fsl_value *v, const fsl_value *x, int dep
   return false;
 }
 
+/* Opens the loop over the `outer` kept-space rows of a reduction whose
+ * rows have `inner` elements (parallel when the work is large), and the
+ * row's error flag. */
+static void row_loop_open(em *e, int64_t outer, int64_t inner) {
+  char n_outer[32];
+  snprintf(n_outer, sizeof n_outer, "%lld", (long long)outer);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = outer * inner > PAR_MIN && outer > 1 ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+                                     .var = "o_", .lo = "0", .hi = n_outer, .n_red = 1, .red = {"|:err_"}});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "int e_ = 0;");
+}
+
 /* Fused REDUCE body: one parallel loop over the kept space; per row every
  * reduction in order, then the outputs. */
 bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
@@ -257,12 +269,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
     }
   }
   if (ok) {
-    char n_outer[32];
-    snprintf(n_outer, sizeof n_outer, "%lld", (long long)outer);
-    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = outer * inner > PAR_MIN && outer > 1 ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
-                                       .var = "o_", .lo = "0", .hi = n_outer, .n_red = 1, .red = {"|:err_"}});
-    fsl_cg_open_scope(e);
-    fsl_cg_line(e, "int e_ = 0;");
+    row_loop_open(e, outer, inner);
     coords c;
     c.rank = r;
     for (int i = 0; i < r; i++) snprintf(c.c[i], CLEN, "0");
@@ -363,12 +370,7 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
     if (outer == 0) continue;
     fsl_cg_line(e, "{");
     fsl_cg_open_scope(e);
-    char n_outer[32];
-    snprintf(n_outer, sizeof n_outer, "%lld", (long long)outer);
-    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = outer * inner > PAR_MIN && outer > 1 ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
-                                       .var = "o_", .lo = "0", .hi = n_outer, .n_red = 1, .red = {"|:err_"}});
-    fsl_cg_open_scope(e);
-    fsl_cg_line(e, "int e_ = 0;");
+    row_loop_open(e, outer, inner);
     coords c;
     c.rank = x->rank;
     for (int i = 0; i < x->rank; i++) snprintf(c.c[i], CLEN, "0");

@@ -19,38 +19,9 @@
 #include "backend/cpu/dialect_c.h"
 #include "eval/eval.h"
 #include "fission/builder.h"
+#include "test_graph.h"
 
 #define B_INIT(g) {.g = (g), .st = FSL_OK, .fold = false}
-
-static uint64_t g_rng = 0x2545F4914F6CDD1DULL;
-static double rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (double)(g_rng >> 11) / 9007199254740992.0;
-}
-
-static fsl_value *input(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims) {
-  fsl_value *v = fsl_graph_add_value(g, NULL);
-  assert_non_null(v);
-  v->dtype = dt;
-  assert_true(fsl_value_set_shape(v, rank, dims));
-  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
-  return v;
-}
-
-/* Random data for v: floats in [lo, hi), integers floor of that. */
-static void *random_data(const fsl_value *v, double lo, double hi) {
-  int64_t n = fsl_value_numel(v);
-  void *p = malloc((size_t)(fsl_value_nbytes(v) > 0 ? fsl_value_nbytes(v) : 1));
-  assert_non_null(p);
-  for (int64_t i = 0; i < n; i++) {
-    double x = lo + (hi - lo) * rnd();
-    if (fsl_dtype_is_float(v->dtype)) fsl_store_f64(v->dtype, p, i, x);
-    else fsl_store_i64(v->dtype, p, i, (int64_t)floor(x));
-  }
-  return p;
-}
 
 /* Compiles `src` with the system compiler into a shared object in a fresh
  * temporary folder and returns its fsl_k0. */
@@ -135,7 +106,7 @@ static void test_broadcast_add(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t da[] = {4, 1, 33}, db[] = {5, 1};
-  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, input(g, FSL_DT_F32, 3, da), input(g, FSL_DT_F32, 2, db));
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, input_dt(g, FSL_DT_F32, 3, da), input_dt(g, FSL_DT_F32, 2, db));
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
   check_kernel(g, -2, 2, "for (int64_t c2 = 0; c2 < 33; c2++) {", "broadcast add");
@@ -149,7 +120,7 @@ static void test_softmax_row(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t d[] = {6, 50}, axis = 1;
-  fsl_value *x = input(g, FSL_DT_F32, 2, d);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 2, d);
   fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
   fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
   fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true);
@@ -166,7 +137,7 @@ static void test_strided_slice(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t d[] = {9, 11}, st[] = {7, 1}, sp[] = {-2, 3}, sz[] = {4, 4};
-  fsl_value *s = fsl_b_slice(&b, input(g, FSL_DT_F32, 2, d), st, sp, sz);
+  fsl_value *s = fsl_b_slice(&b, input_dt(g, FSL_DT_F32, 2, d), st, sp, sz);
   fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_mul, s, 2.0);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
@@ -181,7 +152,7 @@ static void test_concat(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t d0[] = {2, 3}, d1[] = {2, 1}, d2[] = {2, 4};
-  fsl_value *parts[] = {input(g, FSL_DT_I32, 2, d0), input(g, FSL_DT_I32, 2, d1), input(g, FSL_DT_I32, 2, d2)};
+  fsl_value *parts[] = {input_dt(g, FSL_DT_I32, 2, d0), input_dt(g, FSL_DT_I32, 2, d1), input_dt(g, FSL_DT_I32, 2, d2)};
   fsl_value *c = fsl_b_concat(&b, parts, 3, 1);
   fsl_value *y = fsl_b_binary(&b, FSL_OP_sub, c, fsl_b_unary(&b, FSL_OP_neg, c));
   assert_int_equal(b.st, FSL_OK);
@@ -198,7 +169,7 @@ static void test_gather(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dt[] = {10, 6}, di[] = {3, 4};
-  fsl_value *t = input(g, FSL_DT_F32, 2, dt), *ix = input(g, FSL_DT_I64, 2, di);
+  fsl_value *t = input_dt(g, FSL_DT_F32, 2, dt), *ix = input_dt(g, FSL_DT_I64, 2, di);
   fsl_value *y = fsl_b_gather(&b, t, ix, 0);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
@@ -212,7 +183,7 @@ static void test_unsupported_dtype(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t d[] = {4};
-  fsl_value *y = fsl_b_unary(&b, FSL_OP_neg, input(g, FSL_DT_F16, 1, d));
+  fsl_value *y = fsl_b_unary(&b, FSL_OP_neg, input_dt(g, FSL_DT_F16, 1, d));
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
   fsl_cg_spec spec = {.g = g, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = g->n_inputs, .in = g->inputs,

@@ -16,37 +16,9 @@
 #include "eval/eval.h"
 #include "runtime/memplan.h"
 #include "fission/builder.h"
+#include "test_graph.h"
 
 /* ---- helpers ---- */
-
-static uint64_t g_rng = 88172645463325252ULL;
-static double rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (double)(g_rng >> 11) / 9007199254740992.0;
-}
-
-static fsl_value *input(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims) {
-  fsl_value *v = fsl_graph_add_value(g, NULL);
-  assert_non_null(v);
-  v->dtype = dt;
-  assert_true(fsl_value_set_shape(v, rank, dims));
-  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
-  return v;
-}
-
-static void *random_data(const fsl_value *v, double lo, double hi) {
-  int64_t n = fsl_value_numel(v);
-  void *p = malloc((size_t)(fsl_value_nbytes(v) > 0 ? fsl_value_nbytes(v) : 1));
-  assert_non_null(p);
-  for (int64_t i = 0; i < n; i++) {
-    double x = lo + (hi - lo) * rnd();
-    if (fsl_dtype_is_float(v->dtype)) fsl_store_f64(v->dtype, p, i, x);
-    else fsl_store_i64(v->dtype, p, i, (int64_t)floor(x));
-  }
-  return p;
-}
 
 /* Compares an output of the CPU backend with the reference. */
 static void compare(const fsl_value *v, const void *got, const void *want, double tol, const char *what) {
@@ -214,7 +186,7 @@ static void test_registry(void **state) {
     fsl_graph *g = fsl_graph_new();
     fsl_builder b = B_INIT(g);
     int64_t d[] = {3, 5};
-    fsl_value *y = fsl_b_unary(&b, FSL_OP_tanh, input(g, f16 ? FSL_DT_F16 : FSL_DT_F32, 2, d));
+    fsl_value *y = fsl_b_unary(&b, FSL_OP_tanh, input_dt(g, f16 ? FSL_DT_F16 : FSL_DT_F32, 2, d));
     assert_int_equal(b.st, FSL_OK);
     fsl_graph_add_output(g, y);
     int *topo = fsl_graph_topo_index(g);
@@ -233,7 +205,7 @@ static void test_elementwise_broadcast(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {4, 1, 5}, dy[] = {3, 1};
-  fsl_value *x = input(g, FSL_DT_F32, 3, dx), *y = input(g, FSL_DT_F32, 2, dy);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 3, dx), *y = input_dt(g, FSL_DT_F32, 2, dy);
   fsl_value *s = fsl_b_binary(&b, FSL_OP_add, x, y);           /* 4x3x5 */
   fsl_value *t = fsl_b_unary(&b, FSL_OP_tanh, s);
   fsl_value *u = fsl_b_binary(&b, FSL_OP_mul, t, fsl_b_unary(&b, FSL_OP_exp, y));
@@ -255,7 +227,7 @@ static void test_movement(void **state) {
     fsl_graph *g = fsl_graph_new();
     fsl_builder b = B_INIT(g);
     int64_t dx[] = {2, 3, 4}, perm[] = {2, 0, 1};
-    fsl_value *x = input(g, FSL_DT_F32, 3, dx);
+    fsl_value *x = input_dt(g, FSL_DT_F32, 3, dx);
     fsl_value *p = fsl_b_permute(&b, x, perm);                     /* 4x2x3 */
     int64_t st[] = {3, 0, 0}, sp[] = {-1, 1, 2}, sz[] = {3, 2, 2};
     fsl_value *s = fsl_b_slice(&b, p, st, sp, sz);                 /* 3x2x2 */
@@ -294,7 +266,7 @@ static void test_softmax(void **state) {
   for (int t = 0; t < 2; t++) {
     fsl_graph *g = fsl_graph_new();
     fsl_builder b = B_INIT(g);
-    fsl_value *x = input(g, FSL_DT_F32, 3, shapes[t]);
+    fsl_value *x = input_dt(g, FSL_DT_F32, 3, shapes[t]);
     fsl_value *y = softmax(&b, x, axes[t]);
     assert_int_equal(b.st, FSL_OK);
     fsl_graph_add_output(g, y);
@@ -311,7 +283,7 @@ static void test_layernorm(void **state) {
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {2, 3, 40}, dw[] = {40};
   int64_t axis = 2;
-  fsl_value *x = input(g, FSL_DT_F32, 3, dx), *w = input(g, FSL_DT_F32, 1, dw), *bb = input(g, FSL_DT_F32, 1, dw);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 3, dx), *w = input_dt(g, FSL_DT_F32, 1, dw), *bb = input_dt(g, FSL_DT_F32, 1, dw);
   fsl_value *mean = fsl_b_binary_scalar(&b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true), 40.0);
   fsl_value *d = fsl_b_binary(&b, FSL_OP_sub, x, mean);
   fsl_value *var = fsl_b_binary_scalar(&b, FSL_OP_div,
@@ -334,7 +306,7 @@ static void test_reductions_misc(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {5, 6, 7};
-  fsl_value *x = input(g, FSL_DT_F32, 3, dx);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 3, dx);
   int64_t ax02[] = {0, 2}, ax1 = 1;
   fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, x, ax02, 2, false);          /* [6] */
   fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &ax1, 1, false);         /* [5,7] */
@@ -361,7 +333,7 @@ static void test_maxpool(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {1, 3, 28, 28};
-  fsl_value *x = input(g, FSL_DT_F32, 4, dx);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx);
   int64_t pads[] = {0, 0, 1, 1, 0, 0, 1, 1}, k[] = {3, 3}, st[] = {2, 2}, dl[] = {1, 1}, ax[] = {4, 5};
   fsl_value *p = fsl_b_pad(&b, x, pads, 0, -INFINITY);
   fsl_value *w = fsl_b_window(&b, p, 2, k, st, dl);
@@ -383,7 +355,7 @@ static void test_matmul_bias_relu(void **state) {
     fsl_graph *g = fsl_graph_new();
     fsl_builder b = B_INIT(g);
     int64_t da[] = {2, 32, 64}, dw[] = {64, 48}, db[] = {48};
-    fsl_value *a = input(g, T, 3, da), *w = input(g, T, 2, dw), *bias = input(g, T, 1, db);
+    fsl_value *a = input_dt(g, T, 3, da), *w = input_dt(g, T, 2, dw), *bias = input_dt(g, T, 1, db);
     fsl_value *mm = fsl_b_matmul(&b, a, w);
     fsl_value *y = fsl_b_binary(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, mm, bias), fsl_b_scalar(&b, T, 0.0));
     fsl_value *z = fsl_b_binary(&b, FSL_OP_add, y, a == NULL ? y : fsl_b_unary(&b, FSL_OP_tanh, y));
@@ -402,7 +374,7 @@ static void test_conv_bias(void **state) {
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {1, 3, 9, 9}, dw[] = {4, 3, 3, 3}, db[] = {4}, rb[] = {1, 4, 1, 1};
   int64_t st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
-  fsl_value *x = input(g, FSL_DT_F32, 4, dx), *w = input(g, FSL_DT_F32, 4, dw), *bias = input(g, FSL_DT_F32, 1, db);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw), *bias = input_dt(g, FSL_DT_F32, 1, db);
   fsl_value *c = fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL);
   fsl_value *y = fsl_b_binary(&b, FSL_OP_add, c, fsl_b_reshape(&b, bias, 4, rb));
   fsl_value *z = fsl_b_unary(&b, FSL_OP_sigmoid, y);
@@ -419,7 +391,7 @@ static void test_gather_ints(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dd[] = {5, 4}, di[] = {3, 2};
-  fsl_value *data = input(g, FSL_DT_F32, 2, dd), *idx = input(g, FSL_DT_I64, 2, di);
+  fsl_value *data = input_dt(g, FSL_DT_F32, 2, dd), *idx = input_dt(g, FSL_DT_I64, 2, di);
   fsl_value *y = fsl_b_gather(&b, data, idx, 0);                                  /* 3x2x4 */
   fsl_value *y2 = fsl_b_unary(&b, FSL_OP_exp, fsl_b_gather(&b, data, idx, 1));    /* 5x3x2 */
   fsl_value *ii = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, data, 10.0), FSL_DT_I32);
@@ -443,7 +415,7 @@ static void test_gather_error(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dd[] = {5, 4}, di[] = {3};
-  fsl_value *data = input(g, FSL_DT_F32, 2, dd), *idx = input(g, FSL_DT_I64, 1, di);
+  fsl_value *data = input_dt(g, FSL_DT_F32, 2, dd), *idx = input_dt(g, FSL_DT_I64, 1, di);
   fsl_value *y = fsl_b_gather(&b, data, idx, 0);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
@@ -470,7 +442,7 @@ static void test_large_parallel(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {300000}, dy[] = {64, 2000};
-  fsl_value *x = input(g, FSL_DT_F32, 1, dx), *y = input(g, FSL_DT_F32, 2, dy);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 1, dx), *y = input_dt(g, FSL_DT_F32, 2, dy);
   fsl_value *a = fsl_b_unary(&b, FSL_OP_sqrt, fsl_b_binary(&b, FSL_OP_mul, x, x));
   int64_t perm[] = {1, 0};
   fsl_value *t = fsl_b_binary_scalar(&b, FSL_OP_add, fsl_b_permute(&b, y, perm), 1.0);
@@ -596,7 +568,7 @@ static void test_long_rows(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {8, 32000}, axis = 1;
-  fsl_value *x = input(g, FSL_DT_F32, 2, dx);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 2, dx);
   fsl_value *y = softmax(&b, x, 1);
   fsl_value *mean = fsl_b_binary_scalar(&b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true), 32000.0);
   fsl_value *d = fsl_b_binary(&b, FSL_OP_sub, x, mean);
@@ -642,7 +614,7 @@ static void test_reduce_nan(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {6, 1000}, axis = 1;
-  fsl_value *x = input(g, FSL_DT_F32, 2, dx);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 2, dx);
   fsl_value *mx = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, false);
   fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, false);
   fsl_value *sm = softmax(&b, x, 1);
@@ -671,8 +643,8 @@ static void test_norm_quantize(void **state) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {2, 3, 8, 16}, dsc[] = {1, 3, 1, 1}, ax[] = {2, 3}, dq[] = {6, 16}, last = 1;
-  fsl_value *x = input(g, FSL_DT_F32, 4, dx), *sc = input(g, FSL_DT_F32, 4, dsc);
-  fsl_value *xq = input(g, FSL_DT_F32, 2, dq), *yq = input(g, FSL_DT_F32, 2, dq);
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *sc = input_dt(g, FSL_DT_F32, 4, dsc);
+  fsl_value *xq = input_dt(g, FSL_DT_F32, 2, dq), *yq = input_dt(g, FSL_DT_F32, 2, dq);
   fsl_value *mean = fsl_b_binary_scalar(&b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, x, ax, 2, true), 128.0);
   fsl_value *d = fsl_b_binary(&b, FSL_OP_sub, x, mean);
   fsl_value *var = fsl_b_binary_scalar(&b, FSL_OP_div,

@@ -7,6 +7,8 @@
 
 #include "fission/builder.h"
 
+#include <math.h>
+
 /* A float32 graph input of the given shape. */
 static inline fsl_value *input(fsl_graph *g, const char *name, int rank, const int64_t *dims) {
   fsl_value *v = fsl_graph_add_value(g, name);
@@ -43,6 +45,38 @@ static inline fsl_value *const_f32(fsl_builder *b, int rank, const int64_t *dims
   fsl_value *v = fsl_b_const(b, FSL_DT_F32, rank, dims, d);
   free(d);
   return v;
+}
+
+/* A graph input of any dtype (unnamed). */
+static inline fsl_value *input_dt(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims) {
+  fsl_value *v = fsl_graph_add_value(g, NULL);
+  assert_non_null(v);
+  v->dtype = dt;
+  assert_true(fsl_value_set_shape(v, rank, dims));
+  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
+  return v;
+}
+
+/* xorshift64 in [0, 1): the same sequence in every run of a test. */
+static inline double test_rnd(void) {
+  static uint64_t s = 88172645463325252ULL;
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return (double)(s >> 11) / 9007199254740992.0;
+}
+
+/* malloc'd data for v: floats uniform in [lo, hi), integers the floor of that. */
+static inline void *random_data(const fsl_value *v, double lo, double hi) {
+  int64_t n = fsl_value_numel(v);
+  void *p = malloc((size_t)(fsl_value_nbytes(v) > 0 ? fsl_value_nbytes(v) : 1));
+  assert_non_null(p);
+  for (int64_t i = 0; i < n; i++) {
+    double x = lo + (hi - lo) * test_rnd();
+    if (fsl_dtype_is_float(v->dtype)) fsl_store_f64(v->dtype, p, i, x);
+    else fsl_store_i64(v->dtype, p, i, (int64_t)floor(x));
+  }
+  return p;
 }
 
 #endif
