@@ -81,11 +81,15 @@ bool fsl_cg_ew_expr(em *e, const fsl_node *n, char a[3][CLEN], char *ex, size_t 
   if (is_f(dt)) {
     const char *s = fsuf(e, dt), *h = hsuf(dt);
     const char *one = dt == FSL_DT_F32 ? "1.0f" : "1.0";
-    const char *fn = fsl_cg_float_unary(op);
-    if ((op == FSL_OP_exp || op == FSL_OP_tanh || op == FSL_OP_erf) && dt == FSL_DT_F32) {
-      snprintf(ex, cap, "fsl_%sf(%s)", fn, a[0]);
+    /* float32: the function the op table names (ops.def; branch-free
+     * fsl_expf/fsl_tanhf/fsl_erff from the prelude where they exist) */
+    const fsl_op_info *oi = fsl_op_get(op);
+    if (dt == FSL_DT_F32 && oi->cfn) {
+      if (n->n_in == 1) snprintf(ex, cap, "%s(%s)", oi->cfn, a[0]);
+      else snprintf(ex, cap, "%s(%s, %s)", oi->cfn, a[0], a[1]);
       return true;
     }
+    const char *fn = fsl_cg_float_unary(op);
     if (fn) {
       snprintf(ex, cap, "%s%s(%s)", fn, s, a[0]);
       return true;
