@@ -39,6 +39,14 @@ typedef struct fsl_dialect {
   const char *(*type_name)(fsl_dtype dt);
   const char *f32_math_suffix;               /* "f": expf, sqrtf for float ("" where overloaded) */
   const char *restrict_kw;                   /* "restrict " or "" */
+  const char *ret_err;                       /* last statement: report the error bits in int err_ */
+  const char *ret_ok;                        /* last statement of a kernel without error bits ("" for none) */
+  /** Whether one kernel may run several parallel loops where a later one
+   *  reads what an earlier one wrote (multi-pass REDUCE through scratch
+   *  buffers): true where parallel loops end in a barrier (OpenMP); false
+   *  refuses such kernels (a fallback) where threads of one launch cannot
+   *  wait for each other. */
+  bool multi_pass;
   /** Prints the start of kernel fsl_k<id>: the signature taking `in` and
    *  `out` (arrays of untyped buffer pointers) and returning int, and "{". */
   void (*kernel_open)(fsl_sbuf *b, int id);

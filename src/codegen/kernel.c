@@ -84,7 +84,7 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
     } else {
       fsl_cg_passes_body(&e, red, nr);
     }
-    fsl_cg_line(&e, "return err_;");
+    fsl_cg_line(&e, "%s", d->ret_err);
     fsl_sbuf_puts(&b, "}\n\n");
   }
   *fused_fail = e.fused_fail;
@@ -157,7 +157,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");
   }
-  fsl_cg_line(&e, "return 0;");
+  if (d->ret_ok[0]) fsl_cg_line(&e, "%s", d->ret_ok);
   fsl_sbuf_puts(&body, "}\n\n");
   fsl_status st = body.oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
   if (st == FSL_OK) fsl_sbuf_puts(b, body.p);
@@ -167,6 +167,10 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   return st;
 }
 
+extern const char fsl_cg_helpers[]; /* helpers.h, embedded by cmake/embed.cmake */
+
 void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b) {
-  if (d && b) fsl_sbuf_puts(b, d->prelude);
+  if (!d || !b) return;
+  fsl_sbuf_puts(b, d->prelude);
+  fsl_sbuf_puts(b, fsl_cg_helpers);
 }

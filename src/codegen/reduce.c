@@ -334,6 +334,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
  * output buffer) in its own parallel loop, then loop nests for the rest. */
 bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
   const fsl_cg_spec *s = e->s;
+  if (!e->d->multi_pass) return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "reductions needing several passes");
   bool *done = calloc((size_t)(s->n_out > 0 ? s->n_out : 1), sizeof(bool));
   if (!done) return fsl_cg_fail(e, FSL_ERR_NOMEM, "out of memory");
   for (int k = 0; k < nr; k++) {

@@ -56,6 +56,9 @@ const fsl_dialect fsl_dialect_c = {
     .type_name = c_type,
     .f32_math_suffix = "f",
     .restrict_kw = "restrict ",
+    .ret_err = "return err_;",
+    .ret_ok = "return 0;",
+    .multi_pass = true,
     .kernel_open = c_kernel_open,
     .loop_header = c_loop_header,
 };
