@@ -106,7 +106,6 @@ typedef struct loop_ctx {
   fsl_sbuf pre, body;
 } loop_ctx;
 
-#define PAR_MIN 32768  /* elements below which a loop stays serial */
 
 /* Element type name of dt in the dialect (NULL: none). */
 static inline const char *fsl_cg_ctype(const fsl_dialect *d, fsl_dtype dt) { return d->type_name(dt); }

@@ -47,6 +47,11 @@ typedef struct fsl_dialect {
    *  refuses such kernels (a fallback) where threads of one launch cannot
    *  wait for each other. */
   bool multi_pass;
+  /** Work (elements, or multiply-adds for a matmul) below which the
+   *  outermost loop stays SERIAL: thread start-up outweighs the work on a
+   *  CPU (32768 in C); 0 where every thread runs the kernel and only a
+   *  PARALLEL loop divides the work among them (CUDA, OpenCL). */
+  long long par_min;
   /** Prints the start of kernel fsl_k<id>: the signature taking `in` and
    *  `out` (arrays of untyped buffer pointers) and returning int, and "{". */
   void (*kernel_open)(fsl_sbuf *b, int id);

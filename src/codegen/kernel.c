@@ -137,7 +137,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   snprintf(nn, sizeof nn, "%lld", (long long)N);
   snprintf(nk, sizeof nk, "%lld", (long long)K);
   /* batch and rows in parallel (collapsed), columns, then the dot product */
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = batch * M * N * K > PAR_MIN ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = batch * M * N * K > d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
                                       .var = "b_", .lo = "0", .hi = nb, .collapse = 2});
   fsl_cg_open_scope(&e);
   fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});

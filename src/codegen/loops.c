@@ -41,7 +41,7 @@ static bool loop_nest(em *e, int n, const int *outs) {
   }
   char hi[32];
   snprintf(hi, sizeof hi, "%lld", (long long)(rows * nblk));
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total > PAR_MIN ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_", .lo = "0",
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_", .lo = "0",
                                      .hi = hi, .n_red = 1, .red = {"|:err_"}});
   fsl_cg_open_scope(e);
   fsl_cg_line(e, "int e_ = 0;");

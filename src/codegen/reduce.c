@@ -201,7 +201,8 @@ static bool reaches(const em *e, const fsl_value *v, const fsl_value *x, int dep
 static void row_loop_open(em *e, int64_t outer, int64_t inner) {
   char n_outer[32];
   snprintf(n_outer, sizeof n_outer, "%lld", (long long)outer);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = outer * inner > PAR_MIN && outer > 1 ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+  bool par = outer * inner > e->d->par_min && (outer > 1 || e->d->par_min == 0);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = par ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
                                      .var = "o_", .lo = "0", .hi = n_outer, .n_red = 1, .red = {"|:err_"}});
   fsl_cg_open_scope(e);
   fsl_cg_line(e, "int e_ = 0;");

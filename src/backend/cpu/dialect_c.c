@@ -59,6 +59,7 @@ const fsl_dialect fsl_dialect_c = {
     .ret_err = "return err_;",
     .ret_ok = "return 0;",
     .multi_pass = true,
+    .par_min = 32768,
     .kernel_open = c_kernel_open,
     .loop_header = c_loop_header,
 };
