@@ -60,4 +60,11 @@ typedef struct fsl_dialect {
   void (*loop_header)(const fsl_cg_loop *L, char *annot, size_t annot_cap, char *head, size_t head_cap);
 } fsl_dialect;
 
+/* ---- shared by the C-family dialects (cfamily.c) ---- */
+/** C99 <stdint.h> names: float, double, int8_t..uint64_t, bool as uint8_t;
+ *  NULL for f16/bf16. */
+const char *fsl_cg_stdint_type(fsl_dtype dt);
+/** "for (int64_t v = lo; v < hi; v++) {" (or "v += step") into head[cap]. */
+void fsl_cg_for_line(const fsl_cg_loop *L, char *head, size_t cap);
+
 #endif

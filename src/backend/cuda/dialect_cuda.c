@@ -7,23 +7,6 @@
 
 extern const char fsl_prelude_cuda[]; /* prelude.h, embedded by cmake/embed.cmake */
 
-static const char *cuda_type(fsl_dtype dt) {
-  switch (dt) {
-  case FSL_DT_F32: return "float";
-  case FSL_DT_F64: return "double";
-  case FSL_DT_I8: return "int8_t";
-  case FSL_DT_I16: return "int16_t";
-  case FSL_DT_I32: return "int32_t";
-  case FSL_DT_I64: return "int64_t";
-  case FSL_DT_U8: return "uint8_t";
-  case FSL_DT_U16: return "uint16_t";
-  case FSL_DT_U32: return "uint32_t";
-  case FSL_DT_U64: return "uint64_t";
-  case FSL_DT_BOOL: return "uint8_t";
-  default: return NULL; /* f16/bf16 arithmetic: later (cuda_fp16.h types) */
-  }
-}
-
 static void cuda_kernel_open(fsl_sbuf *b, int id) {
   fsl_sbuf_printf(b, "extern \"C\" __global__ void fsl_k%d(const void *const *in, void *const *out, int *err) {\n", id);
 }
@@ -37,16 +20,14 @@ static void cuda_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, cha
              "for (int64_t %s = %s + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; %s < %s; "
              "%s += (int64_t)gridDim.x * blockDim.x) {",
              L->var, L->lo, L->var, L->hi, L->var);
-  else if (L->step > 1)
-    snprintf(head, hcap, "for (int64_t %s = %s; %s < %s; %s += %lld) {", L->var, L->lo, L->var, L->hi, L->var, L->step);
   else
-    snprintf(head, hcap, "for (int64_t %s = %s; %s < %s; %s++) {", L->var, L->lo, L->var, L->hi, L->var);
+    fsl_cg_for_line(L, head, hcap);
 }
 
 const fsl_dialect fsl_dialect_cuda = {
     .name = "cuda",
     .prelude = fsl_prelude_cuda,
-    .type_name = cuda_type,
+    .type_name = fsl_cg_stdint_type,
     .f32_math_suffix = "f",
     .restrict_kw = "__restrict__ ",
     .ret_err = "if (err_) atomicOr(err, err_);",
