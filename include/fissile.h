@@ -134,6 +134,20 @@ fsl_status fsl_model_output_info(const fsl_model *m, int i, fsl_tensor *info);
 const char *fsl_model_input_dim_param(const fsl_model *m, int i, int d);
 
 /**
+ * The half-open range [*lo, *hi) of values integer input i can take so that
+ * the model is defined on it, read off the ONNX graph (for random inputs a
+ * model can take, as `fissile run` and `bench` make): when the input (kept
+ * through Identity, integer Cast, Reshape, Flatten, Squeeze, Unsqueeze,
+ * Expand) indexes a Gather, GatherElements or GatherND, [0, s) with s the
+ * smallest static length it indexes (an embedding table's rows: ONNX spec,
+ * Gather: indices in [-s, s-1]); when it is only a mask (cast to float or
+ * bool, compared, a Where condition), [0, 2); otherwise [0, 10).  Returns
+ * the use found in *kind ("index", "mask" or "other") when kind is not
+ * NULL.  Errors: FSL_ERR_ARG (NULL, index out of range).
+ */
+fsl_status fsl_model_input_int_range(const fsl_model *m, int i, int64_t *lo, int64_t *hi, const char **kind);
+
+/**
  * Runs the compiled model: with the reference interpreter over the whole
  * primitive graph (float64 accumulation) unless a backend was chosen with
  * fsl_model_set_backend, else through that backend's compiled plan.

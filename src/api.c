@@ -4,6 +4,7 @@
 #include "backend/backend.h"
 #include "eval/eval.h"
 #include "fission/fission.h"
+#include "onnx/input_range.h"
 #include "onnx/onnx_import.h"
 #include "passes/passes.h"
 #include "runtime/memplan.h"
@@ -422,6 +423,17 @@ const char *fsl_model_input_dim_param(const fsl_model *m, int i, int d) {
   const fsl_value *v = m->onnx->inputs[i];
   if (!v->dim_param || d < 0 || d >= v->rank) return NULL;
   return v->dim_param[d];
+}
+
+fsl_status fsl_model_input_int_range(const fsl_model *m, int i, int64_t *lo, int64_t *hi, const char **kind) {
+  if (!m || !lo || !hi || i < 0 || i >= m->onnx->n_inputs)
+    return fsl_errorf(FSL_ERR_ARG, "fsl_model_input_int_range: NULL argument or input %d out of range", i);
+  int64_t len = 0;
+  fsl_input_use use = fsl_onnx_input_use(m->onnx->inputs[i], &len);
+  *lo = 0;
+  *hi = use == FSL_INPUT_USE_INDEX ? len : use == FSL_INPUT_USE_MASK ? 2 : 10;
+  if (kind) *kind = use == FSL_INPUT_USE_INDEX ? "index" : use == FSL_INPUT_USE_MASK ? "mask" : "other";
+  return FSL_OK;
 }
 
 fsl_status fsl_model_output_info(const fsl_model *m, int i, fsl_tensor *info) {

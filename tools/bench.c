@@ -33,7 +33,7 @@ static fsl_status bench_run_once(fsl_model *m, uint64_t seed, double *secs) {
   }
   for (int i = 0; i < n_in && st == FSL_OK; i++) {
     st = fsl_model_input_info(m, i, &in[i]);
-    if (st == FSL_OK && !fill_random(&in[i], seed, i)) st = FSL_ERR_NOMEM;
+    if (st == FSL_OK && !fill_random(m, &in[i], seed, i)) st = FSL_ERR_NOMEM;
   }
   if (st != FSL_OK) goto done;
   double t0 = now_s();

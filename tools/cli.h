@@ -49,7 +49,7 @@ int exit_code(fsl_status s);
 double now_s(void);
 /** Fills t (shape and dtype set) with data seeded by (seed, index); false
  * when the dtype has no random data or memory runs out. */
-bool fill_random(fsl_tensor *t, uint64_t seed, int index);
+bool fill_random(const fsl_model *m, fsl_tensor *t, uint64_t seed, int index);
 /** Loads o->model (printing the time with --time); an exit code. */
 int load_model(const options *o, fsl_model **m);
 /** Applies --dim and --shape; an exit code. */

@@ -91,7 +91,9 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "executes the plan kernel by kernel with the reference interpreter, cpu\n"
             "runs generated C kernels (and oneDNN).  A plan backend uses --strategy\n"
             "(default optimal).  Inputs not given with --input are filled with\n"
-            "seeded random data (floats uniform in [-1,1), integers uniform in [0,10),\n"
+            "seeded random data (floats uniform in [-1,1); integers uniform in the range\n"
+            "the model takes: [0, rows) for an index into a gather, [0, 2) for a mask,\n"
+            "else [0,10);\n"
             "bools random); a note on stderr says so.  For every output prints its\n"
             "name, dtype, shape and a checksum (sum, mean |x|, first values).\n\n"
             "Options:\n%s"
@@ -430,16 +432,22 @@ static uint64_t splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* Stores a random value as element i: floats in [-1,1), ints in [0,10),
- * bools from the top bit. */
-static void store_random(fsl_dtype dt, void *p, int64_t i, uint64_t r) {
+/* Stores a random value as element i: floats in [-1,1), ints in
+ * [lo, lo + span), bools from the top bit. */
+static void store_random(fsl_dtype dt, void *p, int64_t i, uint64_t r, int64_t lo, uint64_t span) {
   if (fsl_dtype_is_float(dt)) fsl_store_f64(dt, p, i, (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-  else fsl_store_u64(dt, p, i, dt == FSL_DT_BOOL ? r >> 63 : r % 10);
+  else if (dt == FSL_DT_BOOL) fsl_store_u64(dt, p, i, r >> 63);
+  else fsl_store_i64(dt, p, i, lo + (int64_t)(r % span));
 }
 
-/* Fills t (shape and dtype set) with seeded random data; never all zeros
- * for integer types. */
-bool fill_random(fsl_tensor *t, uint64_t seed, int index) {
+/* Fills t (shape and dtype set), input `index` of m, with seeded random
+ * data; integers in the range the model can take (fsl_model_input_int_range:
+ * an embedding's rows, 0/1 for a mask, else [0, 10)); never all zeros for
+ * integer types whose range allows another value. */
+bool fill_random(const fsl_model *m, fsl_tensor *t, uint64_t seed, int index) {
+  int64_t lo = 0, hi = 10;
+  if (fsl_model_input_int_range(m, index, &lo, &hi, NULL) != FSL_OK) fsl_error_clear();
+  uint64_t span = hi > lo ? (uint64_t)(hi - lo) : 1;
   size_t es = fsl_dtype_size(t->dtype);
   int64_t n = fsl_tensor_numel(t);
   if (es == 0 || n < 0 || (uint64_t)n > SIZE_MAX / es) return false;
@@ -448,10 +456,10 @@ bool fill_random(fsl_tensor *t, uint64_t seed, int index) {
   uint64_t s = seed * 0x100000001B3ULL + (uint64_t)index * 0x9E3779B97F4A7C15ULL + 1;
   bool nonzero = false;
   for (int64_t i = 0; i < n; i++) {
-    store_random(t->dtype, t->data, i, splitmix64(&s));
+    store_random(t->dtype, t->data, i, splitmix64(&s), lo, span);
     nonzero = nonzero || fsl_load_f64(t->dtype, t->data, i) != 0;
   }
-  if (n > 0 && !nonzero) store_random(t->dtype, t->data, 0, 1);  /* 1 % 10 = 1 */
+  if (n > 0 && !nonzero) store_random(t->dtype, t->data, 0, 1, lo, span); /* lo + 1 (or lo when span is 1) */
   return true;
 }
 
@@ -559,14 +567,19 @@ static int prepare_inputs(const options *o, fsl_model *m, run_state *r) {
     if (take_given(o, r, info.name, &r->inputs[i])) continue;
     r->inputs[i] = info;
     r->inputs[i].data = NULL;
-    if (!fill_random(&r->inputs[i], o->seed, i)) {
+    if (!fill_random(m, &r->inputs[i], o->seed, i)) {
       fprintf(stderr, "fissile: error: cannot make random data for input '%s' of type %s\n", info.name,
               fsl_dtype_name(info.dtype));
       return fsl_dtype_size(info.dtype) ? EXIT_RUNTIME : EXIT_UNSUPPORTED;
     }
-    char sh[256];
-    fprintf(stderr, "fissile: note: input '%s' not given: using random %s[%s] (seed %" PRIu64 ")\n",
-            info.name, fsl_dtype_name(info.dtype), shape_str(info.rank, info.dims, sh, sizeof sh), o->seed);
+    char sh[256], range[96] = "";
+    int64_t lo, hi;
+    const char *kind = NULL;
+    if (fsl_dtype_is_int(info.dtype) && fsl_model_input_int_range(m, i, &lo, &hi, &kind) == FSL_OK)
+      snprintf(range, sizeof range, " in [%lld, %lld) (%s)", (long long)lo, (long long)hi,
+               !strcmp(kind, "index") ? "it indexes a gather" : !strcmp(kind, "mask") ? "a mask" : "default");
+    fprintf(stderr, "fissile: note: input '%s' not given: using random %s[%s]%s (seed %" PRIu64 ")\n", info.name,
+            fsl_dtype_name(info.dtype), shape_str(info.rank, info.dims, sh, sizeof sh), range, o->seed);
   }
   return EXIT_OK;
 }

@@ -1,0 +1,66 @@
+"""Random inputs a model can take (`fissile run` and `bench` without --input).
+
+An integer input that indexes a small table (a BERT-style token_type_ids
+into a 2-row embedding) must get indices inside that table, a mask 0/1,
+any other integer input the default [0, 10) (fsl_model_input_int_range):
+with [0, 10) for every integer input, `bench` failed on such models with
+"gather index out of range".
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+
+def embedding_model():
+    """input_ids [1, 8] into a 30-row table, token_type_ids through an
+    Unsqueeze/Squeeze pair into a 2-row table, a mask cast to float, and an
+    integer offset that is only added."""
+    rng = np.random.default_rng(0)
+    words = numpy_helper.from_array(rng.standard_normal((30, 4)).astype(np.float32), "words")
+    types = numpy_helper.from_array(rng.standard_normal((2, 4)).astype(np.float32), "types")
+    axes = numpy_helper.from_array(np.array([0], dtype=np.int64), "axes")
+    ins = [helper.make_tensor_value_info(n, TensorProto.INT64, [1, 8])
+           for n in ["input_ids", "token_type_ids", "attention_mask", "offset"]]
+    nodes = [
+        helper.make_node("Gather", ["words", "input_ids"], ["w"]),
+        helper.make_node("Unsqueeze", ["token_type_ids", "axes"], ["tt1"]),
+        helper.make_node("Squeeze", ["tt1", "axes"], ["tt"]),
+        helper.make_node("Gather", ["types", "tt"], ["t"]),
+        helper.make_node("Add", ["w", "t"], ["e"]),
+        helper.make_node("Cast", ["attention_mask"], ["mf"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["mf", "axes2"], ["m3"]),
+        helper.make_node("Mul", ["e", "m3"], ["y"]),
+        helper.make_node("Add", ["offset", "offset"], ["o2"]),
+    ]
+    axes2 = numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes2")
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4]),
+            helper.make_tensor_value_info("o2", TensorProto.INT64, [1, 8])]
+    g = helper.make_graph(nodes, "emb", ins, outs, [words, types, axes, axes2])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_integer_inputs_take_the_range_they_index(fissile, tmp_path):
+    path = tmp_path / "emb.onnx"
+    path.write_bytes(embedding_model().SerializeToString())
+    out = tmp_path / "out"
+    for seed in range(3):
+        proc = subprocess.run([str(fissile), "run", str(path), "--seed", str(seed), "--output-dir", str(out)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        notes = {m.group(1): m.group(2) for m in re.finditer(r"input '(\w+)' not given: using random \S+( in \[[^)]*\)[^(]*\([^)]*\))",
+                                                               proc.stderr)}
+        assert "[0, 30) (it indexes a gather)" in notes["input_ids"], proc.stderr
+        assert "[0, 2) (it indexes a gather)" in notes["token_type_ids"], proc.stderr
+        assert "[0, 2) (a mask)" in notes["attention_mask"], proc.stderr
+        assert "[0, 10) (default)" in notes["offset"], proc.stderr
+        o2 = np.load(out / "o2.npy")
+        assert o2.min() >= 0 and o2.max() <= 18 and o2.any()
+    # bench runs every strategy on fresh random inputs: no index error
+    proc = subprocess.run([str(fissile), "bench", str(path), "--repeats", "3", "--warmup", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "error" not in proc.stdout
