@@ -25,6 +25,7 @@ typedef struct options {
   kv shapes[MAX_OPTS]; int n_shapes;
   kv dims[MAX_OPTS]; int n_dims;
   kv inputs[MAX_OPTS]; int n_inputs;
+  kv consts[MAX_OPTS]; int n_consts;  /* --const NAME=FILE: inputs frozen to constants */
   const char *output_dir;
   uint64_t seed;
   bool time;

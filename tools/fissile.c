@@ -41,7 +41,9 @@ static const char *k_exit_codes =
 static const char *k_bind_help =
     "  --shape NAME=DIMS     bind the shape of input NAME, e.g. input_ids=1x128\n"
     "                        (an empty DIMS means a scalar)\n"
-    "  --dim PARAM=N         bind the symbolic dimension (dim_param) PARAM to N\n";
+    "  --dim PARAM=N         bind the symbolic dimension (dim_param) PARAM to N\n"
+    "  --const NAME=FILE     freeze input NAME to the tensor in a .npy or TensorProto .pb\n"
+    "                        file: it becomes a constant (for shapes that depend on values)\n";
 
 static void usage_main(FILE *f) {
   fprintf(f,
@@ -212,6 +214,7 @@ static void free_options(options *o) {
   for (int i = 0; i < o->n_shapes; i++) free((void *)o->shapes[i].key);
   for (int i = 0; i < o->n_dims; i++) free((void *)o->dims[i].key);
   for (int i = 0; i < o->n_inputs; i++) free((void *)o->inputs[i].key);
+  for (int i = 0; i < o->n_consts; i++) free((void *)o->consts[i].key);
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -269,6 +272,8 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     return add_kv(o->shapes, &o->n_shapes, "--shape", v);
   if ((v = opt_value(argc, argv, i, "--dim", &missing)))
     return add_kv(o->dims, &o->n_dims, "--dim", v);
+  if ((v = opt_value(argc, argv, i, "--const", &missing)))
+    return add_kv(o->consts, &o->n_consts, "--const", v);
   if (is_run && (v = opt_value(argc, argv, i, "--input", &missing)))
     return add_kv(o->inputs, &o->n_inputs, "--input", v);
   if (is_run && (v = opt_value(argc, argv, i, "--output-dir", &missing))) {
@@ -492,6 +497,15 @@ int bind_options(const options *o, fsl_model *m) {
     if (!parse_dims(o->shapes[i].val, &rank, dims))
       return usage_error("--shape expects NAME=DxDx..., got '%s'", o->shapes[i].val);
     fsl_status st = fsl_model_bind_shape(m, o->shapes[i].key, rank, dims);
+    if (st != FSL_OK) return bind_error(st);
+  }
+  for (int i = 0; i < o->n_consts; i++) {
+    fsl_tensor t;
+    memset(&t, 0, sizeof t);
+    fsl_status st = load_tensor_file(o->consts[i].key, o->consts[i].val, &t);
+    if (st != FSL_OK) return report(st);
+    st = fsl_model_freeze_input(m, &t);
+    fsl_tensor_free(&t);
     if (st != FSL_OK) return bind_error(st);
   }
   return EXIT_OK;

@@ -1,4 +1,5 @@
-"""Random inputs a model can take (`fissile run` and `bench` without --input).
+"""Inputs from the command line: random inputs a model can take (`fissile
+run` and `bench` without --input), and inputs frozen to constants (--const).
 
 An integer input that indexes a small table (a BERT-style token_type_ids
 into a 2-row embedding) must get indices inside that table, a mask 0/1,
@@ -64,3 +65,43 @@ def test_integer_inputs_take_the_range_they_index(fissile, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "error" not in proc.stdout
+
+
+def reshape_model():
+    """Reshape(x [2, 6], shape): the output shape depends on the value of
+    the graph input `shape`."""
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+           helper.make_tensor_value_info("shape", TensorProto.INT64, [3])]
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"])
+    g = helper.make_graph([node], "reshape", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_const_freezes_an_input(fissile, tmp_path):
+    """Without --const the model cannot be compiled (a clear 'unsupported',
+    exit 3); with --const shape=FILE the input becomes a constant, the
+    model has one input left, and the output takes the given shape."""
+    path = tmp_path / "reshape.onnx"
+    path.write_bytes(reshape_model().SerializeToString())
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "shape.npy", np.array([3, 1, 4], dtype=np.int64))
+    proc = subprocess.run([str(fissile), "run", str(path), "--input", f"x={tmp_path / 'x.npy'}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    out = tmp_path / "out"
+    for backend in ["ref", "cpu"]:
+        proc = subprocess.run([str(fissile), "run", str(path), "--const", f"shape={tmp_path / 'shape.npy'}",
+                               "--input", f"x={tmp_path / 'x.npy'}", "--backend", backend, "--output-dir", str(out)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        np.testing.assert_array_equal(np.load(out / "y.npy"), x.reshape(3, 1, 4))
+    proc = subprocess.run([str(fissile), "inspect", str(path), "--const", f"shape={tmp_path / 'shape.npy'}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    after = proc.stdout.split("after fission:")[1]
+    assert "inputs (1):" in after and "float[3x1x4]" in after, proc.stdout
+    # a name the model does not have: a clear error naming the inputs
+    proc = subprocess.run([str(fissile), "run", str(path), "--const", f"nope={tmp_path / 'shape.npy'}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "no input 'nope'" in proc.stderr, proc.stderr
