@@ -9,14 +9,19 @@
 
 #include <math.h>
 
-/* A float32 graph input of the given shape. */
-static inline fsl_value *input(fsl_graph *g, const char *name, int rank, const int64_t *dims) {
+/* A graph input named `name` (NULL: unnamed) of dtype dt and the given shape. */
+static inline fsl_value *input_named(fsl_graph *g, const char *name, fsl_dtype dt, int rank, const int64_t *dims) {
   fsl_value *v = fsl_graph_add_value(g, name);
   assert_non_null(v);
-  v->dtype = FSL_DT_F32;
+  v->dtype = dt;
   assert_true(fsl_value_set_shape(v, rank, dims));
   assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
   return v;
+}
+
+/* A float32 graph input of the given shape. */
+static inline fsl_value *input(fsl_graph *g, const char *name, int rank, const int64_t *dims) {
+  return input_named(g, name, FSL_DT_F32, rank, dims);
 }
 
 /* Stamps the next primitives the builder makes as coming from ONNX node
@@ -49,12 +54,7 @@ static inline fsl_value *const_f32(fsl_builder *b, int rank, const int64_t *dims
 
 /* A graph input of any dtype (unnamed). */
 static inline fsl_value *input_dt(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims) {
-  fsl_value *v = fsl_graph_add_value(g, NULL);
-  assert_non_null(v);
-  v->dtype = dt;
-  assert_true(fsl_value_set_shape(v, rank, dims));
-  assert_int_equal(fsl_graph_add_input(g, v), FSL_OK);
-  return v;
+  return input_named(g, NULL, dt, rank, dims);
 }
 
 /* xorshift64 in [0, 1): the same sequence in every run of a test. */
