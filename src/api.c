@@ -1,39 +1,17 @@
 /* api.c — the public model API: load, bind, compile (fission, then the
  * plan of a strategy and a backend's executable), run, inspect. */
-#include "fissile.h"
-#include "backend/backend.h"
+#include "model.h"
 #include "eval/eval.h"
 #include "fission/fission.h"
 #include "onnx/input_range.h"
 #include "onnx/onnx_import.h"
 #include "passes/passes.h"
-#include "runtime/memplan.h"
 #include <dlfcn.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <time.h>
 
 #define MODEL_FILE_LIMIT ((size_t)4 << 30)
-
-typedef struct dim_binding { char *name; int64_t size; } dim_binding;
-
-struct fsl_model {
-  fsl_graph *onnx;   /* as imported (frozen inputs become constants) */
-  fsl_graph *prim;   /* after compile, NULL before */
-  dim_binding *dims;
-  int n_dims;
-  int strategy;      /* fsl_strategy, -1: not set */
-  char backend[16];  /* "ref" (default), "plan-ref", "cpu" */
-  bool profile;      /* measured kernel costs (fsl_model_set_profile) */
-  /* built by compile when a strategy or a plan backend is set: */
-  bool has_plan;
-  fsl_plan plan;     /* over prim */
-  fsl_memplan mem;
-  fsl_device dev;
-  const fsl_backend *be;  /* NULL: the reference interpreter over prim */
-  void *exe;              /* be's executable of plan */
-  double backend_s;
-};
 
 /* ---- threads ---- */
 static int g_threads;
