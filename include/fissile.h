@@ -204,6 +204,14 @@ fsl_status fsl_model_set_backend(fsl_model *m, const char *name);
 const char *const *fsl_backend_names(const char *const **summary);
 
 /**
+ * The backend a user gets when they name none (the fissile tool's `run`
+ * and `bench`, the Python package): the most preferred backend of this
+ * build that runs generated code on this machine ("cpu" when built), else
+ * "ref".  Static storage.  Errors: none.
+ */
+const char *fsl_backend_default(void);
+
+/**
  * Measured costs ("profiling"): when on, the next fsl_model_compile that
  * builds a plan (a strategy or a plan backend is set) times
  * the kernels whose costs decide the plan (for optimal: every candidate
@@ -216,7 +224,7 @@ const char *const *fsl_backend_names(const char *const **summary);
  * $XDG_CACHE_HOME/fissile, else ~/.cache/fissile) keyed by a fingerprint of
  * the machine, thread count, compiler and oneDNN and by each kernel's
  * canonical hash, so a second compile of the same model measures nothing.
- * Progress lines go to stderr ("profile: 128/812 kernels, 3.2 s").  A cache
+ * Progress goes to the fsl_set_progress receiver (task "profile").  A cache
  * that cannot be opened (corrupt, read-only or missing folder) gives a
  * warning on stderr and the analytic costs; one that cannot be written
  * (e.g. a full disk) gives a warning and the times serve this compile only;
@@ -235,6 +243,33 @@ fsl_status fsl_model_set_profile(fsl_model *m, bool on);
 fsl_status fsl_set_num_threads(int n);
 /** The thread count set with fsl_set_num_threads (0: the default). */
 int fsl_num_threads(void);
+
+/* ---- progress of long work ---- */
+/** One progress event of long library work, given to the function set with
+ *  fsl_set_progress. */
+typedef struct fsl_progress {
+  const char *task;    /**< "compile": the C compiler builds a plan's kernels (a cache
+                            miss: the first compile of this plan on this machine);
+                            "profile": kernels being measured (fsl_model_set_profile) */
+  const char *detail;  /**< what is being done, e.g. "57 kernels, cpu backend" */
+  int done, total;     /**< units finished out of total (total 0: not countable) */
+  double elapsed_s;    /**< wall seconds since the task began */
+  bool finished;       /**< the task's last event (done == total when countable) */
+} fsl_progress;
+
+/** Receives progress events; called on the thread doing the work: at the
+ *  start of a task, as it advances (about once a second while the C
+ *  compiler runs), and at its end. */
+typedef void (*fsl_progress_fn)(const fsl_progress *event, void *ctx);
+
+/**
+ * Sets the process-wide progress receiver (NULL: none, the default; the
+ * library then prints nothing for progress).  The fissile tool installs one
+ * that draws a single updating line on a terminal and plain lines
+ * otherwise.  Set it before starting work; not synchronised with work
+ * running on other threads.  Errors: none.
+ */
+void fsl_set_progress(fsl_progress_fn fn, void *ctx);
 
 /** Kernel kinds counted by fsl_plan_info.n_by_kind (loop, reduce, linear, opaque). */
 #define FSL_PLAN_KINDS 4

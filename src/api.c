@@ -224,6 +224,11 @@ const char *const *fsl_backend_names(const char *const **summary) {
   return g_names;
 }
 
+const char *fsl_backend_default(void) {
+  const fsl_backend *b = fsl_backend_best();
+  return b ? b->name : "ref";
+}
+
 fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
   if (!m || !name) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_backend: NULL argument");
   const char *const *names = fsl_backend_names(NULL);
@@ -272,7 +277,6 @@ static fsl_status build_plan(fsl_model *m) {
   if (m->profile && dev && dev->profiler_init) {
     /* kernels are timed as the device's backend runs them */
     dev->profiler_init(&prof, g_threads);
-    prof.progress = true;
     popt.profiler = &prof;
   }
   FSL_TRY(fsl_plan_build_opt(m->prim, s, &m->dev, &popt, &m->plan));

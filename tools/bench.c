@@ -156,9 +156,7 @@ int cmd_bench(options *o) {
   int n = bench_strategies(o, list);
   if (n < 0) return usage_error("--strategies expects a comma-separated list of unfused, opfuse, greedy, optimal; got '%s'",
                                 o->strategies);
-  /* default: the preferred backend of this build (the first after "ref": cpu when built) */
-  const char *const *names = fsl_backend_names(NULL);
-  const char *backend = o->backend ? o->backend : names[1] ? names[1] : names[0];
+  const char *backend = o->backend ? o->backend : fsl_backend_default();
   if (o->threads > 0) fsl_set_num_threads(o->threads);
   fsl_model *m = NULL;
   int rc = load_model(o, &m);

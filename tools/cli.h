@@ -58,6 +58,15 @@ int bind_options(const options *o, fsl_model *m);
 /** Where a plan's kernel costs came from, as one line. */
 void cost_source(const fsl_plan_info *pi, char *buf, size_t len);
 
+/* ---- progress (progress.c) ---- */
+/** Routes the library's progress events (fsl_set_progress) to stderr. */
+void cli_progress_install(void);
+/** Draws one progress event of `task` (the tool's own or the library's):
+ *  a redrawn line on a terminal, plain lines otherwise. */
+void cli_progress(const char *task, const char *detail, int done, int total, double elapsed_s, bool finished);
+/** Ends a redrawn line that is still open (before other stderr output). */
+void cli_progress_end_line(void);
+
 /** Names of the plan kinds (fsl_plan_info.n_by_kind). */
 extern const char *const k_kind_names[FSL_PLAN_KINDS];
 

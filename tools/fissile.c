@@ -88,11 +88,13 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "                   [--input NAME=FILE.npy|FILE.pb]... [--output-dir DIR]\n"
             "                   [--strategy S] [--backend B] [--threads N] [--profile] [--seed N]\n"
             "                   [--time]\n\n"
-            "Loads MODEL, binds shapes, compiles (fission, CSE, DCE) and runs it with\n"
-            "the reference interpreter, or with --backend through a plan: plan-ref\n"
-            "executes the plan kernel by kernel with the reference interpreter, cpu\n"
-            "runs generated C kernels (and oneDNN).  A plan backend uses --strategy\n"
-            "(default optimal).  Inputs not given with --input are filled with\n"
+            "Loads MODEL, binds shapes, compiles it (fission, CSE, DCE, the plan of\n"
+            "--strategy, default optimal) and runs it on the best backend of this\n"
+            "build (%s: generated C kernels and oneDNN when built), or on --backend:\n"
+            "ref is the whole-graph reference interpreter, plan-ref executes the plan\n"
+            "kernel by kernel with the reference interpreter.  The first run of a plan\n"
+            "compiles its kernels (a line on stderr says so and how long it took); the\n"
+            "kernel cache makes later runs start fast.  Inputs not given with --input are filled with\n"
             "seeded random data (floats uniform in [-1,1); integers uniform in the range\n"
             "the model takes: [0, rows) for an index into a gather, [0, 2) for a mask,\n"
             "else [0,10);\n"
@@ -103,11 +105,11 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "                        (its shape is bound from the file)\n"
             "  --output-dir DIR      write each output to DIR/<name>.npy (DIR is created;\n"
             "                        characters outside [A-Za-z0-9._-] become '_')\n"
-            "  --backend B           one of %s (default ref)\n%s"
+            "  --backend B           one of %s (default %s)\n%s"
             "  --seed N              seed of the random inputs (default 0)\n"
             "  --time                print load, compile and run times (seconds) to stderr\n"
             "  -h, --help            this help\n\n%s",
-            k_bind_help, backend_list(), k_plan_help, k_exit_codes);
+            fsl_backend_default(), k_bind_help, backend_list(), fsl_backend_default(), k_plan_help, k_exit_codes);
   } else if (!strcmp(cmd, "compile")) {
     fprintf(f,
             "usage: fissile compile MODEL [--strategy S] [--backend B] [-o PLAN.dot]\n"
@@ -151,7 +153,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "  --threads N           threads for generated kernels and oneDNN (default: all)\n"
             "  --repeats N           timed runs per strategy (default 20, at least 1)\n"
             "  --warmup N            untimed runs first (default 3)\n"
-            "  --backend B           one of %s (default: the first after ref)\n"
+            "  --backend B           one of %s (default: the best of this build)\n"
             "  --strategies LIST     comma-separated strategies to measure\n"
             "  --json FILE           also write the results as JSON to FILE\n"
             "  --seed N              seed of the first random inputs (default 0)\n"
@@ -370,6 +372,7 @@ int exit_code(fsl_status s) {
 }
 
 static int report(fsl_status s) {
+  cli_progress_end_line();
   const char *msg = fsl_last_error();
   fprintf(stderr, "fissile: error: %s\n", msg && *msg ? msg : fsl_status_name(s));
   return exit_code(s);
@@ -656,7 +659,7 @@ static int write_outputs(const char *dir, const run_state *r) {
 static int run_model(const options *o, fsl_model *m, run_state *r) {
   int rc = bind_options(o, m);
   if (rc == EXIT_OK) rc = load_given_inputs(o, m, r);
-  if (rc == EXIT_OK) rc = plan_options(o, m, NULL);
+  if (rc == EXIT_OK) rc = plan_options(o, m, fsl_backend_default());
   if (rc == EXIT_OK) rc = compile_model(o, m);
   if (rc == EXIT_OK) rc = prepare_inputs(o, m, r);
   if (rc != EXIT_OK) return rc;
@@ -923,6 +926,7 @@ int main(int argc, char **argv) {
   o.repeats = 20;
   o.warmup = 3;
   int rc = parse_args(&o, argc, argv);
+  cli_progress_install();
   if (rc == EXIT_OK && o.help) usage_cmd(cmd, stdout);
   else if (rc == EXIT_OK && !strcmp(cmd, "run")) rc = cmd_run(&o);
   else if (rc == EXIT_OK && !strcmp(cmd, "inspect")) rc = cmd_inspect(&o);

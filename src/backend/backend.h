@@ -64,6 +64,11 @@ const fsl_backend *fsl_backend_at(int i);
  *  NULL when none is built. */
 const fsl_backend *fsl_backend_host(void);
 
+/** The most preferred registered backend that is not the plan oracle
+ *  (fsl_backend_ref), or NULL when the build has none (the users'
+ *  default, fsl_backend_default). */
+const fsl_backend *fsl_backend_best(void);
+
 /** Executes a plan kernel by kernel with the reference interpreter (the
  *  oracle for plans: checks that a plan computes what the graph computes). */
 extern const fsl_backend fsl_backend_ref;

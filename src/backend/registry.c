@@ -28,3 +28,9 @@ const fsl_backend *fsl_backend_host(void) {
     if (k_backends[i]->calibrate) return k_backends[i];
   return NULL;
 }
+
+const fsl_backend *fsl_backend_best(void) {
+  for (int i = 0; i < fsl_backend_count(); i++)
+    if (k_backends[i] != &fsl_backend_ref) return k_backends[i];
+  return NULL;
+}

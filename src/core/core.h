@@ -29,6 +29,12 @@ fsl_status fsl_error_context(fsl_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void fsl_error_clear(void);
 
+/* ---- progress (fsl_set_progress): the one way library code reports it ---- */
+/** Gives one event to the receiver, if any (progress.c). */
+void fsl_progress_emit(const char *task, const char *detail, int done, int total, double elapsed_s, bool finished);
+/** Whether a receiver is set (to skip building detail strings). */
+bool fsl_progress_wanted(void);
+
 #define FSL_TRY(expr)                                                        \
   do {                                                                       \
     fsl_status fsl_try_s_ = (expr);                                          \

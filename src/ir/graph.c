@@ -231,5 +231,9 @@ fsl_status fsl_node_errorf(const fsl_node *n, fsl_status s, const char *fmt, ...
   va_end(ap);
   if (n->name && n->name[0])
     return fsl_errorf(s, "%s (node '%s'): %s", fsl_op_name(n->op), n->name, msg);
+  /* a primitive: name the ONNX node it came from */
+  if (n->origin_op)
+    return fsl_errorf(s, "%s (primitive of %s node '%s'): %s", fsl_op_name(n->op), n->origin_op,
+                      n->origin_name ? n->origin_name : "", msg);
   return fsl_errorf(s, "%s: %s", fsl_op_name(n->op), msg);
 }

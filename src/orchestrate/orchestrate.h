@@ -171,7 +171,6 @@ typedef struct fsl_profiler {
   uint64_t device;           /* fingerprint: machine, thread count, compiler, libraries */
   char device_name[256];     /* its description (stored with the times) */
   int batch;                 /* kernels per measure call (<= 0: 128) */
-  bool progress;             /* progress lines on stderr ("profile: 120/800 kernels, 3.2 s") */
   const char *cache_path;    /* the profile database (NULL: profcache.h's default) */
 } fsl_profiler;
 

@@ -183,6 +183,7 @@ static fsl_status prof_kernels(prof *p, fsl_kernel *const *ks, int n) {
   }
   int batch = p->pr && p->pr->batch > 0 ? p->pr->batch : PROFILE_BATCH;
   double t0 = now_s();
+  if (nt > 0) fsl_progress_emit("profile", "kernels measured", 0, nt, 0, false);
   for (int b = 0; b < nt && st == FSL_OK; b += batch) {
     int nb = nt - b < batch ? nt - b : batch;
     if (p->measure_failed) {
@@ -207,9 +208,9 @@ static fsl_status prof_kernels(prof *p, fsl_kernel *const *ks, int n) {
       st = prof_set(p, todo[b + i]->hash, secs[i]);
     }
     if (st == FSL_OK) prof_store(p, todo + b, nb, secs);
-    if (p->pr->progress)
-      fprintf(stderr, "profile: %d/%d kernels, %.1f s\n", b + nb, nt, now_s() - t0);
+    if (b + nb < nt) fsl_progress_emit("profile", "kernels measured", b + nb, nt, now_s() - t0, false);
   }
+  if (nt > 0) fsl_progress_emit("profile", "kernels measured", nt, nt, now_s() - t0, true);
   p->seconds += now_s() - t0;
   free(todo);
   free(secs);

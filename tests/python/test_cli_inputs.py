@@ -9,10 +9,12 @@ with [0, 10) for every integer input, `bench` failed on such models with
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -105,3 +107,50 @@ def test_const_freezes_an_input(fissile, tmp_path):
     proc = subprocess.run([str(fissile), "run", str(path), "--const", f"nope={tmp_path / 'shape.npy'}"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "no input 'nope'" in proc.stderr, proc.stderr
+
+
+def test_fused_kernel_error_names_the_primitive_node(fissile, tmp_path):
+    """A token type index outside the 2-row table: the kernel that fails
+    fuses both gathers (the word embedding's comes first), and the error
+    names the token-type Gather and the index, as the reference does, on
+    every strategy."""
+    model = embedding_model()
+    model.graph.node[0].name = "word_embedding"
+    model.graph.node[3].name = "token_type_embedding"
+    path = tmp_path / "emb.onnx"
+    path.write_bytes(model.SerializeToString())
+    np.save(tmp_path / "tt.npy", np.full((1, 8), 5, dtype=np.int64))
+    for backend, strategy in [("ref", "optimal"), ("cpu", "optimal"), ("cpu", "greedy"), ("cpu", "unfused")]:
+        proc = subprocess.run([str(fissile), "run", str(path), "--input", f"token_type_ids={tmp_path / 'tt.npy'}",
+                               "--backend", backend, "--strategy", strategy],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 5, proc.stderr
+        err = proc.stderr.split("fissile: error: ")[-1]
+        assert "'token_type_embedding'" in err and "index 5 out of range" in err, (backend, strategy, err)
+        assert "word_embedding" not in err, err
+
+
+def test_run_defaults_to_the_fast_path(fissile, tmp_path):
+    """`fissile run MODEL` compiles the optimal plan for the best backend of
+    the build; the first build of a plan says so on stderr (plain lines
+    when stderr is not a terminal), the second finds it in the cache."""
+    path = tmp_path / "emb.onnx"
+    path.write_bytes(embedding_model().SerializeToString())
+    env = dict(os.environ, FSL_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([str(fissile), "run", str(path), "--time"], capture_output=True, text=True, timeout=120,
+                           env=env) for _ in range(2)]
+    for p in runs:
+        assert p.returncode == 0, p.stderr
+    backends = subprocess.run([str(fissile), "run", "--help"], capture_output=True, text=True).stdout
+    if "cpu" not in backends:
+        pytest.skip("this build has no cpu backend")
+    first, second = runs[0].stderr, runs[1].stderr
+    assert re.search(r"^fissile: compiling \d+ generated kernels? for the cpu backend \(first build of this plan\) \.\.\.",
+                     first, re.M), first
+    assert re.search(r"^fissile: compiled \d+ generated kernels? for the cpu backend in [\d.]+ s", first, re.M), first
+    assert "\r" not in first and "\033" not in first
+    assert "compil" not in second.replace("time: compile", ""), second
+    assert runs[0].stdout == runs[1].stdout
+    ref = subprocess.run([str(fissile), "run", str(path), "--backend", "ref"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert ref.returncode == 0 and "compiling" not in ref.stderr, ref.stderr

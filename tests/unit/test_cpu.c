@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <math.h>
 #include <unistd.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "backend/backend.h"
@@ -459,7 +460,7 @@ static void test_compile_cache(void **state) {
   (void)state;
   const char *src = "int fsl_k0(const void *const *in, void *const *out) { (void)in; (void)out; return 7; }\n";
   fsl_cpu_so so;
-  assert_int_equal(fsl_cpu_so_load(src, &so), FSL_OK);
+  assert_int_equal(fsl_cpu_so_load(src, NULL, &so), FSL_OK);
   int (*f)(const void *const *, void *const *);
   void *p = fsl_cpu_so_kernel(&so, 0);
   assert_non_null(p);
@@ -468,15 +469,53 @@ static void test_compile_cache(void **state) {
   char path[1024];
   snprintf(path, sizeof path, "%s", so.path);
   fsl_cpu_so_close(&so);
-  assert_int_equal(fsl_cpu_so_load(src, &so), FSL_OK);
+  assert_int_equal(fsl_cpu_so_load(src, NULL, &so), FSL_OK);
   assert_true(so.cache_hit);
   assert_string_equal(so.path, path);
   fsl_cpu_so_close(&so);
   /* a failing compile: an error with the compiler's message, no entry */
   const char *bad = "int fsl_k0(void) { return syntax error; }\n";
-  assert_int_equal(fsl_cpu_so_load(bad, &so), FSL_ERR_RUNTIME);
+  assert_int_equal(fsl_cpu_so_load(bad, NULL, &so), FSL_ERR_RUNTIME);
   assert_non_null(strstr(fsl_last_error(), "error"));
   assert_int_equal(access(so.path, F_OK), -1);
+}
+
+/* Progress: a compiler run (a cache miss) is reported as task "compile",
+ * from its start to its end; a cache hit reports nothing. */
+typedef struct progress_log { int n_events, n_finished; char detail[64]; } progress_log;
+
+static void log_progress(const fsl_progress *ev, void *ctx) {
+  progress_log *l = ctx;
+  assert_string_equal(ev->task, "compile");
+  assert_true(ev->elapsed_s >= 0);
+  assert_int_equal(ev->total, 1);
+  if (l->n_events++ == 0) assert_false(ev->finished);
+  if (ev->finished) l->n_finished++;
+  snprintf(l->detail, sizeof l->detail, "%s", ev->detail);
+}
+
+static void test_compile_progress(void **state) {
+  (void)state;
+  char src[160];
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(src, sizeof src, "/* %lld.%ld %ld */ int fsl_k0(const void *const *in, void *const *out) { (void)in; "
+           "(void)out; return 0; }\n", (long long)ts.tv_sec, ts.tv_nsec, (long)getpid());
+  progress_log log = {0};
+  fsl_set_progress(log_progress, &log);
+  fsl_cpu_so so;
+  assert_int_equal(fsl_cpu_so_load(src, "1 test kernel", &so), FSL_OK);
+  assert_false(so.cache_hit);
+  fsl_cpu_so_close(&so);
+  assert_true(log.n_events >= 2);
+  assert_int_equal(log.n_finished, 1);
+  assert_string_equal(log.detail, "1 test kernel");
+  int before = log.n_events;
+  assert_int_equal(fsl_cpu_so_load(src, "1 test kernel", &so), FSL_OK);
+  assert_true(so.cache_hit);
+  fsl_cpu_so_close(&so);
+  fsl_set_progress(NULL, NULL);
+  assert_int_equal(log.n_events, before);
 }
 
 /* The prologue's inline expf / tanhf / erff (fsl_codegen_prelude), compiled
@@ -494,7 +533,7 @@ static void test_fast_math(void **state) {
                       "  return 0; }\n");
   assert_false(src.oom);
   fsl_cpu_so so;
-  assert_int_equal(fsl_cpu_so_load(src.p, &so), FSL_OK);
+  assert_int_equal(fsl_cpu_so_load(src.p, NULL, &so), FSL_OK);
   fsl_sbuf_free(&src);
   int (*fn)(const void *const *, void *const *);
   void *p = fsl_cpu_so_kernel(&so, 0);
@@ -691,6 +730,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_registry),
       cmocka_unit_test(test_compile_cache),
+      cmocka_unit_test(test_compile_progress),
       cmocka_unit_test(test_elementwise_broadcast),
       cmocka_unit_test(test_movement),
       cmocka_unit_test(test_softmax),

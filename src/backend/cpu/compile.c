@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -48,9 +49,21 @@ static int compiler_argv(char *store, size_t cap, const char **argv, int max) {
   return n;
 }
 
-/* Runs argv, capturing stdout+stderr (trimmed to cap-1 bytes) in out.
- * Returns the exit status, or -1 if it could not be started. */
-static int run_capture(const char *const *argv, char *out, size_t cap) {
+/* Progress of one compiler run (fsl_progress_emit, task "compile");
+ * detail NULL: silent. */
+typedef struct compile_progress {
+  const char *detail;
+  double t0;
+} compile_progress;
+
+static void compile_tick(const compile_progress *pg, bool finished) {
+  if (pg && pg->detail) fsl_progress_emit("compile", pg->detail, finished, 1, now_s() - pg->t0, finished);
+}
+
+/* Runs argv, capturing stdout+stderr (trimmed to cap-1 bytes) in out,
+ * ticking pg about once a second while it runs.  Returns the exit status,
+ * or -1 if it could not be started. */
+static int run_capture(const char *const *argv, char *out, size_t cap, const compile_progress *pg) {
   int fd[2];
   out[0] = 0;
   if (pipe(fd) != 0) return -1;
@@ -71,6 +84,12 @@ static int run_capture(const char *const *argv, char *out, size_t cap) {
   size_t len = 0;
   char tmp[4096];
   for (;;) {
+    struct pollfd pfd = {.fd = fd[0], .events = POLLIN};
+    int ready = poll(&pfd, 1, pg && pg->detail ? 1000 : -1);
+    if (ready == 0) {
+      compile_tick(pg, false);
+      continue;
+    }
     ssize_t k = read(fd[0], tmp, sizeof tmp);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) break;
@@ -100,7 +119,7 @@ static uint64_t build_hash(const char *src, const char *const *cc, int ncc, cons
     int n = compiler_argv(store, sizeof store, argv, 16);
     argv[n++] = "--version";
     argv[n] = NULL;
-    if (run_capture(argv, version, sizeof version) == 0) have_version = true;
+    if (run_capture(argv, version, sizeof version, NULL) == 0) have_version = true;
   }
   h = fsl_hash(h, version, strlen(version));
   FILE *f = fopen("/proc/cpuinfo", "r");
@@ -145,7 +164,7 @@ static fsl_status open_so(fsl_cpu_so *so, const char *path) {
   return FSL_OK;
 }
 
-fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
+fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so) {
   if (!src || !so) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_so_load: NULL argument");
   memset(so, 0, sizeof *so);
   char dir[900];
@@ -187,9 +206,11 @@ fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so) {
     unlink(csrc);
     return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   }
-  double t0 = now_s();
-  int rc = run_capture(argv, log, 65536);
-  so->compile_s = now_s() - t0;
+  compile_progress pg = {.detail = what && fsl_progress_wanted() ? what : NULL, .t0 = now_s()};
+  compile_tick(&pg, false);
+  int rc = run_capture(argv, log, 65536, &pg);
+  so->compile_s = now_s() - pg.t0;
+  if (rc == 0) compile_tick(&pg, true);
   if (strlen(log) > 2000) strcpy(log + 1980, " ...(trimmed)");
   /* What the compiler made is loaded before it becomes an entry, so an
    * object that cannot be loaded never does.  The source of a failed

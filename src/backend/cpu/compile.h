@@ -30,13 +30,14 @@ typedef struct fsl_cpu_so {
 
 /**
  * Compiles (or finds in the cache) the C source `src` (NUL-terminated) and
- * loads it.  Errors: FSL_ERR_RUNTIME when the cache folder cannot be made
+ * loads it.  On a cache miss with `what` not NULL, the compiler run is
+ * reported as progress task "compile" with `what` as its detail.  Errors: FSL_ERR_RUNTIME when the cache folder cannot be made
  * or written (read-only, full: the message names the file and the errno
  * text), the compiler cannot be started or fails (its trimmed output is in
  * the message), or dlopen fails; FSL_ERR_NOMEM.  Entries already in the
  * cache are never modified by a failure.
  */
-fsl_status fsl_cpu_so_load(const char *src, fsl_cpu_so *so);
+fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so);
 
 /** The generated function fsl_k<id>, or NULL (with an error set) if the
  *  object lacks it. */

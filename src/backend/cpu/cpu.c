@@ -124,7 +124,10 @@ static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
   x->stats.n_fallback = L->n_fallback;
   x->stats.n_opaque = L->n_opaque;
   if (st == FSL_OK && L->n_generated > 0) {
-    st = fsl_cpu_so_load(L->src.p, &x->so);
+    char what[96];
+    snprintf(what, sizeof what, "%d generated kernel%s for the cpu backend", L->n_generated,
+             L->n_generated == 1 ? "" : "s");
+    st = fsl_cpu_so_load(L->src.p, what, &x->so);
     if (st == FSL_OK) {
       x->stats.cache_hit = x->so.cache_hit;
       x->stats.compile_s = x->so.compile_s;
@@ -223,9 +226,12 @@ static fsl_status need(const run_ctx *r, int id, const step *s) {
                     v->name ? v->name : "?");
 }
 
-static fsl_status run_ref_step(run_ctx *r, const step *s) {
+/* Evaluates the step's nodes with the reference interpreter; *failed (if
+ * not NULL) receives the index of the node that failed, -1 if none. */
+static fsl_status ref_nodes(run_ctx *r, const step *s, int *failed) {
   const fsl_graph *g = r->x->p->g;
   fsl_status st = FSL_OK;
+  if (failed) *failed = -1;
   int made[64], n_made = 0; /* temporaries allocated here (freed at the end) */
   for (int i = 0; i < s->n_nodes && st == FSL_OK; i++) {
     const fsl_node *n = s->nodes[i];
@@ -255,7 +261,10 @@ static fsl_status run_ref_step(run_ctx *r, const step *s) {
       }
       out[k] = (void *)r->buf[v->id];
     }
-    if (st == FSL_OK) st = fsl_ref_eval(n, in, out);
+    if (st == FSL_OK) {
+      st = fsl_ref_eval(n, in, out);
+      if (st != FSL_OK && failed) *failed = i;
+    }
   }
   for (int i = 0; i < n_made; i++) {
     if (r->owned[made[i]]) release(r, made[i]);
@@ -264,6 +273,30 @@ static fsl_status run_ref_step(run_ctx *r, const step *s) {
   }
   (void)g;
   return st;
+}
+
+static fsl_status run_ref_step(run_ctx *r, const step *s) { return ref_nodes(r, s, NULL); }
+
+/* A generated kernel returned the error bits e.  To name the primitive and
+ * the ONNX node at fault (a fused kernel holds many), its nodes run again
+ * through the reference interpreter on the same inputs, whose message says
+ * what went wrong (e.g. the index and its range).  When that finds nothing
+ * (an output written in place may have overwritten an input), the message
+ * names the kernel's first node and the kind of error. */
+static fsl_status kernel_error(run_ctx *r, const step *s, int e) {
+  const fsl_kernel *k = r->x->p->kernels.k[s->kernel];
+  const char *what = (e & FSL_KERR_INDEX)     ? "gather index out of range"
+                     : (e & FSL_KERR_DIVZERO) ? "integer division by zero"
+                                              : "out of memory";
+  int bad = -1;
+  /* the reference's message names the node (fsl_node_errorf) */
+  if (!(e & FSL_KERR_NOMEM) && s->n_nodes > 0 && ref_nodes(r, s, &bad) != FSL_OK && bad >= 0) {
+    return fsl_error_context(FSL_ERR_RUNTIME, "cpu backend, kernel %d", s->kernel);
+  }
+  fsl_error_clear();
+  const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
+  return fsl_errorf(FSL_ERR_RUNTIME, "cpu backend, kernel %d (from %s '%s'): %s", s->kernel,
+                    n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?", what);
 }
 
 static fsl_status run_step(run_ctx *r, const step *s) {
@@ -283,16 +316,7 @@ static fsl_status run_step(run_ctx *r, const step *s) {
   }
   if (s->kind == FSL_CPU_STEP_ONEDNN) return fsl_onednn_linear_run(s->dnn, in[0], in[1], in + 2, out[0]);
   int e = s->fn(in, out);
-  if (e) {
-    const fsl_kernel *k = r->x->p->kernels.k[s->kernel];
-    const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
-    return fsl_errorf(FSL_ERR_RUNTIME, "cpu backend, kernel %d (from %s '%s'): %s", s->kernel,
-                      n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
-                      (e & FSL_KERR_INDEX)     ? "gather index out of range"
-                      : (e & FSL_KERR_DIVZERO) ? "integer division by zero"
-                                               : "out of memory");
-  }
-  return FSL_OK;
+  return e ? kernel_error(r, s, e) : FSL_OK;
 }
 
 static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) {

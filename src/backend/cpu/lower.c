@@ -112,9 +112,12 @@ static fsl_status add_gen(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_
   if (st == FSL_OK) {
     fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
     if (!s || !copy_values(&s->in, &s->n_in, (fsl_value *const *)ins.p, ins.n) ||
-        !copy_values(&s->out, &s->n_out, outs, n_out)) {
+        !copy_values(&s->out, &s->n_out, outs, n_out) ||
+        !(s->nodes = malloc(sizeof(fsl_node *) * (size_t)(n > 0 ? n : 1)))) {
       st = oom();
     } else {
+      memcpy(s->nodes, nodes, sizeof(fsl_node *) * (size_t)n);
+      s->n_nodes = n;
       s->fn_id = L->next_fn++;
       L->n_generated++;
       mark(L, outs, n_out);

@@ -38,7 +38,8 @@ typedef struct fsl_cpu_step {
   fsl_value **in, **out;       /* read and written values (ONEDNN: src, weights, then the
                                   post-op operands, NULL for unary post-ops) */
   int n_nodes;
-  fsl_node **nodes;            /* REF: evaluated in this order */
+  fsl_node **nodes;            /* REF: evaluated in this order; GEN: the nodes it computes, in
+                                  order (run again by the reference to diagnose an error) */
   bool fallback;               /* REF standing in for code the backend could not make */
 } fsl_cpu_step;
 

@@ -199,7 +199,7 @@ static bool compiler_works(void) {
   fsl_sbuf src = {0};
   fsl_codegen_prelude(&fsl_dialect_c, &src);
   fsl_cpu_so so;
-  bool ok = !src.oom && fsl_cpu_so_load(src.p, &so) == FSL_OK;
+  bool ok = !src.oom && fsl_cpu_so_load(src.p, NULL, &so) == FSL_OK;
   if (ok) fsl_cpu_so_close(&so);
   else fsl_error_clear();
   fsl_sbuf_free(&src);
@@ -226,7 +226,7 @@ static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n
   fsl_cpu_so so = {0};
   bool loaded = false;
   if (st == FSL_OK && L.n_generated > 0) {
-    if (fsl_cpu_so_load(L.src.p, &so) == FSL_OK) {
+    if (fsl_cpu_so_load(L.src.p, NULL, &so) == FSL_OK) {
       loaded = true;
     } else if (n > 1) {
       fsl_error_clear();
