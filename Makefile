@@ -93,8 +93,9 @@ asan: setup models
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp FSL_BUILD_DIR=$(CURDIR)/$(ASAN_BUILD) $(PY) -m pytest -q tests/python \
 	  --ignore=tests/python/test_strategies.py $(PYTEST_ARGS)
 
-# libFuzzer on the importer, seeded with a few test models.
-fuzz: setup
+# libFuzzer on the importer, seeded with a few test models and compiled
+# model files (.fsl: fuzz_compile loads them through fsl_model_load_bytes).
+fuzz: setup build
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DFSL_FUZZ=ON -DFSL_SANITIZE=ON \
 	  -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_import fuzz_compile
@@ -103,6 +104,10 @@ fuzz: setup
 	         softmax_axis_1 transpose_default maxpool_2d_pads matmul_4d gather_0 \
 	         lstm_defaults batchnorm_example slice; do \
 	  f=$(DEBIAN_NODE)/test_$$t/model.onnx; [ -f $$f ] && cp $$f $(FUZZ_BUILD)/corpus/$$t.onnx || true; \
+	done
+	for b in plan-ref cpu; do \
+	  $(BUILD)/fissile compile $(DEBIAN_NODE)/test_softmax_axis_1/model.onnx --backend $$b \
+	    -o $(FUZZ_BUILD)/corpus/softmax_$$b.fsl 2>/dev/null || exit 1; \
 	done
 	cd $(FUZZ_BUILD) && for t in fuzz_import fuzz_compile; do \
 	  ./$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \

@@ -89,7 +89,8 @@ void fsl_tensor_free(fsl_tensor *t);
 /**
  * Loads an ONNX model file (ModelProto, protobuf binary).  External data is
  * resolved relative to the model's folder; a location that escapes it is
- * rejected.  The file is untrusted: a malformed one gives FSL_ERR_PARSE or
+ * rejected.  A compiled model file (.fsl, fsl_model_save) is recognised by
+ * its first bytes and loaded compiled.  The file is untrusted: a malformed one gives FSL_ERR_PARSE or
  * FSL_ERR_INVALID, never a crash.
  * Errors: FSL_ERR_IO, FSL_ERR_PARSE, FSL_ERR_INVALID, FSL_ERR_UNSUPPORTED,
  * FSL_ERR_NOMEM.
@@ -315,6 +316,37 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info);
 /** Writes the plan as Graphviz DOT (each kernel a cluster labelled with its
  *  kind and predicted cost).  Errors: as fsl_model_plan_info. */
 fsl_status fsl_model_write_plan_dot(const fsl_model *m, FILE *f);
+
+/* ---- compiled model files (.fsl) ---- */
+/**
+ * Writes the compiled model to `path` as one self-contained compiled model
+ * file (docs/aot.md): the source model (graph and initializers), inputs
+ * frozen to constants, every input's bound shape, the plan (kernels as sets
+ * of primitives), the backend's compiled kernels (CPU: the shared object)
+ * and the fissile version and backend fingerprint (CPU model and flags,
+ * target ISA, oneDNN version) it was built for.  fsl_model_load and
+ * fsl_model_load_bytes read it back: the model runs without the ONNX file,
+ * without a C compiler and without orchestrating again; a later setting
+ * change (strategy, backend, shapes) compiles again from the embedded model.
+ * The file is written under a temporary name and renamed, so `path` never
+ * holds a partial file.  Loading checks every length and refuses a file
+ * from another fissile version or machine (FSL_ERR_UNSUPPORTED, naming
+ * both); the kernels inside are native code: load files you trust, as you
+ * would a shared library.
+ * Errors: FSL_ERR_ARG (NULL, model not compiled), FSL_ERR_IO (cannot
+ * write; the ONNX file changed since it was loaded), FSL_ERR_UNSUPPORTED
+ * (the model keeps tensors in external data files), FSL_ERR_NOMEM.
+ */
+fsl_status fsl_model_save(const fsl_model *m, const char *path);
+
+/** Whether fsl_model_compile's result is current (compiled, and no setting
+ *  changed since): true right after loading a compiled model file, whose
+ *  settings (backend, strategy, shapes) a caller should then keep.  A NULL
+ *  model is not compiled. */
+bool fsl_model_is_compiled(const fsl_model *m);
+
+/** fissile's version ("0.1.0"), as written into compiled model files. */
+const char *fsl_version(void);
 
 /* ---- tensors on disk ---- */
 /** Reads an ONNX TensorProto file (.pb, as in the ONNX backend test data)

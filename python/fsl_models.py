@@ -191,7 +191,9 @@ class FissileError(RuntimeError):
 
 def run_fissile(model_path, inputs: dict[str, np.ndarray], output_names: list[str],
                 extra_args=(), timeout=900) -> dict[str, np.ndarray]:
-    """Runs `fissile run` with the given inputs; returns the outputs by name."""
+    """Runs `fissile run` with the given inputs; returns the outputs by name.
+    Without --backend in extra_args: the reference interpreter (`run`'s own
+    default is the fast path, the cpu backend)."""
     with tempfile.TemporaryDirectory(prefix="fsl_") as tmp:
         tmp = Path(tmp)
         cmd = [str(fissile_bin()), "run", str(model_path), "--output-dir", str(tmp / "out")]
@@ -200,6 +202,8 @@ def run_fissile(model_path, inputs: dict[str, np.ndarray], output_names: list[st
             np.save(f, np.asarray(arr))
             cmd += ["--input", f"{name}={f}"]
         cmd += list(extra_args)
+        if "--backend" not in extra_args:
+            cmd += ["--backend", "ref"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             raise FissileError(cmd, proc)

@@ -44,8 +44,13 @@ fsl_status fsl_strategy_from_name(const char *name, fsl_strategy *out) {
   return fsl_errorf(FSL_ERR_ARG, "unknown strategy '%s' (expected unfused, opfuse, greedy or optimal)", name);
 }
 
-fsl_status fsl_model_load_bytes(const void *buf, size_t len, const char *dir, fsl_model **out) {
-  if (!buf || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_model_load_bytes: NULL argument");
+int fsl_model_threads(void) { return g_threads; }
+
+const char *fsl_version(void) { return FSL_VERSION; }
+
+bool fsl_model_is_compiled(const fsl_model *m) { return m && m->compiled && m->compiled_threads == g_threads; }
+
+fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl_model **out) {
   *out = NULL;
   fsl_model *m = calloc(1, sizeof *m);
   if (!m) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
@@ -53,21 +58,47 @@ fsl_status fsl_model_load_bytes(const void *buf, size_t len, const char *dir, fs
   snprintf(m->backend, sizeof m->backend, "ref");
   fsl_status st = fsl_onnx_import(buf, len, dir, &m->onnx);
   if (st != FSL_OK) { free(m); return st; }
+  m->src_hash = fsl_hash(FSL_HASH_INIT, buf, len);
+  m->src_len = len;
+  *out = m;
+  return FSL_OK;
+}
+
+fsl_status fsl_model_load_bytes(const void *buf, size_t len, const char *dir, fsl_model **out) {
+  if (!buf || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_model_load_bytes: NULL argument");
+  *out = NULL;
+  if (fsl_aot_is_file(buf, len)) return fsl_aot_load(buf, len, out);
+  fsl_model *m;
+  FSL_TRY(fsl_model_from_onnx(buf, len, dir, &m));
+  /* kept for fsl_model_save */
+  if (!(m->src = malloc(len ? len : 1))) {
+    fsl_model_free(m);
+    return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  }
+  memcpy(m->src, buf, len);
   *out = m;
   return FSL_OK;
 }
 
 fsl_status fsl_model_load(const char *path, fsl_model **out) {
   if (!path || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_model_load: NULL argument");
+  *out = NULL;
   void *buf;
   size_t len;
   FSL_TRY(fsl_read_file(path, MODEL_FILE_LIMIT, &buf, &len));
-  char *pcopy = strdup(path);
-  if (!pcopy) { free(buf); return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
-  fsl_status st = fsl_model_load_bytes(buf, len, dirname(pcopy), out);
+  char *pcopy = strdup(path), *pkeep = strdup(path);
+  fsl_status st = !pcopy || !pkeep                ? fsl_errorf(FSL_ERR_NOMEM, "out of memory")
+                  : fsl_aot_is_file(buf, len) ? fsl_aot_load(buf, len, out)
+                                                  : fsl_model_from_onnx(buf, len, dirname(pcopy), out);
   free(pcopy);
   free(buf);
-  if (st != FSL_OK) return fsl_error_context(st, "%s", path);
+  if (st != FSL_OK) {
+    free(pkeep);
+    return fsl_error_context(st, "%s", path);
+  }
+  /* an ONNX file is read again (and checked) by fsl_model_save */
+  if ((*out)->src) free(pkeep);
+  else (*out)->src_path = pkeep;
   return FSL_OK;
 }
 
@@ -84,6 +115,9 @@ static void drop_plan(fsl_model *m) {
 void fsl_model_free(fsl_model *m) {
   if (!m) return;
   drop_plan(m);
+  free(m->src);
+  free(m->src_path);
+  free(m->frozen);
   fsl_graph_free(m->prim);
   fsl_graph_free(m->onnx);
   for (int i = 0; i < m->n_dims; i++) free(m->dims[i].name);
@@ -111,17 +145,24 @@ static fsl_status no_input(const fsl_model *m, const char *name) {
 }
 
 /* Binding changes the source graph: drop a stale compiled graph. */
-static void invalidate(fsl_model *m) {
+void fsl_model_invalidate(fsl_model *m) {
   drop_plan(m);
   fsl_graph_free(m->prim);
   m->prim = NULL;
+  m->compiled = false;
 }
+
+static void invalidate(fsl_model *m) { fsl_model_invalidate(m); }
 
 fsl_status fsl_model_bind_dim(fsl_model *m, const char *dim_param, int64_t size) {
   if (!m || !dim_param) return fsl_errorf(FSL_ERR_ARG, "fsl_model_bind_dim: NULL argument");
   if (size < 0) return fsl_errorf(FSL_ERR_ARG, "dimension '%s' bound to negative size %lld", dim_param, (long long)size);
   for (int i = 0; i < m->n_dims; i++)
-    if (!strcmp(m->dims[i].name, dim_param)) { m->dims[i].size = size; invalidate(m); return FSL_OK; }
+    if (!strcmp(m->dims[i].name, dim_param)) {
+      if (m->dims[i].size != size) invalidate(m);
+      m->dims[i].size = size;
+      return FSL_OK;
+    }
   dim_binding *nd = realloc(m->dims, sizeof *nd * (size_t)(m->n_dims + 1));
   if (!nd) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   m->dims = nd;
@@ -154,8 +195,9 @@ fsl_status fsl_model_bind_shape(fsl_model *m, const char *input, int rank, const
   fsl_value *v = find_input(m, input, NULL);
   if (!v) return no_input(m, input);
   FSL_TRY(check_shape_agrees(v, rank, dims));
+  bool same = v->rank == rank && (rank == 0 || !memcmp(v->dims, dims, sizeof(int64_t) * (size_t)rank));
   fsl_value_set_shape(v, rank, dims);
-  invalidate(m);
+  if (!same) invalidate(m);
   return FSL_OK;
 }
 
@@ -171,6 +213,10 @@ fsl_status fsl_model_freeze_input(fsl_model *m, const fsl_tensor *t) {
   int64_t nb = fsl_nbytes(t->dtype, t->rank, t->dims);
   void *data = fsl_arena_memdup(&m->onnx->arena, t->data, (size_t)(nb > 0 ? nb : 0));
   if (!data) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  fsl_value **fr = realloc(m->frozen, sizeof *fr * (size_t)(m->n_frozen + 1));
+  if (!fr) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  m->frozen = fr;
+  fr[m->n_frozen++] = v;
   fsl_value_set_shape(v, t->rank, t->dims);
   v->data = data;
   v->is_input = false;
@@ -197,8 +243,8 @@ fsl_status fsl_model_set_strategy(fsl_model *m, fsl_strategy strategy) {
   if ((int)strategy < 0 || strategy >= FSL_STRATEGY_COUNT)
     return fsl_errorf(FSL_ERR_ARG, "unknown strategy %d (expected 0..%d: unfused, opfuse, greedy, optimal)",
                       (int)strategy, FSL_STRATEGY_COUNT - 1);
+  if (m->strategy != (int)strategy) invalidate(m);
   m->strategy = (int)strategy;
-  invalidate(m);
   return FSL_OK;
 }
 
@@ -235,8 +281,8 @@ fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
   char list[256] = "";
   for (int i = 0; names[i]; i++) {
     if (!strcmp(name, names[i])) {
+      if (strcmp(m->backend, name)) invalidate(m);
       snprintf(m->backend, sizeof m->backend, "%s", name);
-      invalidate(m);
       return FSL_OK;
     }
     size_t l = strlen(list);
@@ -247,8 +293,8 @@ fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
 
 fsl_status fsl_model_set_profile(fsl_model *m, bool on) {
   if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_profile: NULL model");
+  if (m->profile != on) invalidate(m);
   m->profile = on;
-  invalidate(m);
   return FSL_OK;
 }
 
@@ -281,11 +327,16 @@ static fsl_status build_plan(fsl_model *m) {
   }
   FSL_TRY(fsl_plan_build_opt(m->prim, s, &m->dev, &popt, &m->plan));
   m->has_plan = true;
+  return fsl_model_finish_plan(m, NULL, 0);
+}
+
+fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len) {
   FSL_TRY(fsl_memplan_build(&m->plan, &fsl_memplan_executor, &m->mem));
-  m->be = be;
+  m->be = fsl_backend_find(m->backend); /* NULL: "ref" */
   if (!m->be) return FSL_OK;
   double t0 = now_s();
-  fsl_status st = m->be->compile(&m->plan, &m->exe);
+  fsl_status st = exe && m->be->import_exe ? m->be->import_exe(&m->plan, exe, len, &m->exe)
+                                           : m->be->compile(&m->plan, &m->exe);
   if (st != FSL_OK) {
     m->exe = NULL;
     m->be = NULL;
@@ -361,8 +412,7 @@ fsl_status fsl_model_write_plan_dot(const fsl_model *m, FILE *f) {
   return FSL_OK;
 }
 
-fsl_status fsl_model_compile(fsl_model *m) {
-  if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_compile: NULL model");
+fsl_status fsl_model_fission(fsl_model *m) {
   invalidate(m);
   apply_dims(m);
   fsl_graph *g;
@@ -376,10 +426,21 @@ fsl_status fsl_model_compile(fsl_model *m) {
     return fsl_error_context(st, "after fission");
   }
   m->prim = g;
-  if (!wants_plan(m)) return FSL_OK;
-  st = build_plan(m);
-  if (st != FSL_OK) invalidate(m);
-  return st;
+  return FSL_OK;
+}
+
+fsl_status fsl_model_compile(fsl_model *m) {
+  if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_compile: NULL model");
+  if (m->compiled && m->compiled_threads == g_threads) return FSL_OK;
+  FSL_TRY(fsl_model_fission(m));
+  fsl_status st = wants_plan(m) ? build_plan(m) : FSL_OK;
+  if (st != FSL_OK) {
+    invalidate(m);
+    return st;
+  }
+  m->compiled = true;
+  m->compiled_threads = g_threads;
+  return FSL_OK;
 }
 
 int fsl_model_num_inputs(const fsl_model *m) { return m ? m->onnx->n_inputs : 0; }

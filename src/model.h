@@ -27,6 +27,40 @@ struct fsl_model {
   const fsl_backend *be;  /* NULL: the reference interpreter over prim */
   void *exe;              /* be's executable of plan */
   double backend_s;
+  /* compile's result is current: prim (and plan, exe) match the settings
+   * and the thread count (a second compile then does nothing) */
+  bool compiled;
+  int compiled_threads;
+  /* what fsl_model_save needs to write the model again (api_aot.c): the
+   * ONNX bytes (a copy; or the file, re-read and checked against the hash),
+   * and the inputs frozen to constants, in the order they were frozen */
+  unsigned char *src;
+  size_t src_len;
+  char *src_path;
+  uint64_t src_hash;
+  fsl_value **frozen;
+  int n_frozen;
 };
+
+/* ---- shared by the files of the public API (api.c) ---- */
+/** Drops prim, plan and executable (a setting changed). */
+void fsl_model_invalidate(fsl_model *m);
+/** Fission of the bound ONNX graph into m->prim (CSE, DCE, verified). */
+fsl_status fsl_model_fission(fsl_model *m);
+/** With m->plan built: the memory plan and the backend's executable, made by
+ *  the backend's import_exe from `exe` (len bytes) when given, else by
+ *  compiling. */
+fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len);
+/** A new model over an imported ONNX graph (settings at their defaults). */
+fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl_model **out);
+/** The threads set with fsl_set_num_threads (0: the default). */
+int fsl_model_threads(void);
+
+/* api_aot.c */
+/** Whether buf starts like a compiled model file (.fsl). */
+bool fsl_aot_is_file(const void *buf, size_t len);
+/** Loads a compiled model file (fsl_model_load and fsl_model_load_bytes
+ *  call it when fsl_aot_is_file). */
+fsl_status fsl_aot_load(const void *buf, size_t len, fsl_model **out);
 
 #endif

@@ -112,20 +112,26 @@ static void usage_cmd(const char *cmd, FILE *f) {
             fsl_backend_default(), k_bind_help, backend_list(), fsl_backend_default(), k_plan_help, k_exit_codes);
   } else if (!strcmp(cmd, "compile")) {
     fprintf(f,
-            "usage: fissile compile MODEL [--strategy S] [--backend B] [-o PLAN.dot]\n"
+            "usage: fissile compile MODEL [--strategy S] [--backend B] [-o FILE.fsl|PLAN.dot]\n"
             "                       [--shape NAME=DIMS]... [--dim PARAM=N]... [--threads N] [--profile]\n"
             "                       [--time]\n\n"
             "Compiles MODEL and builds the plan of strategy S (default optimal) on the\n"
             "calibrated device, then prints its summary: kernels by kind, recomputed\n"
             "nodes, predicted time, orchestration time, whether the solver proved\n"
             "optimality, and the planned arena size.  With --backend plan-ref or cpu\n"
-            "the plan is also compiled by that backend (and the time it took shown).\n\n"
+            "the plan is also compiled by that backend (and the time it took shown).\n"
+            "With -o FILE.fsl it writes a compiled model file: the model, its plan and\n"
+            "the backend's compiled kernels (default backend: %s), which `fissile run\n"
+            "FILE.fsl` (or fsl_model_load) runs without the ONNX file, without a C\n"
+            "compiler and without orchestrating again, on a machine like this one\n"
+            "(same CPU model and flags, FSL_CPU_ISA, oneDNN and fissile versions).\n\n"
             "Options:\n%s%s"
             "  --backend B           one of %s (default ref: plan only)\n"
-            "  -o, --output FILE     also write the plan as Graphviz DOT to FILE\n"
+            "  -o, --output FILE     FILE.fsl: write the compiled model; FILE.dot: write the\n"
+            "                        plan as Graphviz DOT\n"
             "  --time                print load and compile times (seconds) to stderr\n"
             "  -h, --help            this help\n\n%s",
-            k_bind_help, k_plan_help, backend_list(), k_exit_codes);
+            fsl_backend_default(), k_bind_help, k_plan_help, backend_list(), k_exit_codes);
   } else if (!strcmp(cmd, "explain")) {
     fprintf(f,
             "usage: fissile explain MODEL [--strategy S] [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
@@ -659,7 +665,8 @@ static int write_outputs(const char *dir, const run_state *r) {
 static int run_model(const options *o, fsl_model *m, run_state *r) {
   int rc = bind_options(o, m);
   if (rc == EXIT_OK) rc = load_given_inputs(o, m, r);
-  if (rc == EXIT_OK) rc = plan_options(o, m, fsl_backend_default());
+  /* a compiled model file keeps its backend unless one is named */
+  if (rc == EXIT_OK) rc = plan_options(o, m, fsl_model_is_compiled(m) ? NULL : fsl_backend_default());
   if (rc == EXIT_OK) rc = compile_model(o, m);
   if (rc == EXIT_OK) rc = prepare_inputs(o, m, r);
   if (rc != EXIT_OK) return rc;
@@ -850,9 +857,11 @@ static void print_plan_summary(const char *model, const fsl_plan_info *pi) {
 
 static int plan_model(options *o, fsl_model *m) {
   options po = *o;
-  if (po.strategy < 0) po.strategy = FSL_STRATEGY_OPTIMAL;
+  if (po.strategy < 0 && !fsl_model_is_compiled(m)) po.strategy = FSL_STRATEGY_OPTIMAL;
   int rc = bind_options(&po, m);
-  if (rc == EXIT_OK) rc = plan_options(&po, m, NULL);
+  /* a compiled model file (-o FILE.fsl) holds the best backend's kernels */
+  bool aot = o->plan_out && ends_with(o->plan_out, ".fsl");
+  if (rc == EXIT_OK) rc = plan_options(&po, m, aot && !fsl_model_is_compiled(m) ? fsl_backend_default() : NULL);
   if (rc == EXIT_OK) rc = compile_model(&po, m);
   return rc;
 }
@@ -883,7 +892,14 @@ static int cmd_compile(options *o, bool explain) {
     fsl_status st = fsl_model_plan_info(m, &pi);
     if (st != FSL_OK) rc = report(st);
     else print_plan_summary(o->model, &pi);
-    if (rc == EXIT_OK && o->plan_out) rc = write_plan_file(o->plan_out, m);
+    if (rc == EXIT_OK && o->plan_out && ends_with(o->plan_out, ".fsl")) {
+      fsl_status st = fsl_model_save(m, o->plan_out);
+      if (st != FSL_OK) rc = report(st);
+      else fprintf(stderr, "fissile: wrote %s (compiled model: runs without the ONNX file or a C compiler on "
+                   "a machine like this one)\n", o->plan_out);
+    } else if (rc == EXIT_OK && o->plan_out) {
+      rc = write_plan_file(o->plan_out, m);
+    }
   }
   fsl_model_free(m);
   return rc;

@@ -14,6 +14,7 @@
 #ifndef FSL_BACKEND_H
 #define FSL_BACKEND_H
 
+#include "core/bytes.h"
 #include "orchestrate/orchestrate.h"
 
 /** What an executable runs natively and what falls back (exe_info). */
@@ -45,6 +46,17 @@ typedef struct fsl_backend {
   bool (*supports)(const fsl_graph *g, const fsl_kernel *k);
   /** Compiles plan p (which must outlive the executable) into *exe. */
   fsl_status (*compile)(const fsl_plan *p, void **exe);
+  /** One line naming what this backend's executables depend on (machine,
+   *  target ISA, library versions): a compiled model file made on one
+   *  machine loads only where the line is the same.  NULL: anywhere. */
+  void (*fingerprint)(char *buf, size_t len);
+  /** Appends to *out what import_exe needs to rebuild exe without a
+   *  compiler (the CPU backend: its shared object).  NULL: import compiles
+   *  the plan again (a backend that needs no compiler). */
+  fsl_status (*export_exe)(const void *exe, fsl_bytes *out);
+  /** Rebuilds the executable of plan p from export_exe's bytes (untrusted:
+   *  bounds-checked; FSL_ERR_INVALID when they do not fit the plan). */
+  fsl_status (*import_exe)(const fsl_plan *p, const void *data, size_t len, void **exe);
   /** Runs the executable.  inputs[i] holds the data of p->g->inputs[i];
    *  on success outputs[i] receives a malloc'd buffer with the data of
    *  p->g->outputs[i].  On error nothing is allocated. */

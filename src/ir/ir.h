@@ -138,6 +138,7 @@ typedef struct fsl_graph {
   fsl_value **outputs; int n_outputs, cap_outputs;
   fsl_opset *opsets; int n_opsets;
   int next_node_id;
+  bool external_data;   /* imported with tensors from external data files (ONNX external data) */
 } fsl_graph;
 
 /* ---- graph construction (graph.c) ---- */

@@ -80,6 +80,8 @@ static fsl_status decode_tensor(importer *im, const Onnx__TensorProto *tp, const
                                 fsl_onnx_tinfo *info, void **data) {
   FSL_TRY(fsl_onnx_tensor_info(tp, what, info));
   FSL_TRY(fsl_onnx_tensor_check(tp, what, im->dir, info));
+  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    im->g->external_data = true;
   *data = fsl_arena_alloc(&im->g->arena, info->nbytes);
   if (!*data) return fsl_errorf(FSL_ERR_NOMEM, "%s: out of memory for %zu bytes", what, info->nbytes);
   return fsl_onnx_tensor_fill(tp, what, im->dir, info, *data);

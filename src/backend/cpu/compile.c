@@ -5,6 +5,7 @@
  * new object has been loaded, so readers never see a partial or unloadable
  * object.
  */
+#define _GNU_SOURCE /* memfd_create */
 #include "backend/cpu/compile.h"
 
 #include "backend/cpu/isa.h"
@@ -14,6 +15,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -122,19 +124,11 @@ static uint64_t build_hash(const char *src, const char *const *cc, int ncc, cons
     if (run_capture(argv, version, sizeof version, NULL) == 0) have_version = true;
   }
   h = fsl_hash(h, version, strlen(version));
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (f) {
-    char ln[8192];
-    int seen = 0;
-    while (seen < 2 && fgets(ln, sizeof ln, f)) {
-      if (strncmp(ln, "model name", 10) == 0 || strncmp(ln, "flags", 5) == 0) {
-        h = fsl_hash(h, ln, strlen(ln));
-        seen++;
-      }
-    }
-    fclose(f);
-  }
-  return h;
+  char model[160];
+  uint64_t cpu_flags;
+  fsl_cpu_machine(model, sizeof model, &cpu_flags);
+  h = fsl_hash(h, model, strlen(model));
+  return fsl_hash(h, &cpu_flags, sizeof cpu_flags);
 }
 
 /* Writes the kernel source into the cache folder; a partial file is removed.
@@ -233,6 +227,31 @@ fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so) {
   }
   if (st != FSL_OK) unlink(tmp_so);
   free(log);
+  return st;
+}
+
+fsl_status fsl_cpu_so_load_object(const void *object, size_t len, fsl_cpu_so *so) {
+  if (!object || !so) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_so_load_object: NULL argument");
+  memset(so, 0, sizeof *so);
+  int fd = memfd_create("fissile-kernels", MFD_CLOEXEC);
+  if (fd < 0) return fsl_errorf(FSL_ERR_RUNTIME, "memfd_create: %s", strerror(errno));
+  const unsigned char *p = object;
+  size_t done = 0;
+  while (done < len) {
+    ssize_t w = write(fd, p + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int err = errno;
+      close(fd);
+      return fsl_errorf(FSL_ERR_RUNTIME, "cannot write the kernel object to memory: %s", strerror(err));
+    }
+    done += (size_t)w;
+  }
+  snprintf(so->path, sizeof so->path, "/proc/self/fd/%d", fd);
+  fsl_status st = open_so(so, so->path);
+  close(fd); /* the mapping keeps the object alive */
+  snprintf(so->path, sizeof so->path, "(kernels of a compiled model file)");
+  so->cache_hit = true;
   return st;
 }
 

@@ -39,6 +39,17 @@ typedef struct fsl_cpu_so {
  */
 fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so);
 
+/**
+ * Loads a shared object from memory (the bytes of an object that
+ * fsl_cpu_so_load built, kept in a compiled model file): no compiler, no
+ * cache entry (an anonymous memory file, memfd_create).  The bytes are
+ * untrusted input only in the sense that dlopen must accept them; the
+ * compiled model file's fingerprint (fsl_cpu_fingerprint) decides whether
+ * they are for this machine.  Errors: FSL_ERR_RUNTIME (memfd or dlopen
+ * failed: the message has dlerror's text), FSL_ERR_ARG.
+ */
+fsl_status fsl_cpu_so_load_object(const void *object, size_t len, fsl_cpu_so *so);
+
 /** The generated function fsl_k<id>, or NULL (with an error set) if the
  *  object lacks it. */
 void *fsl_cpu_so_kernel(const fsl_cpu_so *so, int id);

@@ -17,6 +17,8 @@
 #include "backend/cpu/lower.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/profile.h"
+#include "backend/cpu/isa.h"
+#include "core/bytes.h"
 #include "eval/eval.h"
 #include "runtime/memplan.h"
 
@@ -27,6 +29,8 @@ typedef fsl_cpu_step step;
 typedef struct cpu_exe {
   const fsl_plan *p;
   fsl_cpu_so so;
+  void *object;            /* imported (cpu_import): a copy of the object's bytes, for export */
+  size_t object_len;
   fsl_cpu_lowering low;    /* the steps of every kernel, in plan order (lower.h) */
   fsl_memplan mem;         /* where kernel outputs live in the arena (runtime/memplan.h) */
   unsigned char *arena;    /* one allocation of mem.peak_bytes for the executable */
@@ -93,10 +97,35 @@ static void free_exe(void *p) {
   for (int i = 0; i < x->n_pool; i++) free(x->pool[i].p);
   free(x->pool);
   fsl_cpu_so_close(&x->so);
+  free(x->object);
   free(x);
 }
 
-static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
+/* Where the generated code comes from: the compiler (through the kernel
+ * cache), or the object a compiled model file holds (cpu_import). */
+typedef struct code_source {
+  bool imported;       /* false: compile */
+  const void *object;  /* imported: the object's bytes */
+  size_t len;
+  uint64_t src_hash;   /* with object: the hash of the source it was built from */
+} code_source;
+
+static fsl_status load_code(const fsl_cpu_lowering *L, const code_source *cs, fsl_cpu_so *so) {
+  if (!cs->imported) {
+    char what[96];
+    snprintf(what, sizeof what, "%d generated kernel%s for the cpu backend", L->n_generated,
+             L->n_generated == 1 ? "" : "s");
+    return fsl_cpu_so_load(L->src.p, what, so);
+  }
+  if (fsl_hash(FSL_HASH_INIT, L->src.p, L->src.len) != cs->src_hash)
+    return fsl_errorf(FSL_ERR_INVALID, "the compiled kernels do not match the code this fissile generates for the "
+                      "plan (a file from another fissile build)");
+  if (!cs->len) return fsl_errorf(FSL_ERR_INVALID, "the file holds no compiled kernels, the plan needs %d",
+                                  L->n_generated);
+  return fsl_cpu_so_load_object(cs->object, cs->len, so);
+}
+
+static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe) {
   if (!p || !exe || !p->g) return fsl_errorf(FSL_ERR_ARG, "cpu compile: NULL argument");
   *exe = NULL;
   cpu_exe *x = calloc(1, sizeof *x);
@@ -124,10 +153,11 @@ static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
   x->stats.n_fallback = L->n_fallback;
   x->stats.n_opaque = L->n_opaque;
   if (st == FSL_OK && L->n_generated > 0) {
-    char what[96];
-    snprintf(what, sizeof what, "%d generated kernel%s for the cpu backend", L->n_generated,
-             L->n_generated == 1 ? "" : "s");
-    st = fsl_cpu_so_load(L->src.p, what, &x->so);
+    st = load_code(L, cs, &x->so);
+    if (st == FSL_OK && cs->imported) {
+      if (!(x->object = malloc(cs->len))) st = oom();
+      else memcpy(x->object, cs->object, x->object_len = cs->len);
+    }
     if (st == FSL_OK) {
       x->stats.cache_hit = x->so.cache_hit;
       x->stats.compile_s = x->so.compile_s;
@@ -159,6 +189,46 @@ static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
   }
   *exe = x;
   return FSL_OK;
+}
+
+static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
+  code_source cs = {0};
+  return build_exe(p, &cs, exe);
+}
+
+/* Exported executable: u64 hash of the generated source, u64 length, u64
+ * hash and the bytes of the shared object (length 0 when nothing is
+ * generated).  The object's hash is checked before dlopen, which is not
+ * hardened against malformed objects. */
+static fsl_status cpu_export(const void *exe, fsl_bytes *out) {
+  const cpu_exe *x = exe;
+  if (!x || !out) return fsl_errorf(FSL_ERR_ARG, "cpu export: NULL argument");
+  fsl_bytes_u64(out, fsl_hash(FSL_HASH_INIT, x->low.src.p, x->low.src.len));
+  void *obj = x->object;
+  size_t len = x->object_len;
+  if (x->so.handle && !obj) {
+    fsl_status st = fsl_read_file(x->so.path, (size_t)1 << 31, &obj, &len);
+    if (st != FSL_OK) return fsl_error_context(st, "the plan's kernel object");
+  }
+  fsl_bytes_u64(out, obj ? len : 0);
+  fsl_bytes_u64(out, obj ? fsl_hash(FSL_HASH_INIT, obj, len) : 0);
+  if (obj) fsl_bytes_put(out, obj, len);
+  if (obj != x->object) free(obj);
+  return out->oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
+}
+
+static fsl_status cpu_import(const fsl_plan *p, const void *data, size_t len, void **exe) {
+  fsl_reader r = {data, (const unsigned char *)data + len, false};
+  code_source cs = {0};
+  cs.src_hash = fsl_read_u64(&r);
+  uint64_t obj_len = fsl_read_u64(&r), obj_hash = fsl_read_u64(&r);
+  cs.object = fsl_read_take(&r, obj_len);
+  cs.len = (size_t)obj_len;
+  if (r.bad || r.p != r.end) return fsl_errorf(FSL_ERR_INVALID, "the cpu executable record is malformed");
+  if (fsl_hash(FSL_HASH_INIT, cs.object, cs.len) != obj_hash)
+    return fsl_errorf(FSL_ERR_INVALID, "the compiled kernels in the file are damaged (checksum mismatch)");
+  cs.imported = true;
+  return build_exe(p, &cs, exe);
 }
 
 /* ---- run ---- */
@@ -435,6 +505,9 @@ const fsl_backend fsl_backend_cpu = {
     .profiler_init = fsl_cpu_profiler_init,
     .supports = cpu_supports,
     .compile = cpu_compile,
+    .fingerprint = fsl_cpu_fingerprint,
+    .export_exe = cpu_export,
+    .import_exe = cpu_import,
     .run = cpu_run,
     .exe_info = cpu_exe_info,
     .free_exe = free_exe,

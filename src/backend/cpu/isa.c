@@ -76,3 +76,38 @@ fsl_status fsl_cpu_isa_get(fsl_cpu_isa *out) {
   if (g_status != FSL_OK) return fsl_errorf(g_status, "%s", g_msg);
   return FSL_OK;
 }
+
+void fsl_cpu_machine(char *model, size_t len, uint64_t *flags_hash) {
+  if (len) model[0] = 0;
+  *flags_hash = 0;
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char ln[8192];
+  bool have_model = false, have_flags = false;
+  while (!(have_model && have_flags) && fgets(ln, sizeof ln, f)) {
+    char *colon = strchr(ln, ':');
+    if (!colon) continue;
+    char *v = colon + 1 + (colon[1] == ' ');
+    v[strcspn(v, "\n")] = 0;
+    if (!have_model && !strncmp(ln, "model name", 10)) {
+      snprintf(model, len, "%s", v);
+      have_model = true;
+    } else if (!have_flags && !strncmp(ln, "flags", 5)) {
+      *flags_hash = fsl_hash(FSL_HASH_INIT, v, strlen(v));
+      have_flags = true;
+    }
+  }
+  fclose(f);
+}
+
+void fsl_cpu_fingerprint(char *buf, size_t len) {
+  char model[160];
+  uint64_t flags;
+  fsl_cpu_machine(model, sizeof model, &flags);
+  fsl_cpu_isa isa;
+  fsl_cpu_isa_get(&isa);
+  fsl_error_clear();
+  const dnnl_version_t *dv = dnnl_version();
+  snprintf(buf, len, "%s | cpu flags %016llx | isa %s | oneDNN %d.%d.%d", model[0] ? model : "unknown cpu",
+           (unsigned long long)flags, isa.name, dv->major, dv->minor, dv->patch);
+}

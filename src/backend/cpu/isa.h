@@ -38,4 +38,15 @@ typedef struct fsl_cpu_isa {
  */
 fsl_status fsl_cpu_isa_get(fsl_cpu_isa *out);
 
+/** This machine as generated code sees it: the CPU model name (model[len],
+ *  "" when unknown) and a hash of its feature flags (0 when unknown), from
+ *  the first processor of /proc/cpuinfo. */
+void fsl_cpu_machine(char *model, size_t len, uint64_t *flags_hash);
+
+/** What a compiled CPU executable depends on, as one line: CPU model, its
+ *  feature flags (hashed), the target ISA (FSL_CPU_ISA) and oneDNN's
+ *  version.  A compiled model file (.fsl) made here loads only where this
+ *  is the same (backend.h, fingerprint). */
+void fsl_cpu_fingerprint(char *buf, size_t len);
+
 #endif
