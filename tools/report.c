@@ -541,7 +541,10 @@ int cmd_report(options *o) {
   if (rc == EXIT_OK) rc = report_model(o, m, &d, list);
   /* a strategy that failed is shown in the page; loading or binding failing is not a report */
   bool measured = false;
-  for (int i = 0; i < d.n_rows; i++) measured = measured || d.rows[i].have_info || d.rows[i].rc == EXIT_OK;
+  for (int i = 0; i < d.n_rows; i++) measured = measured || d.rows[i].have_info;
+  if (!measured && rc == EXIT_OK) rc = EXIT_RUNTIME;
+  if (!measured && d.n_rows > 0 && (d.rows[0].error[0] || rc != EXIT_OK))
+    fprintf(stderr, "fissile: error: no strategy could be measured: '%s' not written\n", o->plan_out);
   if (measured) {
     int w = report_write_file(o->plan_out, html_writer, &d);
     if (w == EXIT_OK && o->json) w = report_write_file(o->json, json_writer, &d);

@@ -222,11 +222,14 @@ static void write_breakdown(FILE *f, const report_data *d) {
   qsort(rk, (size_t)d->n_kernels, sizeof *rk, cmp_ranked);
   char b1[32], b2[32];
   fputs("<p>", f);
-  if (d->kernels_timed)
+  if (d->kernels_timed) {
     fprintf(f, "<b>Measured</b>: each of the %d kernels was timed now, standalone, as the %s backend runs it "
-            "(warm-up, then the median of at least 5 runs on fresh random inputs); %d could be measured, the "
-            "others (opaque or reference-fallback kernels) show the plan's cost. ",
-            d->n_kernels, d->backend, n_measured);
+            "(warm-up, then the median of at least 5 runs on fresh random inputs). ",
+            d->n_kernels, d->backend);
+    if (n_measured < d->n_kernels)
+      fprintf(f, "%d could not be measured (opaque or reference-fallback kernels) and show the plan's cost. ",
+              d->n_kernels - n_measured);
+  }
   else
     fprintf(f, "<b>Predicted</b>: the plan's cost of each of the %d kernels (the roofline model, or a measured "
             "time where the plan was profiled). ", d->n_kernels);
