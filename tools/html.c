@@ -5,8 +5,30 @@
 #include <math.h>
 #include <string.h>
 
+/* Length of the well-formed UTF-8 sequence at p (1 to 4 bytes), 0 when it
+ * is not one (stray continuation, overlong form, surrogate, beyond
+ * U+10FFFF, cut short: model strings are untrusted, and cut at a byte
+ * count when shortened). */
+static int utf8_len(const unsigned char *p) {
+  if (p[0] < 0x80) return 1;
+  int n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+  for (int i = 1; i < n; i++) /* stops at the terminating NUL */
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) || (p[0] == 0xf0 && p[1] < 0x90) ||
+      (p[0] == 0xf4 && p[1] >= 0x90))
+    return 0;
+  return n;
+}
+
 void html_text(FILE *f, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
+    if (*p >= 0x80) {
+      int n = utf8_len(p);
+      if (n == 0) fputs("\xef\xbf\xbd", f);
+      else fwrite(p, 1, (size_t)n, f);
+      if (n > 1) p += n - 1;
+      continue;
+    }
     switch (*p) {
     case '&': fputs("&amp;", f); break;
     case '<': fputs("&lt;", f); break;

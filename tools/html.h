@@ -10,7 +10,8 @@
 
 /** Writes s with &, <, >, " and ' escaped (valid in HTML text, HTML
  *  attribute values and XML), and control characters other than tab and
- *  newline as U+FFFD; NULL writes nothing. */
+ *  newline, and bytes that are not well-formed UTF-8, as U+FFFD; NULL
+ *  writes nothing. */
 void html_text(FILE *f, const char *s);
 
 /** A duration in seconds with its unit: "1.234 s", "12.345 ms", "56.78 µs"

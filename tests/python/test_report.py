@@ -34,7 +34,7 @@ def small_model():
     b = numpy_helper.from_array(rng.standard_normal((32,)).astype(np.float32), "B")
     nodes = [
         helper.make_node("MatMul", ["x", "W"], ["h"], name=EVIL),
-        helper.make_node("Add", ["h", "B"], ["a"], name="add_bias"),
+        helper.make_node("Add", ["h", "B"], ["a"], name="add_bias_\u00f1\u2713"),
         helper.make_node("Relu", ["a"], ["r"], name="relu1"),
         helper.make_node("Softmax", ["r"], ["y"], name="softmax1", axis=-1),
     ]
@@ -118,7 +118,8 @@ def check_page(html: str, data: dict):
     assert kinds == {k: v for k, v in optimal["by_kind"].items() if v}
     # every ONNX node appears in the breakdown, the MatMul with its escaped name
     nodes = {(n["op_type"], n["name"]) for k in bd["kernels"] for n in k["onnx_nodes"]}
-    assert nodes == {("MatMul", EVIL), ("Add", "add_bias"), ("Relu", "relu1"), ("Softmax", "softmax1")}
+    assert nodes == {("MatMul", EVIL), ("Add", "add_bias_\u00f1\u2713"), ("Relu", "relu1"), ("Softmax", "softmax1")}
+    assert "add_bias_\u00f1\u2713" in html  # non-ASCII names pass through as UTF-8
     # histograms
     assert {o["op"]: o["count"] for o in data["onnx_ops"]} == {"MatMul": 1, "Add": 1, "Relu": 1, "Softmax": 1}
     assert "ONNX ops: 4 nodes, 4 distinct ops" in html
