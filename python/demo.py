@@ -108,7 +108,7 @@ def main() -> int:
             rc = subprocess.run(cmd).returncode
             if rc != 0:
                 return rc
-            print(f"report: {page.resolve()}")
+            print(f"demo: the HTML report is {page.resolve()}")
     print(f"\ndemo: {'OK' if ok else 'MISMATCH'} (worst relative L2 error {worst:.2e})")
     return 0 if ok else 1
 

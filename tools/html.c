@@ -90,11 +90,15 @@ static void svg_label(FILE *f, double x, double y, const char *anchor, const cha
 }
 
 void svg_bar_chart(FILE *f, const char *title, const svg_bar *bars, int n, int width) {
-  double max = 0;
-  for (int i = 0; i < n; i++) {
-    if (isfinite(bars[i].value) && bars[i].value > max) max = bars[i].value;
-    if (isfinite(bars[i].hi) && bars[i].hi > max) max = bars[i].hi;
-  }
+  /* the scale fits the bars and their whiskers, but a whisker longer than
+   * twice the longest bar (one slow outlier run) is cut at the edge so
+   * that it does not squash every bar */
+  double vmax = 0, max = 0;
+  for (int i = 0; i < n; i++)
+    if (isfinite(bars[i].value) && bars[i].value > vmax) vmax = bars[i].value;
+  max = vmax;
+  for (int i = 0; i < n; i++)
+    if (isfinite(bars[i].hi) && bars[i].hi > max) max = vmax > 0 && bars[i].hi > 2 * vmax ? 2 * vmax : bars[i].hi;
   int plot_w = width - LABEL_W - VALUE_W;
   if (plot_w < 50) plot_w = 50;
   int height = TITLE_H + n * ROW_H + 8;
@@ -111,12 +115,13 @@ void svg_bar_chart(FILE *f, const char *title, const svg_bar *bars, int n, int w
     }
     double end = w;
     if (isfinite(b->lo) && isfinite(b->hi) && max > 0) {
-      double x0 = LABEL_W + b->lo / max * plot_w, x1 = LABEL_W + b->hi / max * plot_w;
+      bool cut = b->hi > max;
+      double x0 = LABEL_W + fmin(b->lo, max) / max * plot_w, x1 = LABEL_W + fmin(b->hi, max) / max * plot_w;
       double ym = y + ROW_H / 2.0;
-      fprintf(f,
-              "<path d=\"M%.1f %.1fH%.1fM%.1f %.1fV%.1fM%.1f %.1fV%.1f\" stroke=\"#222\" stroke-width=\"1.2\" "
-              "fill=\"none\"/>\n",
-              x0, ym, x1, x0, ym - 5, ym + 5, x1, ym - 5, ym + 5);
+      fprintf(f, "<path d=\"M%.1f %.1fH%.1fM%.1f %.1fV%.1f", x0, ym, x1, x0, ym - 5, ym + 5);
+      if (cut) fprintf(f, "M%.1f %.1fL%.1f %.1fL%.1f %.1f", x1 - 5, ym - 4, x1, ym, x1 - 5, ym + 4); /* goes on */
+      else fprintf(f, "M%.1f %.1fV%.1f", x1, ym - 5, ym + 5);
+      fputs("\" stroke=\"#222\" stroke-width=\"1.2\" fill=\"none\"/>\n", f);
       if (x1 - LABEL_W > end) end = x1 - LABEL_W;
     }
     char txt[160];

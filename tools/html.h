@@ -33,8 +33,9 @@ typedef struct svg_bar {
 } svg_bar;
 
 /** Writes a horizontal bar chart of n bars as one <svg> element, `width`
- *  pixels wide, scaled so the largest value or whisker fits; title is the
- *  chart's caption (escaped). */
+ *  pixels wide, scaled so the largest value and whisker fit (a whisker
+ *  beyond twice the largest value is cut at the edge, drawn as an arrow);
+ *  title is the chart's caption (escaped). */
 void svg_bar_chart(FILE *f, const char *title, const svg_bar *bars, int n, int width);
 
 /** One row of svg_stacked_chart: n_seg values (counts) stacked left to right. */

@@ -21,7 +21,9 @@ static const char *k_style =
     "h1{font-size:22px;margin-bottom:4px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc}"
     "table{border-collapse:collapse;font-size:13px;margin:8px 0}"
     "th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;vertical-align:top}"
-    "th{background:#f4f4f4}td.l,th.l{text-align:left}"
+    "th{background:#f4f4f4;white-space:nowrap}td{white-space:nowrap}td.l,th.l{text-align:left}"
+    "td.nodes{white-space:normal;overflow-wrap:anywhere;min-width:260px;font-size:12px}"
+    "td.wrap{white-space:normal;overflow-wrap:anywhere}"
     ".meta{font-size:13px;color:#444}.note{background:#fff8e1;border-left:4px solid #f2c14e;padding:6px 10px;font-size:13px}"
     ".err{color:#b00}.graph{overflow:auto;max-height:900px;border:1px solid #ddd;margin-top:8px}"
     ".graph svg{max-width:none}code{font-size:12px}";
@@ -110,7 +112,7 @@ static void write_strategy_table(FILE *f, const report_data *d) {
       if (r->have_info && pi->n_fallback) fprintf(f, " (%d kernels through the reference fallback)", pi->n_fallback);
       fputs("</td>", f);
     } else {
-      fputs("<td class=\"l err\">error: ", f);
+      fputs("<td class=\"l err wrap\">error: ", f);
       html_text(f, r->error);
       fputs("</td>", f);
     }
@@ -126,7 +128,7 @@ static void write_strategy_table(FILE *f, const report_data *d) {
     snprintf(b3, sizeof b3, "%s \xe2\x80\x93 %s", fmt_time(p->p10_s, b1, sizeof b1), fmt_time(p->p90_s, b2, sizeof b2));
     text_tag(f, "td", NULL, isnan(p->p10_s) && isnan(p->p90_s) ? "-" : b3);
     cell_time(f, p->min_s);
-    fputs("<td>-</td><td>-</td><td class=\"l\">peer (--peer ", f);
+    fputs("<td>-</td><td>-</td><td class=\"l wrap\">peer (--peer ", f);
     html_text(f, d->o->peer);
     fputs(")</td></tr>\n", f);
   }
@@ -273,7 +275,7 @@ static void write_breakdown(FILE *f, const report_data *d) {
     cell_time(f, k->info.roofline_s);
     text_tag(f, "td", NULL, fmt_count(k->info.flops, b1, sizeof b1));
     text_tag(f, "td", NULL, fmt_bytes(k->info.bytes, b2, sizeof b2));
-    fputs("<td class=\"l\">", f);
+    fputs("<td class=\"l nodes\">", f);
     write_origins(f, k);
     fputs("</td></tr>\n", f);
   }
