@@ -13,7 +13,8 @@
 #                AVX2-only one would (part of make test)
 #   make test-minimal  the library built without optional backends
 #                (-DFSL_BACKEND_CPU=OFF): unit tests and reference conformance
-#   make demo    fetch a real trained model, inspect it and run it
+#   make demo    fetch a real trained model, inspect it and run it, bench it and
+#                write the HTML report (build/report.html)
 #   make bench   front-end (import + compile) timings -> bench/results/
 #
 # Variables: JOBS (default 2), FUZZ_SECONDS (default 60), PYTEST_ARGS.

@@ -348,6 +348,53 @@ bool fsl_model_is_compiled(const fsl_model *m);
 /** fissile's version ("0.1.0"), as written into compiled model files. */
 const char *fsl_version(void);
 
+/* ---- kernels of the plan (src/api_plan.c) ---- */
+/** One kernel of the compiled plan (fsl_model_kernel_info). */
+typedef struct fsl_kernel_info {
+  int index;               /**< position in the plan's execution order */
+  int kind;                /**< 0 loop, 1 reduce, 2 linear, 3 opaque (the order of fsl_plan_info.n_by_kind) */
+  const char *kind_name;   /**< "loop", "reduce", "linear" or "opaque" (static storage) */
+  int n_primitives;        /**< primitive nodes the kernel computes */
+  double cost_s;           /**< the kernel's cost in the plan, seconds: its measured time when the plan
+                                was profiled (fsl_model_set_profile) and the kernel could be measured,
+                                else roofline_s; the plan's predicted_s is their sum */
+  double roofline_s;       /**< roofline prediction on the plan's device, seconds:
+                                max(bytes / bandwidth, flops / peak) + launch cost */
+  bool cost_measured;      /**< cost_s is a measured time (profiled plan), not the roofline */
+  double flops;            /**< arithmetic operations (FLOP; integer ops count too), 0 for pure movement */
+  double bytes;            /**< bytes moved: inputs read (a broadcast source once) + outputs written */
+  int n_onnx_nodes;        /**< distinct ONNX nodes the primitives came from (fsl_model_kernel_origin) */
+} fsl_kernel_info;
+
+/** Number of kernels of the compiled plan; 0 when there is none (NULL
+ *  model, or compiled without a strategy or plan backend). */
+int fsl_model_num_kernels(const fsl_model *m);
+/** Describes kernel k, 0 <= k < fsl_model_num_kernels(m), of the plan in
+ *  execution order.  Valid until the next compile or free.
+ *  Errors: FSL_ERR_ARG (NULL, no plan, k out of range). */
+fsl_status fsl_model_kernel_info(const fsl_model *m, int k, fsl_kernel_info *out);
+/** The j-th distinct ONNX node (0 <= j < fsl_kernel_info.n_onnx_nodes, in
+ *  the order of the kernel's primitives) whose fission made primitives of
+ *  kernel k: its name as in the model ("" when unnamed; untrusted model
+ *  data: escape it before showing it in markup) and op_type.  The strings
+ *  live in the model until the next compile or free.
+ *  Errors: FSL_ERR_ARG (NULL, no plan, k or j out of range). */
+fsl_status fsl_model_kernel_origin(const fsl_model *m, int k, int j, const char **name, const char **op_type);
+/**
+ * Times every kernel of the compiled plan standalone, as the backend runs
+ * it (the CPU backend's profiler, the one fsl_model_set_profile uses:
+ * warm-up, then the median of at least 5 runs on fresh random inputs),
+ * now, without the profile cache.  secs[k] receives seconds per run of
+ * kernel k, or NaN when it cannot be measured (opaque kernels, kernels the
+ * backend runs through the reference interpreter).  n must equal
+ * fsl_model_num_kernels(m).  Takes about 10 ms per kernel plus compiling
+ * the kernels (cached like the backend's).
+ * Errors: FSL_ERR_ARG (NULL, no plan, n wrong), FSL_ERR_UNSUPPORTED (no
+ * backend of this build can time kernels), FSL_ERR_RUNTIME (the C compiler
+ * cannot build the kernels), FSL_ERR_NOMEM.
+ */
+fsl_status fsl_model_time_kernels(fsl_model *m, double *secs, int n);
+
 /* ---- tensors on disk ---- */
 /** Reads an ONNX TensorProto file (.pb, as in the ONNX backend test data)
  *  into a newly allocated tensor (name from the proto, may be empty).

@@ -11,6 +11,15 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The q-quantile of sorted[0..n) (n >= 1), interpolated linearly between
+ * order statistics (numpy's default, "linear"). */
+static double quantile(const double *sorted, int n, double q) {
+  double pos = q * (n - 1);
+  int i = (int)pos;
+  if (i >= n - 1) return sorted[n - 1];
+  return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
+}
+
 static int bench_error(bench_row *row, fsl_status st) {
   const char *msg = st == FSL_ERR_NOMEM ? "out of memory" : fsl_last_error();
   snprintf(row->error, sizeof row->error, "%s", msg && *msg ? msg : fsl_status_name(st));
@@ -74,6 +83,8 @@ static int bench_strategy(const options *o, fsl_model *m, const char *backend, b
   int n = row->n_times;
   row->median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   row->min_s = sorted[0];
+  row->p10_s = quantile(sorted, n, 0.10);
+  row->p90_s = quantile(sorted, n, 0.90);
   double sum = 0;
   for (int i = 0; i < n; i++) sum += sorted[i];
   row->mean_s = sum / n;
@@ -130,8 +141,7 @@ static void print_bench_table(const options *o, const char *backend, const bench
   }
 }
 
-/* Parses --strategies (or --strategy) into list; returns the count or -1. */
-static int bench_strategies(const options *o, fsl_strategy *list) {
+int bench_strategies(const options *o, fsl_strategy *list) {
   if (!o->strategies) {
     if (o->strategy >= 0) {
       list[0] = (fsl_strategy)o->strategy;
@@ -151,12 +161,28 @@ static int bench_strategies(const options *o, fsl_strategy *list) {
   return n > 0 ? n : -1;
 }
 
+const char *bench_backend(const options *o) {
+  return o->backend ? o->backend : fsl_backend_default();
+}
+
+int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row *rows, int n, bench_hook hook,
+                  void *ctx) {
+  int first_rc = EXIT_OK;
+  for (int i = 0; i < n; i++) {
+    fprintf(stderr, "fissile: %s: %s ...\n", o->cmd, fsl_strategy_name(rows[i].strategy));
+    int r = bench_strategy(o, m, backend, &rows[i]);
+    if (r == EXIT_OK && hook) r = hook(ctx, m, &rows[i]);
+    if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
+  }
+  return first_rc;
+}
+
 int cmd_bench(options *o) {
   fsl_strategy list[FSL_STRATEGY_COUNT * 4];
   int n = bench_strategies(o, list);
   if (n < 0) return usage_error("--strategies expects a comma-separated list of unfused, opfuse, greedy, optimal; got '%s'",
                                 o->strategies);
-  const char *backend = o->backend ? o->backend : fsl_backend_default();
+  const char *backend = bench_backend(o);
   if (o->threads > 0) fsl_set_num_threads(o->threads);
   fsl_model *m = NULL;
   int rc = load_model(o, &m);
@@ -167,13 +193,8 @@ int cmd_bench(options *o) {
   }
   bench_row rows[FSL_STRATEGY_COUNT * 4];
   memset(rows, 0, sizeof rows);
-  int first_rc = EXIT_OK;
-  for (int i = 0; i < n; i++) {
-    rows[i].strategy = list[i];
-    fprintf(stderr, "fissile: bench: %s ...\n", fsl_strategy_name(list[i]));
-    int r = bench_strategy(o, m, backend, &rows[i]);
-    if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
-  }
+  for (int i = 0; i < n; i++) rows[i].strategy = list[i];
+  int first_rc = bench_measure(o, m, backend, rows, n, NULL, NULL);
   print_bench_table(o, backend, rows, n);
   if (o->json) {
     int r = write_bench_json(o, backend, rows, n);

@@ -70,6 +70,8 @@ static void add_strategy(cJSON *list, const bench_row *r) {
   add_num(s, "median_s", r->median_s, ok);
   add_num(s, "min_s", r->min_s, ok);
   add_num(s, "mean_s", r->mean_s, ok);
+  add_num(s, "p10_s", r->p10_s, ok);
+  add_num(s, "p90_s", r->p90_s, ok);
   cJSON *times = cJSON_AddArrayToObject(s, "times_s");
   for (int t = 0; times && ok && t < r->n_times; t++) {
     cJSON *item = num_or_null(r->times[t], true);

@@ -35,8 +35,9 @@ typedef struct options {
   const char *backend;      /* NULL: not given */
   int threads;              /* 0: default */
   int repeats, warmup;      /* bench */
-  const char *json;         /* bench --json FILE */
-  const char *plan_out;     /* compile -o FILE */
+  const char *json;         /* bench/report --json FILE */
+  const char *plan_out;     /* compile -o FILE (the plan's DOT); report -o FILE (the page) */
+  const char *peer;         /* report --peer FILE.json */
   const char *strategies;   /* bench --strategies a,b */
   bool profile;             /* --profile: measured kernel costs */
 } options;

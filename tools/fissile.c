@@ -1,12 +1,14 @@
 /*
  * fissile.c — the command-line tool.  Uses the public API (fissile.h) and
  * src/core's dtype helpers (element load/store, f16/bf16 conversion).  The
- * bench subcommand is in bench.c, its --json writer in bench_json.c.
+ * bench subcommand is in bench.c, its --json writer in bench_json.c; report
+ * in report.c (page: report_html.c, html.c; --json: report_json.c).
  *
  *   fissile run MODEL [options]       run (reference interpreter or a backend)
  *   fissile compile MODEL [options]   build a strategy's plan, print its summary
  *   fissile explain MODEL [options]   Graphviz DOT of a plan's kernels
  *   fissile bench MODEL [options]     every strategy: kernels, predicted and measured time
+ *   fissile report MODEL -o F.html    the same and more, as one HTML page
  *   fissile inspect MODEL [options]   opsets, inputs/outputs, op histograms
  *   fissile dot MODEL [options]       Graphviz DOT of the graph
  *   fissile print MODEL [options]     text form of the graph
@@ -18,6 +20,7 @@
 #include "fissile.h"
 #include "core/core.h"
 #include "bench.h"
+#include "report.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -55,6 +58,7 @@ static void usage_main(FILE *f) {
           "  compile   build the plan of a fusion strategy and print its summary\n"
           "  explain   write a plan as Graphviz DOT to stdout (kernels as clusters)\n"
           "  bench     every strategy: kernels, predicted and measured latency, memory\n"
+          "  report    every strategy measured, as one HTML page (charts, kernels, plan graph)\n"
           "  inspect   show opsets, inputs/outputs and op histograms\n"
           "  dot       write the graph as Graphviz DOT to stdout\n"
           "  print     write the graph as text to stdout\n"
@@ -168,6 +172,8 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "                        kernel times' source is printed after the table\n"
             "  -h, --help            this help\n\n%s",
             k_bind_help, backend_list(), k_exit_codes);
+  } else if (!strcmp(cmd, "report")) {
+    report_usage(f, k_bind_help, backend_list(), k_exit_codes);
   } else if (!strcmp(cmd, "inspect")) {
     fprintf(f,
             "usage: fissile inspect MODEL [--shape NAME=DIMS]... [--dim PARAM=N]... [--time]\n\n"
@@ -271,7 +277,8 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
   bool missing = false;
   bool is_run = !strcmp(o->cmd, "run");
   bool is_graph = !strcmp(o->cmd, "dot") || !strcmp(o->cmd, "print");
-  bool is_bench = !strcmp(o->cmd, "bench");
+  bool is_report = !strcmp(o->cmd, "report");
+  bool is_bench = !strcmp(o->cmd, "bench") || is_report; /* report takes bench's options */
   bool is_plan = is_run || is_bench || !strcmp(o->cmd, "compile") || !strcmp(o->cmd, "explain");
   if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = true; return EXIT_OK; }
   if (!strcmp(a, "--time")) { o->time = true; return EXIT_OK; }
@@ -310,7 +317,7 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     if (!parse_count(v, 1, &o->threads)) return usage_error("--threads expects a positive integer, got '%s'", v);
     return EXIT_OK;
   }
-  if (!strcmp(o->cmd, "compile") && ((v = opt_value(argc, argv, i, "-o", &missing)) ||
+  if ((!strcmp(o->cmd, "compile") || is_report) && ((v = opt_value(argc, argv, i, "-o", &missing)) ||
                                      (v = opt_value(argc, argv, i, "--output", &missing)))) {
     o->plan_out = v;
     return EXIT_OK;
@@ -325,6 +332,10 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
   }
   if (is_bench && (v = opt_value(argc, argv, i, "--json", &missing))) {
     o->json = v;
+    return EXIT_OK;
+  }
+  if (is_report && (v = opt_value(argc, argv, i, "--peer", &missing))) {
+    o->peer = v;
     return EXIT_OK;
   }
   if (is_bench && (v = opt_value(argc, argv, i, "--strategies", &missing))) {
@@ -908,7 +919,8 @@ static int cmd_compile(options *o, bool explain) {
 /* ---- main ---- */
 static bool known_cmd(const char *c) {
   return !strcmp(c, "run") || !strcmp(c, "inspect") || !strcmp(c, "dot") || !strcmp(c, "print") ||
-         !strcmp(c, "compile") || !strcmp(c, "explain") || !strcmp(c, "bench");
+         !strcmp(c, "compile") || !strcmp(c, "explain") || !strcmp(c, "bench") ||
+         !strcmp(c, "report");
 }
 
 /** Entry point: dispatches to a subcommand; returns an exit code. */
@@ -949,6 +961,7 @@ int main(int argc, char **argv) {
   else if (rc == EXIT_OK && !strcmp(cmd, "compile")) rc = cmd_compile(&o, false);
   else if (rc == EXIT_OK && !strcmp(cmd, "explain")) rc = cmd_compile(&o, true);
   else if (rc == EXIT_OK && !strcmp(cmd, "bench")) rc = cmd_bench(&o);
+  else if (rc == EXIT_OK && !strcmp(cmd, "report")) rc = cmd_report(&o);
   else if (rc == EXIT_OK) rc = cmd_graph(&o, !strcmp(cmd, "dot"));
   fflush(stdout);
   free_options(&o);

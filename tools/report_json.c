@@ -1,0 +1,157 @@
+/* report_json.c — `fissile report --json FILE`: the numbers the page shows,
+ * as JSON (cJSON; seconds as plain numbers, NaN as null). */
+#include "report.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+
+static void add_num(cJSON *obj, const char *key, double v) {
+  cJSON *item = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+  if (!cJSON_AddItemToObject(obj, key, item)) cJSON_Delete(item);
+}
+
+static void add_strategy(cJSON *list, const bench_row *r) {
+  cJSON *s = cJSON_CreateObject();
+  if (!s || !cJSON_AddItemToArray(list, s)) {
+    cJSON_Delete(s);
+    return;
+  }
+  bool ok = r->rc == EXIT_OK;
+  cJSON_AddStringToObject(s, "strategy", fsl_strategy_name(r->strategy));
+  cJSON_AddStringToObject(s, "status", ok ? "ok" : "error");
+  cJSON_AddStringToObject(s, "error", r->error);
+  if (r->have_info) {
+    const fsl_plan_info *pi = &r->info;
+    cJSON_AddNumberToObject(s, "kernels", pi->n_kernels);
+    cJSON *kinds = cJSON_AddObjectToObject(s, "by_kind");
+    for (int k = 0; kinds && k < FSL_PLAN_KINDS; k++) cJSON_AddNumberToObject(kinds, k_kind_names[k], pi->n_by_kind[k]);
+    cJSON_AddNumberToObject(s, "recomputed", pi->n_recomputed);
+    add_num(s, "predicted_s", pi->predicted_s);
+    add_num(s, "orchestrate_s", pi->orchestrate_s);
+    cJSON_AddNumberToObject(s, "peak_bytes", (double)pi->peak_bytes);
+    cJSON_AddNumberToObject(s, "fallback", pi->n_fallback);
+  }
+  add_num(s, "median_s", ok ? r->median_s : NAN);
+  add_num(s, "p10_s", ok ? r->p10_s : NAN);
+  add_num(s, "p90_s", ok ? r->p90_s : NAN);
+  add_num(s, "min_s", ok ? r->min_s : NAN);
+  cJSON *times = cJSON_AddArrayToObject(s, "times_s");
+  for (int t = 0; times && ok && t < r->n_times; t++) cJSON_AddItemToArray(times, cJSON_CreateNumber(r->times[t]));
+}
+
+static void add_kernel(cJSON *list, const report_kernel *k) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o || !cJSON_AddItemToArray(list, o)) {
+    cJSON_Delete(o);
+    return;
+  }
+  cJSON_AddNumberToObject(o, "index", k->info.index);
+  cJSON_AddStringToObject(o, "kind", k->info.kind_name);
+  cJSON_AddNumberToObject(o, "primitives", k->info.n_primitives);
+  add_num(o, "time_s", k->time_s);
+  add_num(o, "cost_s", k->info.cost_s);
+  cJSON_AddBoolToObject(o, "cost_measured", k->info.cost_measured);
+  add_num(o, "roofline_s", k->info.roofline_s);
+  add_num(o, "flops", k->info.flops);
+  add_num(o, "bytes", k->info.bytes);
+  cJSON *nodes = cJSON_AddArrayToObject(o, "onnx_nodes");
+  for (int j = 0; nodes && j < k->n_origins; j++) {
+    cJSON *n = cJSON_CreateObject();
+    if (!n || !cJSON_AddItemToArray(nodes, n)) {
+      cJSON_Delete(n);
+      return;
+    }
+    cJSON_AddStringToObject(n, "name", k->origin_name[j]);
+    cJSON_AddStringToObject(n, "op_type", k->origin_op[j]);
+  }
+}
+
+static void add_hist(cJSON *doc, const char *key, const report_hist *h) {
+  if (!h->ok) {
+    cJSON_AddNullToObject(doc, key);
+    return;
+  }
+  cJSON *list = cJSON_AddArrayToObject(doc, key);
+  for (int i = 0; list && i < h->n; i++) {
+    cJSON *e = cJSON_CreateObject();
+    if (!e || !cJSON_AddItemToArray(list, e)) {
+      cJSON_Delete(e);
+      return;
+    }
+    cJSON_AddStringToObject(e, "op", h->ops[i].op);
+    cJSON_AddStringToObject(e, "kind", h->ops[i].kind);
+    cJSON_AddNumberToObject(e, "count", h->ops[i].count);
+  }
+}
+
+static cJSON *report_document(const report_data *d) {
+  cJSON *doc = cJSON_CreateObject();
+  if (!doc) return NULL;
+  const options *o = d->o;
+  cJSON_AddStringToObject(doc, "model", o->model);
+  cJSON_AddStringToObject(doc, "fissile", d->version);
+  cJSON_AddStringToObject(doc, "date", d->date);
+  cJSON_AddStringToObject(doc, "backend", d->backend);
+  cJSON_AddStringToObject(doc, "threads", d->threads);
+  cJSON_AddNumberToObject(doc, "repeats", o->repeats);
+  cJSON_AddNumberToObject(doc, "warmup", o->warmup);
+  const char *device = "";
+  for (int i = 0; i < d->n_rows; i++)
+    if (d->rows[i].have_info) device = d->rows[i].info.device;
+  cJSON_AddStringToObject(doc, "device", device);
+  cJSON *list = cJSON_AddArrayToObject(doc, "strategies");
+  for (int i = 0; list && i < d->n_rows; i++) add_strategy(list, &d->rows[i]);
+  if (d->peer.have) {
+    cJSON *p = cJSON_AddObjectToObject(doc, "peer");
+    if (p) {
+      cJSON_AddStringToObject(p, "name", d->peer.name);
+      add_num(p, "median_s", d->peer.median_s);
+      add_num(p, "p10_s", d->peer.p10_s);
+      add_num(p, "p90_s", d->peer.p90_s);
+      add_num(p, "min_s", d->peer.min_s);
+    }
+  } else {
+    cJSON_AddNullToObject(doc, "peer");
+  }
+  cJSON *b = cJSON_AddObjectToObject(doc, "breakdown");
+  if (b) {
+    if (d->breakdown_strategy >= 0)
+      cJSON_AddStringToObject(b, "strategy", fsl_strategy_name((fsl_strategy)d->breakdown_strategy));
+    else
+      cJSON_AddNullToObject(b, "strategy");
+    cJSON_AddStringToObject(b, "source", d->kernels_timed ? "measured" : "plan cost");
+    cJSON_AddStringToObject(b, "note", d->kernels_note);
+    cJSON *ks = cJSON_AddArrayToObject(b, "kernels");
+    for (int k = 0; ks && k < d->n_kernels; k++) add_kernel(ks, &d->kernels[k]);
+  }
+  cJSON_AddBoolToObject(doc, "plan_graph", d->plan_svg != NULL);
+  cJSON_AddStringToObject(doc, "plan_note", d->plan_note);
+  add_hist(doc, "onnx_ops", &d->onnx_hist);
+  add_hist(doc, "primitives", &d->prim_hist);
+  return doc;
+}
+
+/* cJSON returns NULL from an add that cannot allocate and goes on; a
+ * malloc that remembers a failure tells the document is incomplete. */
+static bool json_oom;
+
+static void *json_malloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) json_oom = true;
+  return p;
+}
+
+char *report_json_text(const report_data *d) {
+  cJSON_Hooks hooks = {.malloc_fn = json_malloc, .free_fn = free};
+  cJSON_InitHooks(&hooks);
+  json_oom = false;
+  cJSON *doc = report_document(d);
+  char *text = doc && !json_oom ? cJSON_Print(doc) : NULL;
+  cJSON_Delete(doc);
+  if (json_oom) {
+    free(text);
+    text = NULL;
+  }
+  return text;
+}
