@@ -29,34 +29,43 @@ static int bench_error(bench_row *row, fsl_status st) {
   return row->rc;
 }
 
-/* One timed run with fresh random inputs (seeded by `seed`); *secs is the
- * time of fsl_model_run alone. */
-static fsl_status bench_run_once(fsl_model *m, uint64_t seed, double *secs) {
+/* One timed run of m: the given inputs (--input, by name) and fresh random
+ * data seeded by `seed` for the others; *secs is the time of fsl_model_run
+ * alone. */
+static fsl_status bench_run_once(fsl_model *m, const fsl_tensor *given, int n_given, uint64_t seed, double *secs) {
   int n_in = fsl_model_num_inputs(m), n_out = fsl_model_num_outputs(m);
   fsl_tensor *in = calloc((size_t)n_in + 1, sizeof *in);
+  bool *owned = calloc((size_t)n_in + 1, sizeof *owned);
   fsl_tensor *out = calloc((size_t)n_out + 1, sizeof *out);
   fsl_status st = FSL_OK;
-  if (!in || !out) {
+  if (!in || !out || !owned) {
     st = FSL_ERR_NOMEM;
     goto done;
   }
   for (int i = 0; i < n_in && st == FSL_OK; i++) {
     st = fsl_model_input_info(m, i, &in[i]);
-    if (st == FSL_OK && !fill_random(m, &in[i], seed, i)) st = FSL_ERR_NOMEM;
+    const fsl_tensor *g = NULL;
+    for (int k = 0; k < n_given && st == FSL_OK && !g; k++)
+      if (!strcmp(given[k].name, in[i].name)) g = &given[k];
+    if (g) in[i] = *g;
+    else if (st == FSL_OK && !(owned[i] = fill_random(m, &in[i], seed, i))) st = FSL_ERR_NOMEM;
   }
   if (st != FSL_OK) goto done;
   double t0 = now_s();
   st = fsl_model_run(m, in, n_in, out, n_out);
   *secs = now_s() - t0;
 done:
-  for (int i = 0; in && i < n_in; i++) fsl_tensor_free(&in[i]);
+  for (int i = 0; in && owned && i < n_in; i++)
+    if (owned[i]) fsl_tensor_free(&in[i]);
   for (int i = 0; out && i < n_out; i++) fsl_tensor_free(&out[i]);
   free(in);
+  free(owned);
   free(out);
   return st;
 }
 
-static int bench_strategy(const options *o, fsl_model *m, const char *backend, bench_row *row) {
+/* Compiles m with row->strategy and `backend`; fills the row's plan info. */
+static int bench_compile(const options *o, fsl_model *m, const char *backend, bench_row *row) {
   fsl_status st = fsl_model_set_strategy(m, (int)row->strategy);
   if (st == FSL_OK) st = fsl_model_set_backend(m, backend);
   if (st == FSL_OK) st = fsl_model_set_profile(m, o->profile);
@@ -69,18 +78,17 @@ static int bench_strategy(const options *o, fsl_model *m, const char *backend, b
   row->have_info = true;
   row->times = calloc((size_t)o->repeats + 1, sizeof *row->times);
   if (!row->times) return bench_error(row, FSL_ERR_NOMEM);
-  uint64_t seed = o->seed;
-  for (int r = 0; r < o->warmup + o->repeats; r++) {
-    double secs = 0;
-    st = bench_run_once(m, seed++, &secs);
-    if (st != FSL_OK) return bench_error(row, st);
-    if (r >= o->warmup) row->times[row->n_times++] = secs;
-  }
-  double *sorted = malloc(sizeof *sorted * (size_t)row->n_times);
-  if (!sorted) return bench_error(row, FSL_ERR_NOMEM);
-  memcpy(sorted, row->times, sizeof *sorted * (size_t)row->n_times);
-  qsort(sorted, (size_t)row->n_times, sizeof *sorted, cmp_double);
+  row->rc = EXIT_OK;
+  return EXIT_OK;
+}
+
+/* Median, min, mean and the 10th/90th percentiles of the row's times. */
+static int bench_stats(bench_row *row) {
   int n = row->n_times;
+  double *sorted = malloc(sizeof *sorted * (size_t)(n > 0 ? n : 1));
+  if (!sorted) return bench_error(row, FSL_ERR_NOMEM);
+  memcpy(sorted, row->times, sizeof *sorted * (size_t)n);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
   row->median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   row->min_s = sorted[0];
   row->p10_s = quantile(sorted, n, 0.10);
@@ -89,7 +97,6 @@ static int bench_strategy(const options *o, fsl_model *m, const char *backend, b
   for (int i = 0; i < n; i++) sum += sorted[i];
   row->mean_s = sum / n;
   free(sorted);
-  row->rc = EXIT_OK;
   return EXIT_OK;
 }
 
@@ -101,8 +108,9 @@ static void print_bench_table(const options *o, const char *backend, const bench
   char th[32];
   if (o->threads > 0) snprintf(th, sizeof th, "%d", o->threads);
   else snprintf(th, sizeof th, "default");
-  printf("backend: %s, threads: %s, %d timed runs after %d warm-up runs (fresh random inputs each)\n", backend, th,
-         o->repeats, o->warmup);
+  printf("backend: %s, threads: %s, %d timed rounds after %d warm-up rounds, strategies interleaved (the same "
+         "inputs for every strategy in a round: %s)\n", backend, th, o->repeats, o->warmup,
+         o->n_inputs ? "the --input files, fresh random data for the rest" : "fresh random data each round");
   printf("device: %s\n", device);
   printf("%-9s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s\n", "strategy", "kernels", "loop/red/lin/opq", "recomp",
          "fallback", "predicted ms", "median ms", "min ms", "arena MiB", "orch s", "compile s", "status");
@@ -165,15 +173,67 @@ const char *bench_backend(const options *o) {
   return o->backend ? o->backend : fsl_backend_default();
 }
 
+/* A second model for another strategy: loaded and bound like m. */
+static int load_copy(const options *o, const fsl_tensor *given, int n_given, fsl_model **out) {
+  int rc = load_model(o, out);
+  if (rc == EXIT_OK) rc = bind_options(o, *out);
+  for (int k = 0; k < n_given && rc == EXIT_OK; k++) {
+    fsl_status st = fsl_model_bind_shape(*out, given[k].name, given[k].rank, given[k].dims);
+    if (st != FSL_OK) rc = exit_code(st);
+  }
+  return rc;
+}
+
 int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row *rows, int n, bench_hook hook,
                   void *ctx) {
-  int first_rc = EXIT_OK;
+  fsl_model **models = calloc((size_t)n + 1, sizeof *models);
+  fsl_tensor *given = NULL;
+  int first_rc = models ? load_input_files(o, m, &given) : exit_code(FSL_ERR_NOMEM);
+  if (first_rc != EXIT_OK) {
+    free(models);
+    return first_rc;
+  }
+  /* every strategy compiled first, each in a model of its own */
+  double t0 = now_s();
   for (int i = 0; i < n; i++) {
-    fprintf(stderr, "fissile: %s: %s ...\n", o->cmd, fsl_strategy_name(rows[i].strategy));
-    int r = bench_strategy(o, m, backend, &rows[i]);
-    if (r == EXIT_OK && hook) r = hook(ctx, m, &rows[i]);
+    cli_progress(o->cmd, "strategies compiled", i, n, now_s() - t0, false);
+    int r = EXIT_OK;
+    if (i == 0) models[i] = m;
+    else if ((r = load_copy(o, given, o->n_inputs, &models[i])) != EXIT_OK) bench_error(&rows[i], FSL_ERR_RUNTIME);
+    if (r == EXIT_OK) r = bench_compile(o, models[i], backend, &rows[i]);
     if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
   }
+  cli_progress(o->cmd, "strategies compiled", n, n, now_s() - t0, true);
+  /* then interleaved: each round runs every strategy once on the same
+   * inputs, starting with a different strategy each round */
+  int rounds = o->warmup + o->repeats;
+  t0 = now_s();
+  for (int r = 0; r < rounds; r++) {
+    cli_progress(o->cmd, "rounds of runs", r, rounds, now_s() - t0, false);
+    for (int j = 0; j < n; j++) {
+      bench_row *row = &rows[(j + r) % n];
+      if (row->rc != EXIT_OK || !row->have_info) continue;
+      double secs = 0;
+      fsl_status st = bench_run_once(models[(j + r) % n], given, o->n_inputs, o->seed + (uint64_t)r, &secs);
+      if (st != FSL_OK) {
+        int e = bench_error(row, st);
+        if (first_rc == EXIT_OK) first_rc = e;
+      } else if (r >= o->warmup) {
+        row->times[row->n_times++] = secs;
+      }
+    }
+  }
+  cli_progress(o->cmd, "rounds of runs", rounds, rounds, now_s() - t0, true);
+  for (int i = 0; i < n; i++) {
+    if (rows[i].rc != EXIT_OK || !rows[i].have_info) continue;
+    int r = bench_stats(&rows[i]);
+    if (r == EXIT_OK && hook) r = hook(ctx, models[i], &rows[i]);
+    if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
+  }
+  for (int i = 1; i < n; i++) fsl_model_free(models[i]);
+  for (int k = 0; given && k < o->n_inputs; k++) fsl_tensor_free(&given[k]);
+  free(given);
+  free(models);
   return first_rc;
 }
 

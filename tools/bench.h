@@ -36,14 +36,17 @@ int bench_strategies(const options *o, fsl_strategy *list);
 const char *bench_backend(const options *o);
 
 /**
- * Measures rows[0..n) (their .strategy set, the rest zero) one strategy
- * after the other on m (loaded and bound): compile with `backend`,
- * o->warmup untimed runs, then o->repeats timed runs of fsl_model_run on
- * fresh random inputs (seeded o->seed, o->seed + 1, ...); fills each row
- * (times, median, min, mean, p10, p90 in seconds; plan info) and calls
- * hook (may be NULL) after each measured strategy.  A failing strategy
- * gets its error in its row and the others still run.  Returns the first
- * failure's exit code.  The caller frees rows[i].times.
+ * Measures rows[0..n) (their .strategy set, the rest zero): compiles each
+ * strategy with `backend` in a model of its own (rows[0] in m, loaded and
+ * bound; the others loaded and bound again from o), then runs them
+ * interleaved: o->warmup untimed rounds, then o->repeats timed rounds, each
+ * round running every strategy once (starting with a different one each
+ * round) on the same inputs: the --input files, fresh random data (seeded
+ * o->seed + round) for the rest.  Only fsl_model_run is timed.  Fills each
+ * row (times, median, min, mean, p10, p90 in seconds; plan info) and then
+ * calls hook (may be NULL) for each measured strategy with its model.  A
+ * failing strategy gets its error in its row and the others still run.
+ * Returns the first failure's exit code.  The caller frees rows[i].times.
  */
 int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row *rows, int n, bench_hook hook,
                   void *ctx);

@@ -54,6 +54,10 @@ double now_s(void);
 bool fill_random(const fsl_model *m, fsl_tensor *t, uint64_t seed, int index);
 /** Loads o->model (printing the time with --time); an exit code. */
 int load_model(const options *o, fsl_model **m);
+/** Loads the --input files into *given (o->n_inputs tensors, malloc'd; the
+ *  caller frees each and the array, also on error) and binds m's input
+ *  shapes from them; an exit code (the error printed). */
+int load_input_files(const options *o, fsl_model *m, fsl_tensor **given);
 /** Applies --dim and --shape; an exit code. */
 int bind_options(const options *o, fsl_model *m);
 /** Where a plan's kernel costs came from, as one line. */

@@ -151,10 +151,13 @@ static void usage_cmd(const char *cmd, FILE *f) {
     fprintf(f,
             "usage: fissile bench MODEL [--threads N] [--repeats N] [--warmup N] [--backend B]\n"
             "                     [--strategies a,b,...] [--json FILE] [--seed N] [--profile]\n"
-            "                     [--shape NAME=DIMS]... [--dim PARAM=N]...\n\n"
+            "                     [--shape NAME=DIMS]... [--dim PARAM=N]... [--input NAME=FILE]...\n\n"
             "For each strategy (default all: unfused, opfuse, greedy, optimal): compiles\n"
-            "the plan with backend B (default cpu), runs --warmup runs, then --repeats\n"
-            "timed runs, each with fresh random inputs (not timed), and prints one table:\n"
+            "the plan with backend B (default: the best of this build) in a model of its\n"
+            "own, then runs the strategies interleaved: --warmup rounds, then --repeats\n"
+            "timed rounds, each round running every strategy once on the same inputs\n"
+            "(the --input files, fresh random data for the rest; not timed), starting\n"
+            "with a different strategy each round.  Prints one table:\n"
             "kernel count, predicted time, measured median (and min) latency of\n"
             "fsl_model_run, planned arena size, orchestration and backend compile time.\n"
             "A strategy that fails is reported in its row; the exit code is then that\n"
@@ -167,6 +170,8 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "  --strategies LIST     comma-separated strategies to measure\n"
             "  --json FILE           also write the results as JSON to FILE\n"
             "  --seed N              seed of the first random inputs (default 0)\n"
+            "  --input NAME=FILE     input NAME from a .npy or .pb file for every run (its shape\n"
+            "                        is bound from the file)\n"
             "  --profile             measure kernel costs instead of the roofline (kept in the\n"
             "                        profile cache: a second compile measures nothing); the\n"
             "                        kernel times' source is printed after the table\n"
@@ -289,7 +294,7 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     return add_kv(o->dims, &o->n_dims, "--dim", v);
   if ((v = opt_value(argc, argv, i, "--const", &missing)))
     return add_kv(o->consts, &o->n_consts, "--const", v);
-  if (is_run && (v = opt_value(argc, argv, i, "--input", &missing)))
+  if ((is_run || is_bench) && (v = opt_value(argc, argv, i, "--input", &missing)))
     return add_kv(o->inputs, &o->n_inputs, "--input", v);
   if (is_run && (v = opt_value(argc, argv, i, "--output-dir", &missing))) {
     o->output_dir = v;
@@ -567,16 +572,20 @@ static void free_run_state(run_state *r, int n_given) {
   free(r->outputs);
 }
 
-static int load_given_inputs(const options *o, fsl_model *m, run_state *r) {
-  r->given = calloc((size_t)o->n_inputs + 1, sizeof *r->given);
-  if (!r->given) return report(FSL_ERR_NOMEM);
+int load_input_files(const options *o, fsl_model *m, fsl_tensor **given) {
+  *given = calloc((size_t)o->n_inputs + 1, sizeof **given);
+  if (!*given) return report(FSL_ERR_NOMEM);
   for (int i = 0; i < o->n_inputs; i++) {
-    fsl_status st = load_tensor_file(o->inputs[i].key, o->inputs[i].val, &r->given[i]);
+    fsl_status st = load_tensor_file(o->inputs[i].key, o->inputs[i].val, &(*given)[i]);
     if (st != FSL_OK) return report(st);
-    st = fsl_model_bind_shape(m, r->given[i].name, r->given[i].rank, r->given[i].dims);
+    st = fsl_model_bind_shape(m, (*given)[i].name, (*given)[i].rank, (*given)[i].dims);
     if (st != FSL_OK) return bind_error(st);
   }
   return EXIT_OK;
+}
+
+static int load_given_inputs(const options *o, fsl_model *m, run_state *r) {
+  return load_input_files(o, m, &r->given);
 }
 
 /* Moves the given tensor for `name` into *dst; false if none was given. */

@@ -154,3 +154,34 @@ def test_run_defaults_to_the_fast_path(fissile, tmp_path):
     ref = subprocess.run([str(fissile), "run", str(path), "--backend", "ref"], capture_output=True, text=True,
                          timeout=120, env=env)
     assert ref.returncode == 0 and "compiling" not in ref.stderr, ref.stderr
+
+
+def test_bench_takes_input_files(fissile, tmp_path):
+    """`bench --input NAME=FILE` uses the file's data in every run of every
+    strategy: an out-of-range token type fails each strategy with the
+    node's name, a valid one measures them all."""
+    model = embedding_model()
+    model.graph.node[3].name = "token_type_embedding"
+    path = tmp_path / "emb.onnx"
+    path.write_bytes(model.SerializeToString())
+    np.save(tmp_path / "bad.npy", np.full((1, 8), 5, dtype=np.int64))
+    np.save(tmp_path / "good.npy", np.ones((1, 8), dtype=np.int64))
+    bad = subprocess.run([str(fissile), "bench", str(path), "--input", f"token_type_ids={tmp_path / 'bad.npy'}",
+                          "--repeats", "2", "--warmup", "0"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 5, bad.stderr
+    rows = [ln for ln in bad.stdout.splitlines() if ln.split()[:1] and ln.split()[0] in
+            ("unfused", "opfuse", "greedy", "optimal")]
+    assert len(rows) == 4 and all("'token_type_embedding'" in r and "index 5" in r for r in rows), bad.stdout
+    good = subprocess.run([str(fissile), "bench", str(path), "--input", f"token_type_ids={tmp_path / 'good.npy'}",
+                           "--repeats", "3", "--warmup", "1", "--json", str(tmp_path / "b.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert good.returncode == 0, good.stdout + good.stderr
+    import json
+    data = json.loads((tmp_path / "b.json").read_text())
+    assert [s["status"] for s in data["strategies"]] == ["ok"] * 4
+    assert all(len(s["times_s"]) == 3 for s in data["strategies"])
+    # a wrong shape in the file is a clear error before anything runs
+    np.save(tmp_path / "short.npy", np.ones((1, 3), dtype=np.int64))
+    p = subprocess.run([str(fissile), "bench", str(path), "--input", f"token_type_ids={tmp_path / 'short.npy'}"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 4 and "token_type_ids" in p.stderr, p.stderr
