@@ -69,8 +69,9 @@ static void write_header(FILE *f, const report_data *d) {
   html_text(f, d->backend);
   fputs(", threads: ", f);
   html_text(f, d->threads);
-  fprintf(f, ", %d timed runs after %d warm-up runs per strategy (fresh random inputs each, seed %llu)", o->repeats,
-          o->warmup, (unsigned long long)o->seed);
+  fprintf(f, ", %d timed rounds after %d warm-up rounds, strategies interleaved (each round runs every strategy "
+          "once on the same inputs; fresh random data each round, seed %llu)", o->repeats, o->warmup,
+          (unsigned long long)o->seed);
   fputs("<br>fissile ", f);
   html_text(f, d->version);
   fputs(", measured ", f);
