@@ -14,7 +14,9 @@
  * erf, sigmoid, pow and trigonometric functions, which generated code
  * evaluates as polynomials of about that many vector operations; 2 for
  * gathers and arg-reductions, which add index arithmetic).  Movement views
- * cost nothing beyond the bytes their kernel reads.  Device numbers come
+ * cost nothing beyond the bytes their kernel reads, but a view that reads
+ * elements more than once (a pooling window, a broadcast) multiplies the
+ * work of what the kernel computes before it (eval_counts).  Device numbers come
  * from fsl_device_default or fsl_cpu_calibrate (calibrate.h).
  */
 #include "orchestrate/orchestrate.h"
@@ -78,6 +80,33 @@ static double elem_work(const fsl_node *n) {
   }
 }
 
+/* How many times generated code evaluates each element of node i's output
+ * per run (dup[i] >= 1).  A fused kernel computes a value where it is
+ * read: a movement view that reads elements more than once (a pooling
+ * window reads each element up to kernel-volume times, an expand
+ * broadcasts) makes everything computed before it run that many times
+ * more (ONNX MaxPool 13x13 after a SiLU: the sigmoid runs 169 times per
+ * element).  A reduction is computed once per kept element and its result
+ * reused along the reduced axes, so duplication stops at a reduce. */
+static void eval_counts(const fsl_kernel *k, double *dup) {
+  for (int i = k->n_nodes - 1; i >= 0; i--) {
+    const fsl_node *n = k->nodes[i];
+    dup[i] = 1;
+    if (!n || n->n_out < 1 || !n->out[0] || fsl_op_get(n->op)->kind == FSL_KIND_REDUCE) continue;
+    double in_numel = (double)fsl_value_numel(n->out[0]);
+    for (int j = i + 1; j < k->n_nodes; j++) {
+      const fsl_node *c = k->nodes[j];
+      bool reads = false;
+      for (int a = 0; c && a < c->n_in; a++) reads = reads || c->in[a] == n->out[0];
+      if (!reads) continue;
+      double f = 1;
+      if (fsl_op_get(c->op)->kind == FSL_KIND_MOVEMENT && c->n_out > 0 && c->out[0] && in_numel > 0)
+        f = (double)fsl_value_numel(c->out[0]) / in_numel;
+      if (dup[j] * f > dup[i]) dup[i] = dup[j] * f;
+    }
+  }
+}
+
 double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   if (!k) return 0;
   fsl_device def;
@@ -86,11 +115,14 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
     d = &def;
   }
   double lin = 0, work = 0;
+  double dup_small[32], *dup = k->n_nodes <= 32 ? dup_small : malloc(sizeof(double) * (size_t)k->n_nodes);
+  if (dup) eval_counts(k, dup);
   for (int i = 0; i < k->n_nodes; i++) {
     if (!k->nodes[i]) continue;
     if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i]);
-    else work += elem_work(k->nodes[i]);
+    else work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);
   }
+  if (dup != dup_small) free(dup);
   double mem = d->bandwidth > 0 ? k->bytes / d->bandwidth : 0;
   double compute = (d->peak_flops > 0 ? lin / d->peak_flops : 0) + (d->elem_flops > 0 ? work / d->elem_flops : 0);
   double t = (mem > compute ? mem : compute) + (d->launch_s > 0 ? d->launch_s : 0);

@@ -279,9 +279,59 @@ static void test_cost(void **state) {
   assert_string_equal(fsl_strategy_name(FSL_STRATEGY_UNFUSED), "unfused");
 }
 
+/* A pooling window after a sigmoid, in one kernel: the generated code
+ * evaluates the sigmoid once per window element (9 times per element for a
+ * 3x3 window, stride 1), and the cost says so; a reduction's result reused
+ * through a broadcast (layer norm's mean) is not recomputed. */
+static void test_cost_counts_recomputation(void **state) {
+  (void)state;
+  fsl_device d;
+  fsl_device_default(&d);
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t dx[] = {1, 8, 32, 32};
+  fsl_value *x = input(g, "x", 4, dx);
+  fsl_value *s = fsl_b_unary(&b, FSL_OP_sigmoid, x);
+  int64_t pads[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  fsl_value *p = fsl_b_pad(&b, s, pads, 0, -1e30);
+  int64_t win[] = {3, 3}, one[] = {1, 1};
+  fsl_value *w = fsl_b_window(&b, p, 2, win, one, one);
+  int64_t axes[] = {4, 5};
+  fsl_value *y = fsl_b_reduce(&b, FSL_OP_reduce_max, w, axes, 2, false);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_kernel k = {0};
+  k.n_nodes = g->n_nodes;
+  k.nodes = g->nodes;
+  double elems = 8.0 * 32 * 32, sig = fsl_op_get(FSL_OP_sigmoid)->cost, mx = fsl_op_get(FSL_OP_reduce_max)->cost;
+  /* sigmoid: 9 evaluations per element (the window reads the padded
+   * sigmoid 9 times per output element, 34x34 padded per 32x32); max over
+   * 9 elements per output */
+  double dup = 9.0 * 32 * 32 / (34.0 * 34) * (34.0 * 34) / (32.0 * 32);
+  double want = (elems * sig * dup + 9 * elems * mx) / d.elem_flops + d.launch_s;
+  assert_true(fabs(fsl_kernel_cost(&k, &d) - want) < 1e-12);
+  fsl_graph_free(g);
+  /* layer norm's mean: the reduction is not multiplied by its broadcast */
+  g = fsl_graph_new();
+  b = (fsl_builder){.g = g};
+  int64_t dl[] = {16, 64};
+  x = input(g, "x", 2, dl);
+  int64_t ax1[] = {1};
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_sum, x, ax1, 1, true);
+  fsl_value *c = fsl_b_binary(&b, FSL_OP_sub, x, fsl_b_expand(&b, m, dl));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, c);
+  k = (fsl_kernel){.n_nodes = g->n_nodes, .nodes = g->nodes};
+  want = (16.0 * 64 * fsl_op_get(FSL_OP_reduce_sum)->cost + 16.0 * 64 * fsl_op_get(FSL_OP_sub)->cost) / d.elem_flops +
+         d.launch_s;
+  assert_true(fabs(fsl_kernel_cost(&k, &d) - want) < 1e-12);
+  fsl_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cost),
+      cmocka_unit_test(test_cost_counts_recomputation),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_conv),
