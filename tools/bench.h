@@ -5,6 +5,8 @@
 
 #include "cli.h"
 
+#include <cjson/cJSON.h>
+
 /* One strategy's results. */
 typedef struct bench_row {
   fsl_strategy strategy;
@@ -50,6 +52,11 @@ const char *bench_backend(const options *o);
  */
 int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row *rows, int n, bench_hook hook,
                   void *ctx);
+
+/** Appends row r to the JSON array `list`: strategy, status, plan numbers, median,
+ *  min, mean, p10, p90 and every timed run, in seconds (bench_json.c; the
+ *  report's JSON uses it too). */
+void bench_json_add_row(cJSON *list, const bench_row *r);
 
 /** Writes the rows to o->json; an exit code. */
 int write_bench_json(const options *o, const char *backend, const bench_row *rows, int n);

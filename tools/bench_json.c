@@ -55,7 +55,7 @@ static void add_plan_info(cJSON *s, const bench_row *r) {
   add_num(s, "profile_s", pi->profile_s, true);
 }
 
-static void add_strategy(cJSON *list, const bench_row *r) {
+void bench_json_add_row(cJSON *list, const bench_row *r) {
   bool ok = r->rc == EXIT_OK;
   cJSON *s = cJSON_CreateObject();
   if (!s || !cJSON_AddItemToArray(list, s)) {
@@ -100,7 +100,7 @@ static cJSON *bench_document(const options *o, const char *backend, const bench_
   cJSON_AddStringToObject(doc, "device", device);
   cJSON_AddNumberToObject(doc, "primitives", prims);
   cJSON *list = cJSON_AddArrayToObject(doc, "strategies");
-  for (int i = 0; list && i < n; i++) add_strategy(list, &rows[i]);
+  for (int i = 0; list && i < n; i++) bench_json_add_row(list, &rows[i]);
   return doc;
 }
 

@@ -11,35 +11,6 @@ static void add_num(cJSON *obj, const char *key, double v) {
   if (!cJSON_AddItemToObject(obj, key, item)) cJSON_Delete(item);
 }
 
-static void add_strategy(cJSON *list, const bench_row *r) {
-  cJSON *s = cJSON_CreateObject();
-  if (!s || !cJSON_AddItemToArray(list, s)) {
-    cJSON_Delete(s);
-    return;
-  }
-  bool ok = r->rc == EXIT_OK;
-  cJSON_AddStringToObject(s, "strategy", fsl_strategy_name(r->strategy));
-  cJSON_AddStringToObject(s, "status", ok ? "ok" : "error");
-  cJSON_AddStringToObject(s, "error", r->error);
-  if (r->have_info) {
-    const fsl_plan_info *pi = &r->info;
-    cJSON_AddNumberToObject(s, "kernels", pi->n_kernels);
-    cJSON *kinds = cJSON_AddObjectToObject(s, "by_kind");
-    for (int k = 0; kinds && k < FSL_PLAN_KINDS; k++) cJSON_AddNumberToObject(kinds, k_kind_names[k], pi->n_by_kind[k]);
-    cJSON_AddNumberToObject(s, "recomputed", pi->n_recomputed);
-    add_num(s, "predicted_s", pi->predicted_s);
-    add_num(s, "orchestrate_s", pi->orchestrate_s);
-    cJSON_AddNumberToObject(s, "peak_bytes", (double)pi->peak_bytes);
-    cJSON_AddNumberToObject(s, "fallback", pi->n_fallback);
-  }
-  add_num(s, "median_s", ok ? r->median_s : NAN);
-  add_num(s, "p10_s", ok ? r->p10_s : NAN);
-  add_num(s, "p90_s", ok ? r->p90_s : NAN);
-  add_num(s, "min_s", ok ? r->min_s : NAN);
-  cJSON *times = cJSON_AddArrayToObject(s, "times_s");
-  for (int t = 0; times && ok && t < r->n_times; t++) cJSON_AddItemToArray(times, cJSON_CreateNumber(r->times[t]));
-}
-
 static void add_kernel(cJSON *list, const report_kernel *k) {
   cJSON *o = cJSON_CreateObject();
   if (!o || !cJSON_AddItemToArray(list, o)) {
@@ -101,7 +72,7 @@ static cJSON *report_document(const report_data *d) {
     if (d->rows[i].have_info) device = d->rows[i].info.device;
   cJSON_AddStringToObject(doc, "device", device);
   cJSON *list = cJSON_AddArrayToObject(doc, "strategies");
-  for (int i = 0; list && i < d->n_rows; i++) add_strategy(list, &d->rows[i]);
+  for (int i = 0; list && i < d->n_rows; i++) bench_json_add_row(list, &d->rows[i]);
   if (d->peer.have) {
     cJSON *p = cJSON_AddObjectToObject(doc, "peer");
     if (p) {
