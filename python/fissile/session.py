@@ -77,7 +77,9 @@ class InferenceSession:
 
     path:      the model file, loaded with fsl_model_load (an ONNX ModelProto).
     strategy:  how primitives are fused into kernels: "unfused", "opfuse",
-               "greedy" or "optimal" (the default; the BLP of Korch).
+               "greedy" or "optimal" (the default; the BLP of Korch); None:
+               the backend's default (no plan at all for "ref", the
+               whole-graph reference interpreter; "optimal" for the others).
     backend:   "cpu" (generated C + oneDNN), "plan-ref" or "ref"; None picks
                the best this build has (default_backend()).
     threads:   OpenMP threads for compile-time calibration and for every run
@@ -105,7 +107,7 @@ class InferenceSession:
     """
 
     def __init__(self, path: str | os.PathLike, sess_options: Any = None, providers: Sequence | None = None,
-                 provider_options: Any = None, *, strategy: str = "optimal", backend: str | None = None,
+                 provider_options: Any = None, *, strategy: str | None = "optimal", backend: str | None = None,
                  threads: int | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
                  dims: Mapping[str, int] | None = None, profile: bool = False):
         for p in providers or ():
@@ -117,7 +119,7 @@ class InferenceSession:
             threads = getattr(sess_options, "intra_op_num_threads", 0) or None
         if threads is not None and (not isinstance(threads, int) or threads < 0):
             raise InvalidArgument(f"threads must be a non-negative int, got {threads!r}")
-        if strategy not in _fissile.strategy_names():
+        if strategy is not None and strategy not in _fissile.strategy_names():
             raise InvalidArgument(f"unknown strategy '{strategy}' (expected one of: "
                                   f"{', '.join(_fissile.strategy_names())})")
         self._path = os.fspath(path)
@@ -144,7 +146,8 @@ class InferenceSession:
         """A fresh fsl_model with this session's strategy, backend and bindings (not compiled)."""
         m = _fissile.Model(self._path)
         m.set_threads(self._threads)
-        m.set_strategy(self._strategy)
+        if self._strategy is not None:
+            m.set_strategy(self._strategy)
         m.set_backend(self._backend)
         m.set_profile(self._profile)
         for name, size in self._dims.items():
@@ -169,7 +172,7 @@ class InferenceSession:
         return ["CPUExecutionProvider"]
 
     @property
-    def strategy(self) -> str:
+    def strategy(self) -> str | None:
         return self._strategy
 
     @property
@@ -192,7 +195,8 @@ class InferenceSession:
         n_native, n_fallback, n_opaque, fallback_why: how the backend runs the kernels;
         profiled, n_cost_cached, n_cost_measured, n_cost_analytic, n_plan_measured.
 
-        Raises InvalidArgument before the first compile of a dynamic session.
+        Raises InvalidArgument before the first compile of a dynamic session,
+        and for backend "ref" with strategy=None (no plan is built).
         """
         m = self._last
         if m is None:
