@@ -238,8 +238,9 @@ int fsl_num_threads(void);
 /**
  * Sets the OpenMP thread count of the calling thread only: the parallel
  * regions of generated kernels (and oneDNN calls) that this thread runs
- * use n threads (OpenMP's omp_set_num_threads, whose nthreads-var ICV is
- * per thread; OpenMP 5.2 §2.4).  Unlike fsl_set_num_threads it changes no
+ * use n threads (OpenMP's omp_set_num_threads, whose nthreads-var ICV
+ * belongs to the calling thread's data environment: OpenMP specification,
+ * "Internal Control Variables").  Unlike fsl_set_num_threads it changes no
  * process-wide state (no global count, no environment variable), so it is
  * safe to call from several threads at once, each running its own model;
  * call it on the thread that calls fsl_model_run.  The runtime is found in
