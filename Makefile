@@ -5,7 +5,8 @@
 #                Python package `fissile` installed into it from the current
 #                sources (pip install ., incremental in build/python/)
 #   make build   release build in build/ (warnings are errors), the Python
-#                extension module included (-DFSL_PYTHON=ON: compiled with -Werror)
+#                extension module included (-DFSL_PYTHON=ON: compiled with -Werror,
+#                for Debian's /usr/bin/python3, the interpreter of .venv)
 #   make test    everything CI runs: unit + conformance (ctest), pytest, then
 #                the same again on an ASan/UBSan build, 60 s of fuzzing each
 #                for the importer (fuzz_import) and import + fission (fuzz_compile)
@@ -46,7 +47,7 @@ setup:
 	scripts/setup.sh
 
 build:
-	cmake -S . -B $(BUILD) -DFSL_WERROR=ON -DFSL_PYTHON=ON
+	cmake -S . -B $(BUILD) -DFSL_WERROR=ON -DFSL_PYTHON=ON -DPython_EXECUTABLE=/usr/bin/python3
 	cmake --build $(BUILD) -j$(JOBS)
 
 test: setup build ctest pytest test-avx2 test-minimal asan fuzz
