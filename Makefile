@@ -1,8 +1,12 @@
 # fissile — top-level commands.  The build itself is CMake; this file only
 # strings the steps together.
 #
-#   make setup   Debian packages + .venv (onnx 1.22, onnxruntime, pytest)
-#   make build   release build in build/ (warnings are errors)
+#   make setup   Debian packages + .venv (onnx 1.22, onnxruntime, pytest) and the
+#                Python package `fissile` installed into it from the current
+#                sources (pip install ., incremental in build/python/)
+#   make build   release build in build/ (warnings are errors), the Python
+#                extension module included (-DFSL_PYTHON=ON: compiled with -Werror,
+#                for Debian's /usr/bin/python3, the interpreter of .venv)
 #   make test    everything CI runs: unit + conformance (ctest), pytest, then
 #                the same again on an ASan/UBSan build, 60 s of fuzzing each
 #                for the importer (fuzz_import) and import + fission (fuzz_compile)
@@ -44,7 +48,7 @@ setup:
 	scripts/setup.sh
 
 build:
-	cmake -S . -B $(BUILD) -DFSL_WERROR=ON
+	cmake -S . -B $(BUILD) -DFSL_WERROR=ON -DFSL_PYTHON=ON -DPython_EXECUTABLE=/usr/bin/python3
 	cmake --build $(BUILD) -j$(JOBS)
 
 test: setup build ctest pytest test-avx2 test-minimal asan fuzz
@@ -75,7 +79,9 @@ test-minimal: setup
 # Sanitizers (ASan + UBSan + leaks): unit tests, every conformance case of
 # both data sets (a crash, a timeout or a sanitizer report in any case fails,
 # listed or not), Debian's cases once more on the CPU backend (optimal
-# strategy; about 2.5 min), and all Python tests against the sanitizer build.
+# strategy; about 2.5 min), and all Python tests against the sanitizer build
+# (the CLI's; test_python_api.py runs the installed package, which is not
+# sanitized: it runs again there, as in `make pytest`).
 asan: setup models
 	cmake -S . -B $(ASAN_BUILD) -DFSL_SANITIZE=ON -DFSL_WERROR=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(ASAN_BUILD) -j$(JOBS)

@@ -244,6 +244,21 @@ fsl_status fsl_model_set_profile(fsl_model *m, bool on);
 fsl_status fsl_set_num_threads(int n);
 /** The thread count set with fsl_set_num_threads (0: the default). */
 int fsl_num_threads(void);
+/**
+ * Sets the OpenMP thread count of the calling thread only: the parallel
+ * regions of generated kernels (and oneDNN calls) that this thread runs
+ * use n threads (OpenMP's omp_set_num_threads, whose nthreads-var ICV
+ * belongs to the calling thread's data environment: OpenMP specification,
+ * "Internal Control Variables").  Unlike fsl_set_num_threads it changes no
+ * process-wide state (no global count, no environment variable), so it is
+ * safe to call from several threads at once, each running its own model;
+ * call it on the thread that calls fsl_model_run.  The runtime is found in
+ * the global symbol scope or as an already loaded libgomp.so.1 (also when
+ * libfissile sits in a module loaded RTLD_LOCAL, e.g. a Python extension).
+ * n <= 0: nothing changes.  Errors: FSL_ERR_UNSUPPORTED (n > 0 and no
+ * OpenMP runtime is loaded in the process).
+ */
+fsl_status fsl_set_thread_num_threads(int n);
 
 /* ---- progress of long work ---- */
 /** One progress event of long library work, given to the function set with

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
+# Appended, not prepended: python/fissile/ holds the package's *sources*; the
+# installed package (with its compiled extension) must win over them.
+sys.path.append(str(ROOT / "python"))
 
 import fsl_models  # noqa: E402
 

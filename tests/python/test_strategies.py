@@ -3,10 +3,12 @@
 For each strategy (unfused, opfuse, greedy, optimal) and backend ("plan-ref":
 the reference interpreter executing the plan kernel by kernel; "cpu":
 generated C + oneDNN), runs real models and a sample of the single-op cases
-of test_ops.py with `fissile run --strategy S --backend B` and compares the
-outputs with `fissile run --backend ref` (the whole-graph reference
-interpreter) on the same fresh random inputs: relative L2 error <= 1e-4 for
-float outputs, exact equality otherwise.
+of test_ops.py in a session of the Python package
+(`fissile.InferenceSession(path, strategy=S, backend=B)`, the same library
+calls as `fissile run --strategy S --backend B`) and compares the outputs
+with a session on backend "ref" (the whole-graph reference interpreter, no
+plan: `fissile run --backend ref`) on the same fresh random inputs:
+relative L2 error <= 1e-4 for float outputs, exact equality otherwise.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 
+import fissile
 import fsl_models
 from conftest import SEED
 from test_ops import CASES, build_model, gen
@@ -81,11 +84,17 @@ def _compare(got: dict, want: dict, what: str):
     assert not problems, f"{what}: " + "; ".join(problems)
 
 
-def _run(path, feeds, names, args, timeout):
+def _session_run(path, feeds, names, strategy, backend):
+    """The outputs `names` of one run of a fresh session, by name."""
+    sess = fissile.InferenceSession(path, strategy=strategy, backend=backend)
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def _run(path, feeds, names, strategy, backend):
     try:
-        return fsl_models.run_fissile(path, feeds, names, extra_args=args, timeout=timeout)
-    except fsl_models.FissileError as e:
-        pytest.fail(f"fissile {' '.join(args)} failed (exit {e.returncode}): {e.stderr.strip()[-2000:]}",
+        return _session_run(path, feeds, names, strategy, backend)
+    except fissile.FissileError as e:
+        pytest.fail(f"strategy {strategy}, backend {backend} failed: {type(e).__name__}: {str(e)[-2000:]}",
                     pytrace=False)
 
 
@@ -102,32 +111,32 @@ def _model_reference(name):
         rng = np.random.default_rng([SEED, zlib.crc32(name.encode())])
         feeds = fsl_models.random_inputs(model, rng)
         names = [o.name for o in onnx.load(str(model.path), load_external_data=False).graph.output]
-        want = fsl_models.run_fissile(model.path, feeds, names, extra_args=["--backend", "ref"], timeout=900)
+        want = _session_run(model.path, feeds, names, None, "ref")
         _REF_CACHE[name] = (model.path, feeds, names, want)
     return _REF_CACHE[name]
 
 
 @pytest.mark.parametrize("strategy,backend,name", _params(REAL_MODELS, REAL_MODELS))
-def test_real_model(strategy, backend, name, fissile):
+def test_real_model(strategy, backend, name):
     path, feeds, names, want = _model_reference(name)
-    got = _run(path, feeds, names, ["--strategy", strategy, "--backend", backend], timeout=900)
+    got = _run(path, feeds, names, strategy, backend)
     _compare(got, want, f"{name} {strategy}/{backend}")
 
 
 # ---- single-op models ----
 
 @pytest.mark.parametrize("strategy,backend,c", _params(SAMPLE, [c.id for c in SAMPLE]))
-def test_single_op(strategy, backend, c, rng, fissile, tmp_path):
+def test_single_op(strategy, backend, c, rng, tmp_path):
     values = [gen(s, rng) for s in c.inputs]
     model, feeds = build_model(c, values)
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
     outs = [f"out{k}" for k in range(c.outs)]
     try:
-        want = fsl_models.run_fissile(path, feeds, outs, extra_args=["--backend", "ref"], timeout=120)
-    except fsl_models.FissileError as e:
-        pytest.skip(f"the reference interpreter cannot run this case: {e.stderr.strip()[-300:]}")
-    got = _run(path, feeds, outs, ["--strategy", strategy, "--backend", backend], timeout=300)
+        want = _session_run(path, feeds, outs, None, "ref")
+    except fissile.FissileError as e:
+        pytest.skip(f"the reference interpreter cannot run this case: {type(e).__name__}: {str(e)[-300:]}")
+    got = _run(path, feeds, outs, strategy, backend)
     _compare(got, want, f"{c.id} {strategy}/{backend}")
 
 

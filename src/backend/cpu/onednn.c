@@ -94,6 +94,42 @@ static void init_omp(void) {
   if (!g_omp_set || !g_omp_get) g_omp_set = NULL, g_omp_get = NULL;
 }
 
+/* Scratchpads.  In oneDNN's default ("library") scratchpad mode a primitive
+ * shares a per-thread global scratchpad made for the thread that created
+ * it, so it must run on that thread and not concurrently with another
+ * primitive there (oneDNN developer guide, "Primitive Attributes:
+ * Scratchpad").  A host may compile a model on one thread and run it on
+ * another, and run two models at once (the Python package does both), so
+ * every primitive kept for run time uses the "user" mode: a linear op owns
+ * its scratchpad (scratch_mem), and a run-time reorder must need none. */
+static dnnl_status_t user_scratchpad_attr(dnnl_primitive_attr_t *attr) {
+  dnnl_status_t s = dnnl_primitive_attr_create(attr);
+  if (s == dnnl_success && (s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)) !=
+                               dnnl_success) {
+    dnnl_primitive_attr_destroy(*attr);
+    *attr = NULL;
+  }
+  return s;
+}
+
+/* The descriptor of a reorder from -> to that needs no scratchpad
+ * (dnnl_unimplemented if it would need one; see user_scratchpad_attr). */
+static dnnl_status_t reorder_pd_create(dnnl_primitive_desc_t *rpd, const dnnl_memory_desc_t *from,
+                                       const dnnl_memory_desc_t *to) {
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_status_t s = user_scratchpad_attr(&attr);
+  if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(rpd, from, g_engine, to, g_engine, attr);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (s != dnnl_success) return s;
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(*rpd, dnnl_query_scratchpad_md, 0);
+  if (smd && dnnl_memory_desc_get_size(smd) > 0) {
+    dnnl_primitive_desc_destroy(*rpd);
+    *rpd = NULL;
+    return dnnl_unimplemented;
+  }
+  return dnnl_success;
+}
+
 /* ---- post-op entries ---- */
 
 typedef struct post_entry {
@@ -134,6 +170,7 @@ struct fsl_onednn_linear {
   post_entry *entries;        /* n_entries; cdata owned */
   dnnl_memory_t post_mem[MAX_POST];
   const fsl_value *post_val[MAX_POST];  /* per absorbed epi node: run-time operand value */
+  dnnl_memory_t scratch_mem;  /* the primitive's own scratchpad, or NULL (see user_scratchpad) */
   int n_threads;
   char desc[192];             /* fsl_onednn_linear_describe */
 };
@@ -610,7 +647,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
   }
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t po = NULL;
-  if ((s = dnnl_primitive_attr_create(&attr)) != dnnl_success) return s;
+  if ((s = user_scratchpad_attr(&attr)) != dnnl_success) return s;
   if ((s = dnnl_post_ops_create(&po)) != dnnl_success) goto out;
   for (int i = 0; i < n; i++) {
     if (e[i].reshape) continue;
@@ -879,8 +916,7 @@ static dnnl_status_t act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t wha
   if (s == dnnl_success) s = dnnl_memory_create(user, plain, g_engine, DNNL_MEMORY_NONE);
   dnnl_primitive_desc_t rpd = NULL;
   if (s == dnnl_success)
-    s = input ? dnnl_reorder_primitive_desc_create(&rpd, plain, g_engine, md, g_engine, NULL)
-              : dnnl_reorder_primitive_desc_create(&rpd, md, g_engine, plain, g_engine, NULL);
+    s = input ? reorder_pd_create(&rpd, plain, md) : reorder_pd_create(&rpd, md, plain);
   if (s == dnnl_success) s = dnnl_primitive_create(reorder, rpd);
   if (rpd) dnnl_primitive_desc_destroy(rpd);
   return s;
@@ -1016,6 +1052,12 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
     st = dnnl_fail(lin, s, "primitive");
     goto fail;
   }
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (smd && dnnl_memory_desc_get_size(smd) > 0 &&
+      (s = dnnl_memory_create(&op->scratch_mem, smd, g_engine, DNNL_MEMORY_ALLOCATE)) != dnnl_success) {
+    st = dnnl_fail(lin, s, "scratchpad");
+    goto fail;
+  }
   if ((s = act_memory(pd, dnnl_query_src_md, &m.src, true, &op->src_mem, &op->src_user_mem, &op->src_buf,
                       &op->src_reorder)) != dnnl_success ||
       (s = act_memory(pd, dnnl_query_dst_md, &m.dst, false, &op->dst_mem, &op->dst_user_mem, &op->dst_buf,
@@ -1059,7 +1101,7 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
     dnnl_primitive_desc_t rpd = NULL;
     s = dnnl_memory_create(&op->wei_mem, wmd, g_engine, op->wei_buf);
     if (s == dnnl_success) s = dnnl_memory_create(&op->wei_user_mem, &m.wei_user, g_engine, DNNL_MEMORY_NONE);
-    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&rpd, &m.wei_user, g_engine, wmd, g_engine, NULL);
+    if (s == dnnl_success) s = reorder_pd_create(&rpd, &m.wei_user, wmd);
     if (s == dnnl_success) s = dnnl_primitive_create(&op->wei_reorder, rpd);
     if (rpd) dnnl_primitive_desc_destroy(rpd);
   }
@@ -1106,7 +1148,7 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
   }
   if (!op || !src || !dst || (!op->wei_const && !wei))
     return fsl_errorf(FSL_ERR_ARG, "fsl_onednn_linear_run: NULL argument");
-  dnnl_exec_arg_t args[3 + MAX_POST];
+  dnnl_exec_arg_t args[4 + MAX_POST];
   int na = 0;
   dnnl_status_t s;
   if ((s = dnnl_memory_set_data_handle(op->src_user_mem ? op->src_user_mem : op->src_mem, (void *)src)) !=
@@ -1139,6 +1181,7 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
   args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, op->src_mem};
   args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, op->wei_mem};
   args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, op->dst_mem};
+  if (op->scratch_mem) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, op->scratch_mem};
   for (int i = 0, po = 0; i < op->n_entries; i++) {
     if (op->entries[i].reshape) continue;
     int po_index = po++;  /* index in the oneDNN post-op chain */
@@ -1197,6 +1240,7 @@ void fsl_onednn_linear_free(fsl_onednn_linear *op) {
   if (op->wei_mem) dnnl_memory_destroy(op->wei_mem);
   if (op->dst_mem) dnnl_memory_destroy(op->dst_mem);
   if (op->wei_user_mem) dnnl_memory_destroy(op->wei_user_mem);
+  if (op->scratch_mem) dnnl_memory_destroy(op->scratch_mem);
   for (int i = 0; i < MAX_POST; i++)
     if (op->post_mem[i]) dnnl_memory_destroy(op->post_mem[i]);
   entries_free(op->entries, op->n_entries);
