@@ -355,9 +355,10 @@ fsl_status fsl_model_write_plan_dot(const fsl_model *m, FILE *f);
 fsl_status fsl_model_save(const fsl_model *m, const char *path);
 
 /** Whether fsl_model_compile's result is current (compiled, and no setting
- *  changed since): true right after loading a compiled model file, whose
- *  settings (backend, strategy, shapes) a caller should then keep.  A NULL
- *  model is not compiled. */
+ *  nor the thread count of fsl_set_num_threads changed since): true right
+ *  after loading a compiled model file, whose settings (backend, strategy,
+ *  shapes) a caller should then keep (a file's plan stays current whatever
+ *  the thread count).  A NULL model is not compiled. */
 bool fsl_model_is_compiled(const fsl_model *m);
 
 /** fissile's version ("0.1.0"), as written into compiled model files. */

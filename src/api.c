@@ -48,7 +48,9 @@ int fsl_model_threads(void) { return g_threads; }
 
 const char *fsl_version(void) { return FSL_VERSION; }
 
-bool fsl_model_is_compiled(const fsl_model *m) { return m && m->compiled && m->compiled_threads == g_threads; }
+bool fsl_model_is_compiled(const fsl_model *m) {
+  return m && m->compiled && (m->from_file || m->compiled_threads == g_threads);
+}
 
 fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl_model **out) {
   *out = NULL;
@@ -150,6 +152,7 @@ void fsl_model_invalidate(fsl_model *m) {
   fsl_graph_free(m->prim);
   m->prim = NULL;
   m->compiled = false;
+  m->from_file = false;
 }
 
 static void invalidate(fsl_model *m) { fsl_model_invalidate(m); }
@@ -431,7 +434,7 @@ fsl_status fsl_model_fission(fsl_model *m) {
 
 fsl_status fsl_model_compile(fsl_model *m) {
   if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_compile: NULL model");
-  if (m->compiled && m->compiled_threads == g_threads) return FSL_OK;
+  if (fsl_model_is_compiled(m)) return FSL_OK;
   FSL_TRY(fsl_model_fission(m));
   fsl_status st = wants_plan(m) ? build_plan(m) : FSL_OK;
   if (st != FSL_OK) {

@@ -398,6 +398,7 @@ fsl_status fsl_aot_load(const void *buf, size_t len, fsl_model **out) {
   }
   m->compiled = true;
   m->compiled_threads = fsl_model_threads();
+  m->from_file = true;
   *out = m;
   return FSL_OK;
 }

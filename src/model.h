@@ -31,6 +31,8 @@ struct fsl_model {
    * and the thread count (a second compile then does nothing) */
   bool compiled;
   int compiled_threads;
+  bool from_file;    /* the plan and executable came from a compiled model file: the
+                        thread count no longer decides them (only the runs' threads) */
   /* what fsl_model_save needs to write the model again (api_aot.c): the
    * ONNX bytes (a copy; or the file, re-read and checked against the hash),
    * and the inputs frozen to constants, in the order they were frozen */

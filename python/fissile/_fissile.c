@@ -321,6 +321,13 @@ static PyObject *Model_set_threads(ModelObject *self, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *Model_is_compiled(ModelObject *self, PyObject *unused) {
+  if (model_enter(self) < 0) return NULL;
+  bool c = fsl_model_is_compiled(self->m);
+  model_leave(self);
+  return PyBool_FromLong(c);
+}
+
 static PyObject *Model_compile(ModelObject *self, PyObject *unused) {
   if (model_enter(self) < 0) return NULL;
   fsl_status st;
@@ -516,6 +523,8 @@ static PyMethodDef Model_methods[] = {
   {"set_threads", (PyCFunction)Model_set_threads, METH_O,
    "set_threads(n): OpenMP threads for compile and run (0: the default)."},
   {"compile", (PyCFunction)Model_compile, METH_NOARGS, "fsl_model_compile (GIL released, process-wide lock)."},
+  {"is_compiled", (PyCFunction)Model_is_compiled, METH_NOARGS,
+   "fsl_model_is_compiled: true for a compiled model file (.fsl) just loaded."},
   {"inputs", (PyCFunction)Model_inputs, METH_NOARGS, "[(name, dtype, dims, dim_params)] of the inputs."},
   {"outputs", (PyCFunction)Model_outputs, METH_NOARGS, "[(name, dtype, dims, dim_params)] of the outputs."},
   {"input_int_range", (PyCFunction)Model_input_int_range, METH_O,

@@ -72,10 +72,22 @@ def _node_args(desc) -> list[NodeArg]:
     return out
 
 
+class _DefaultStrategy(str):
+    """The strategy a caller did not choose ("optimal"): a compiled model
+    file keeps its own instead."""
+
+
+_DEFAULT_STRATEGY = _DefaultStrategy("optimal")
+
+
 class InferenceSession:
     """A compiled ONNX model, run like an onnxruntime.InferenceSession.
 
-    path:      the model file, loaded with fsl_model_load (an ONNX ModelProto).
+    path:      the model file, loaded with fsl_model_load: an ONNX ModelProto,
+               or a compiled model file (.fsl, `fissile compile MODEL -o
+               FILE.fsl`), which runs with the plan, backend and shapes it was
+               compiled with (no compiler, no orchestration) unless strategy=
+               or backend= name others.
     strategy:  how primitives are fused into kernels: "unfused", "opfuse",
                "greedy" or "optimal" (the default; the BLP of Korch); None:
                the backend's default (no plan at all for "ref", the
@@ -107,7 +119,7 @@ class InferenceSession:
     """
 
     def __init__(self, path: str | os.PathLike, sess_options: Any = None, providers: Sequence | None = None,
-                 provider_options: Any = None, *, strategy: str | None = "optimal", backend: str | None = None,
+                 provider_options: Any = None, *, strategy: str | None = _DEFAULT_STRATEGY, backend: str | None = None,
                  threads: int | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
                  dims: Mapping[str, int] | None = None, profile: bool = False):
         for p in providers or ():
@@ -124,7 +136,8 @@ class InferenceSession:
                                   f"{', '.join(_fissile.strategy_names())})")
         self._path = os.fspath(path)
         self._strategy = strategy
-        self._backend = backend if backend is not None else default_backend()
+        self._strategy_default = isinstance(strategy, _DefaultStrategy)
+        self._backend = backend
         self._threads = threads or 0
         self._shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
         self._dims = {k: int(v) for k, v in (dims or {}).items()}
@@ -145,10 +158,14 @@ class InferenceSession:
     def _configured(self) -> _fissile.Model:
         """A fresh fsl_model with this session's strategy, backend and bindings (not compiled)."""
         m = _fissile.Model(self._path)
+        # a compiled model file (.fsl) keeps the backend and strategy it was
+        # compiled with unless the caller names others
+        precompiled = m.is_compiled()
         m.set_threads(self._threads)
-        if self._strategy is not None:
+        if self._strategy is not None and not (precompiled and self._strategy_default):
             m.set_strategy(self._strategy)
-        m.set_backend(self._backend)
+        if self._backend is not None or not precompiled:
+            m.set_backend(self._backend if self._backend is not None else default_backend())
         m.set_profile(self._profile)
         for name, size in self._dims.items():
             m.bind_dim(name, size)

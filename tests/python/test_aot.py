@@ -156,3 +156,30 @@ def test_failed_write_keeps_the_old_file(fissile, compiled, tmp_path):
             "batch=3", "-o", tmp_path / "missing" / "x.fsl")
     assert p.returncode != 0 and "cannot write" in p.stderr, p.stderr
     assert not list(tmp_path.glob("**/*.tmp"))
+
+
+def test_python_session_runs_a_compiled_file(compiled, tmp_path):
+    """fissile.InferenceSession("model.fsl") runs the file's plan with its
+    bindings (no compiler: FSL_CC is set to a missing program for the whole
+    process's compile attempts), bit for bit as the CLI run of the ONNX
+    model; naming another strategy compiles again from the embedded model."""
+    fissile_pkg = pytest.importorskip("fissile")
+    if "cpu" not in fissile_pkg.backends():
+        pytest.skip("this build has no cpu backend")
+    x = np.load(compiled / "x.npy")
+    old = dict(os.environ)
+    try:
+        os.environ.update(fresh_env(tmp_path))
+        sess = fissile_pkg.InferenceSession(str(compiled / "small.fsl"))
+        assert [i.name for i in sess.get_inputs()] == ["x"]
+        assert sess.get_inputs()[0].shape == [3, 16]
+        (y,) = sess.run(None, {"x": x})
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    assert y.tobytes() == np.load(compiled / "ref" / "y.npy").tobytes()
+    assert sess.plan["backend"] == "cpu" and sess.plan["strategy"] == "optimal"
+    greedy = fissile_pkg.InferenceSession(str(compiled / "small.fsl"), strategy="greedy")
+    (y2,) = greedy.run(None, {"x": x})
+    assert greedy.plan["strategy"] == "greedy"
+    np.testing.assert_allclose(y2, y, rtol=1e-5, atol=1e-7)
