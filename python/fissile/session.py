@@ -194,7 +194,12 @@ class InferenceSession:
 
     @property
     def backend(self) -> str:
-        return self._backend
+        """The backend the session runs on (a compiled model file's own unless
+        backend= named another)."""
+        if self._backend is not None:
+            return self._backend
+        m = self._last or self._model
+        return m.plan_info()["backend"] if m.is_compiled() else default_backend()
 
     @property
     def plan(self) -> dict:

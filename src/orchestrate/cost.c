@@ -14,9 +14,8 @@
  * erf, sigmoid, pow and trigonometric functions, which generated code
  * evaluates as polynomials of about that many vector operations; 2 for
  * gathers and arg-reductions, which add index arithmetic).  Movement views
- * cost nothing beyond the bytes their kernel reads, but a view that reads
- * elements more than once (a pooling window, a broadcast) multiplies the
- * work of what the kernel computes before it (eval_counts).  Device numbers come
+ * cost nothing beyond the bytes their kernel reads, but a sliding window
+ * multiplies the work of what the kernel computes before it (eval_counts).  Device numbers come
  * from fsl_device_default or fsl_cpu_calibrate (calibrate.h).
  */
 #include "orchestrate/orchestrate.h"
@@ -82,12 +81,13 @@ static double elem_work(const fsl_node *n) {
 
 /* How many times generated code evaluates each element of node i's output
  * per run (dup[i] >= 1).  A fused kernel computes a value where it is
- * read: a movement view that reads elements more than once (a pooling
- * window reads each element up to kernel-volume times, an expand
- * broadcasts) makes everything computed before it run that many times
- * more (ONNX MaxPool 13x13 after a SiLU: the sigmoid runs 169 times per
- * element).  A reduction is computed once per kept element and its result
- * reused along the reduced axes, so duplication stops at a reduce. */
+ * read: a sliding window reads each element up to kernel-volume times, so
+ * everything the kernel computes before it runs that many times more (ONNX
+ * MaxPool 13x13 after a SiLU: the sigmoid runs 169 times per element).
+ * Broadcasts (expand) are not counted: the code generator computes a
+ * reduction's kept-space values once per row and hoists values invariant
+ * along the inner axis.  Duplication stops at a reduce, whose result is
+ * computed once per kept element. */
 static void eval_counts(const fsl_kernel *k, double *dup) {
   for (int i = k->n_nodes - 1; i >= 0; i--) {
     const fsl_node *n = k->nodes[i];
@@ -100,7 +100,7 @@ static void eval_counts(const fsl_kernel *k, double *dup) {
       for (int a = 0; c && a < c->n_in; a++) reads = reads || c->in[a] == n->out[0];
       if (!reads) continue;
       double f = 1;
-      if (fsl_op_get(c->op)->kind == FSL_KIND_MOVEMENT && c->n_out > 0 && c->out[0] && in_numel > 0)
+      if (c->op == FSL_OP_window && c->n_out > 0 && c->out[0] && in_numel > 0)
         f = (double)fsl_value_numel(c->out[0]) / in_numel;
       if (dup[j] * f > dup[i]) dup[i] = dup[j] * f;
     }
