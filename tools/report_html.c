@@ -76,7 +76,14 @@ static void write_header(FILE *f, const report_data *d) {
   html_text(f, d->version);
   fputs(", measured ", f);
   html_text(f, d->date);
-  fputs(". Every number on this page was measured or computed in that run.</p>\n", f);
+  fputs(". Every number on this page was measured or computed in that run", f);
+  if (d->o->peer) {
+    fputs(", except the peer's, read from ", f);
+    html_text(f, d->o->peer);
+    fputs(" (measured outside this run: compare it with the strategies only as far as the machine's load "
+          "was the same)", f);
+  }
+  fputs(".</p>\n", f);
 }
 
 /* ---- strategies ---- */
@@ -129,9 +136,10 @@ static void write_strategy_table(FILE *f, const report_data *d) {
     snprintf(b3, sizeof b3, "%s \xe2\x80\x93 %s", fmt_time(p->p10_s, b1, sizeof b1), fmt_time(p->p90_s, b2, sizeof b2));
     text_tag(f, "td", NULL, isnan(p->p10_s) && isnan(p->p90_s) ? "-" : b3);
     cell_time(f, p->min_s);
-    fputs("<td>-</td><td>-</td><td class=\"l wrap\">peer (--peer ", f);
-    html_text(f, d->o->peer);
-    fputs(")</td></tr>\n", f);
+    const char *base = strrchr(d->o->peer, '/');
+    fputs("<td>-</td><td>-</td><td class=\"l\">peer: ", f);
+    html_text(f, base ? base + 1 : d->o->peer);
+    fputs("</td></tr>\n", f);
   }
   fputs("</table>\n", f);
 }
