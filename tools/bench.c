@@ -190,6 +190,8 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
   fsl_tensor *given = NULL;
   int first_rc = models ? load_input_files(o, m, &given) : exit_code(FSL_ERR_NOMEM);
   if (first_rc != EXIT_OK) {
+    for (int k = 0; given && k < o->n_inputs; k++) fsl_tensor_free(&given[k]);
+    free(given);
     free(models);
     return first_rc;
   }
