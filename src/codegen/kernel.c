@@ -59,7 +59,7 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
       fsl_cg_fail(&e, FSL_ERR_INVALID, "output '%s' is not produced by the kernel", s->out[j]->name ? s->out[j]->name : "?");
   }
   if (e.st == FSL_OK) {
-    d->kernel_open(&b, s->id);
+    d->kernel_open(&b, s->id, s->n_in, s->n_out);
     e.indent = 1;
     fsl_cg_line(&e, "(void)in; (void)out;");
     /* buffers never overlap, except that a kernel of elementwise nodes
@@ -68,9 +68,11 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
     for (int i = 0; i < s->n_nodes; i++) ew_only = ew_only && fsl_op_get(s->nodes[i]->op)->kind == FSL_KIND_ELEMENTWISE;
     const char *rs = ew_only ? "" : d->restrict_kw;
     for (int i = 0; i < s->n_in; i++)
-      fsl_cg_line(&e, "const %s *%sin%d = (const %s *)in[%d];", fsl_cg_ctype(e.d, s->in[i]->dtype), rs, i, fsl_cg_ctype(e.d, s->in[i]->dtype), i);
+      fsl_cg_line(&e, "const %s%s *%sin%d = (const %s%s *)in[%d];", d->buf_space, fsl_cg_ctype(e.d, s->in[i]->dtype), rs,
+                  i, d->buf_space, fsl_cg_ctype(e.d, s->in[i]->dtype), i);
     for (int j = 0; j < s->n_out; j++)
-      fsl_cg_line(&e, "%s *%sout%d = (%s *)out[%d];", fsl_cg_ctype(e.d, s->out[j]->dtype), rs, j, fsl_cg_ctype(e.d, s->out[j]->dtype), j);
+      fsl_cg_line(&e, "%s%s *%sout%d = (%s%s *)out[%d];", d->buf_space, fsl_cg_ctype(e.d, s->out[j]->dtype), rs, j,
+                  d->buf_space, fsl_cg_ctype(e.d, s->out[j]->dtype), j);
     fsl_cg_line(&e, "int err_ = 0;");
     if (nr == 0) {
       bool *done = calloc((size_t)(s->n_out > 0 ? s->n_out : 1), sizeof(bool));
@@ -127,10 +129,11 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   fsl_sbuf body = {0};
   e.d = d;
   e.b = &body;
-  d->kernel_open(&body, id);
+  d->kernel_open(&body, id, 2, 1);
   e.indent = 1;
-  fsl_cg_line(&e, "const %s *a = (const %s *)in[0], *w = (const %s *)in[1];", T, T, T);
-  fsl_cg_line(&e, "%s *c = (%s *)out[0];", T, T);
+  const char *S = d->buf_space;
+  fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
+  fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, T, S, T);
   char nb[32], nm[32], nn[32], nk[32];
   snprintf(nb, sizeof nb, "%lld", (long long)batch);
   snprintf(nm, sizeof nm, "%lld", (long long)M);
@@ -142,8 +145,8 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   fsl_cg_open_scope(&e);
   fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});
   fsl_cg_open_scope(&e);
-  fsl_cg_line(&e, "const %s *ar = a + (b_ * %lld + m) * %lld; const %s *wb = w + b_ * %lld;", T, (long long)M,
-              (long long)K, T, (long long)(K * N));
+  fsl_cg_line(&e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
+              (long long)K, S, T, (long long)(K * N));
   fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
   fsl_cg_open_scope(&e);
   fsl_cg_line(&e, "%s s = 0;", acc);

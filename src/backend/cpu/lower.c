@@ -4,7 +4,7 @@
 #include "backend/cpu/lower.h"
 
 #include "backend/cpu/dialect_c.h"
-#include "backend/cpu/linsplit.h"
+#include "codegen/linsplit.h"
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
 

@@ -1,7 +1,8 @@
 /*
- * linsplit.h — how a LINEAR kernel runs on the CPU: the CPU backend
- * (cpu.c) builds its steps from this split, and the kernel profiler
- * (profile.c) times a kernel the same way.
+ * linsplit.h — how a LINEAR kernel is split for generated code: the CPU
+ * backend (backend/cpu/lower.c) and the OpenCL backend
+ * (backend/opencl/opencl.c) build their steps from this split, and the CPU
+ * kernel profiler (backend/cpu/profile.c) times a kernel the same way.
  *
  *   prologue  the kernel's nodes that feed the matmul/conv: generated code
  *             writing what the linear op and later nodes read, unless they
@@ -9,12 +10,12 @@
  *             them: a reshape is the same bytes);
  *   linear    the matmul/conv, with a prefix of `chain` (single-consumer
  *             elementwise or reshape nodes after it) absorbed as oneDNN
- *             post-ops (onednn.h);
+ *             post-ops (CPU: onednn.h; other backends absorb none);
  *   epilogue  every other node of the kernel, generated over the linear
  *             op's result.
  */
-#ifndef FSL_CPU_LINSPLIT_H
-#define FSL_CPU_LINSPLIT_H
+#ifndef FSL_CG_LINSPLIT_H
+#define FSL_CG_LINSPLIT_H
 
 #include "orchestrate/orchestrate.h"
 

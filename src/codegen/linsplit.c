@@ -1,8 +1,9 @@
 /*
  * linsplit.c — the prologue / linear / epilogue split of a LINEAR kernel
- * (linsplit.h), shared by the CPU backend and the kernel profiler.
+ * (linsplit.h), shared by the CPU and OpenCL backends and the CPU kernel
+ * profiler.
  */
-#include "backend/cpu/linsplit.h"
+#include "codegen/linsplit.h"
 
 bool fsl_vl_has(const fsl_vlist *l, const void *x) {
   for (int i = 0; i < l->n; i++)
