@@ -116,7 +116,7 @@ static fsl_status open_device(fsl_ocl_device *d) {
   }
   d->platform = dp[pick];
   d->device = dd[pick];
-  snprintf(d->name, sizeof d->name, "%s", names[pick]);
+  memcpy(d->name, names[pick], sizeof d->name); /* both 256 bytes, NUL-terminated */
   clGetDeviceInfo(d->device, CL_DRIVER_VERSION, sizeof d->driver, d->driver, NULL);
   clGetDeviceInfo(d->device, CL_DEVICE_VERSION, sizeof d->version, d->version, NULL);
   char exts[8192] = "";
