@@ -286,10 +286,14 @@ static fsl_status setup_gen(ocl_exe *x, ocl_step *s, int si) {
                       s->kernel, n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
                       (unsigned long long)lmem, x->d->name, (unsigned long long)x->d->local_mem);
   }
-  size_t ls = 64;
+  /* a kernel whose outputs are all scalars has no PARALLEL loop: every
+   * work-item would run it, which is wrong when it writes in place */
+  bool scalar = true;
+  for (int i = 0; i < s->n_out; i++) scalar = scalar && s->out[i]->rank == 0;
+  size_t ls = scalar ? 1 : 64;
   while (ls > 1 && (ls > kwg || ls > x->d->max_wg)) ls /= 2;
   s->lsize = ls;
-  s->gsize = (work_items(s) + ls - 1) / ls * ls;
+  s->gsize = scalar ? 1 : (work_items(s) + ls - 1) / ls * ls;
   return FSL_OK;
 }
 
@@ -357,6 +361,14 @@ static fsl_status ocl_compile(const fsl_plan *p, void **exe) {
       !(x->errs = clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, sizeof(cl_int) * (size_t)(x->n_steps > 0 ? x->n_steps : 1),
                                  NULL, &err)))
     st = fsl_errorf(FSL_ERR_NOMEM, "opencl backend: cannot allocate the error words: %s", fsl_ocl_strerror(err));
+  const char *dump = getenv("FSL_OPENCL_SOURCE"); /* docs/gpu-backend.md: the generated program, for inspection */
+  if (st == FSL_OK && dump && *dump) {
+    FILE *f = fopen(dump, "w");
+    if (f) {
+      fputs(x->src.p ? x->src.p : "", f);
+      fclose(f);
+    }
+  }
   if (st == FSL_OK && x->next_fn > 0) st = fsl_ocl_build(d, x->src.p, x->src.len, &x->prog, &x->cache_hit);
   for (int i = 0; i < x->n_steps && st == FSL_OK; i++) {
     ocl_step *s = &x->steps[i];
