@@ -139,26 +139,47 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   snprintf(nm, sizeof nm, "%lld", (long long)M);
   snprintf(nn, sizeof nn, "%lld", (long long)N);
   snprintf(nk, sizeof nk, "%lld", (long long)K);
-  /* batch and rows in parallel (collapsed), columns, then the dot product */
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = batch * M * N * K > d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
-                                      .var = "b_", .lo = "0", .hi = nb, .collapse = 2});
-  fsl_cg_open_scope(&e);
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});
-  fsl_cg_open_scope(&e);
-  fsl_cg_line(&e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
-              (long long)K, S, T, (long long)(K * N));
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
-  fsl_cg_open_scope(&e);
-  fsl_cg_line(&e, "%s s = 0;", acc);
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
-  fsl_cg_open_scope(&e);
-  fsl_cg_line(&e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
-  fsl_cg_close_scope(&e);
-  fsl_cg_line(&e, "}");
-  fsl_cg_line(&e, "c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, T);
-  for (int i = 0; i < 3; i++) {
+  if (d->par_min == 0) {
+    /* every thread runs the kernel (GPU dialects): one thread per element of c */
+    char nt[32];
+    snprintf(nt, sizeof nt, "%lld", (long long)(batch * M * N));
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_PARALLEL, .var = "i_", .lo = "0", .hi = nt});
+    fsl_cg_open_scope(&e);
+    fsl_cg_line(&e, "const int64_t b_ = i_ / %lld, m = (i_ / %lld) %% %lld, n = i_ %% %lld;", (long long)(M * N),
+                (long long)N, (long long)M, (long long)N);
+    fsl_cg_line(&e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
+                (long long)K, S, T, (long long)(K * N));
+    fsl_cg_line(&e, "%s s = 0;", acc);
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
+    fsl_cg_open_scope(&e);
+    fsl_cg_line(&e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");
+    fsl_cg_line(&e, "c[i_] = (%s)s;", T);
+    fsl_cg_close_scope(&e);
+    fsl_cg_line(&e, "}");
+  } else {
+    /* batch and rows in parallel (collapsed), columns, then the dot product */
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = batch * M * N * K > d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+                                        .var = "b_", .lo = "0", .hi = nb, .collapse = 2});
+    fsl_cg_open_scope(&e);
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});
+    fsl_cg_open_scope(&e);
+    fsl_cg_line(&e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
+                (long long)K, S, T, (long long)(K * N));
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
+    fsl_cg_open_scope(&e);
+    fsl_cg_line(&e, "%s s = 0;", acc);
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
+    fsl_cg_open_scope(&e);
+    fsl_cg_line(&e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
+    fsl_cg_close_scope(&e);
+    fsl_cg_line(&e, "}");
+    fsl_cg_line(&e, "c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, T);
+    for (int i = 0; i < 3; i++) {
+      fsl_cg_close_scope(&e);
+      fsl_cg_line(&e, "}");
+    }
   }
   if (d->ret_ok[0]) fsl_cg_line(&e, "%s", d->ret_ok);
   fsl_sbuf_puts(&body, "}\n\n");

@@ -1,5 +1,7 @@
 /*
- * loops.c — LOOP kernels: one loop nest per distinct output shape.
+ * loops.c — LOOP kernels: one loop nest per distinct output shape (a
+ * parallel loop over rows and a loop along the innermost axis; in GPU
+ * dialects, par_min 0, one flat parallel loop over the elements).
  */
 #include "codegen/cg.h"
 
@@ -29,6 +31,27 @@ static bool loop_nest(em *e, int n, const int *outs) {
     fsl_cg_line(e, "int e_ = 0;");
     if (!fsl_cg_store_outputs(e, n, outs, &c)) return false;
     fsl_cg_line(e, "err_ |= e_;");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    return true;
+  }
+  if (e->d->par_min == 0) {
+    /* every thread runs the kernel (GPU dialects): one thread per output
+     * element, all outputs of the shape written by the same thread */
+    char hi[32];
+    snprintf(hi, sizeof hi, "%lld", (long long)total);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_PARALLEL, .var = "r_", .lo = "0", .hi = hi, .n_red = 1,
+                                       .red = {"|:err_"}});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "int e_ = 0;");
+    int axes[FSL_MAX_RANK] = {0};
+    for (int i = 0; i < r; i++) axes[i] = i;
+    fsl_cg_decompose(e, "r_", r, axes, v->dims, "c", &c);
+    bool ok = fsl_cg_store_outputs(e, n, outs, &c);
+    if (!ok) return false;
+    fsl_cg_line(e, "err_ |= e_;");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
     fsl_cg_close_scope(e);
     fsl_cg_line(e, "}");
     return true;
