@@ -578,7 +578,7 @@ static void ocl_fingerprint(char *buf, size_t len) {
 const fsl_backend fsl_backend_opencl = {
     .name = "opencl",
     .summary = "generated OpenCL C on an OpenCL device (FSL_OPENCL_DEVICE; PoCL runs it on the CPU)",
-    .calibrate = NULL,
+    .calibrate = fsl_ocl_calibrate,
     .profiler_init = NULL,
     .supports = NULL,
     .compile = ocl_compile,

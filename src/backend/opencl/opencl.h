@@ -51,6 +51,19 @@ fsl_status fsl_ocl_device_get(const fsl_ocl_device **out);
  */
 fsl_status fsl_ocl_build(const fsl_ocl_device *d, const char *src, size_t len, cl_program *out, bool *cache_hit);
 
+/**
+ * The device's numbers for the roofline cost model (the backend's
+ * calibrate; calibrate.c), measured with small kernels: launch_s the
+ * seconds of an empty kernel launch and wait, bandwidth bytes/s of a
+ * 32 MiB float4 copy (read + write counted), elem_flops multiply-adds/s
+ * (2 ops each) over 1 Mi floats, peak_flops FLOP/s of a naive 256^3
+ * matmul (as the generated one).  Cached in
+ * fsl_cache_folder(NULL)/device-opencl-<hash of device, driver,
+ * version>.txt unless force.  n_threads is ignored.  Errors: those of
+ * fsl_ocl_device_get, FSL_ERR_RUNTIME; *d is the default device then.
+ */
+fsl_status fsl_ocl_calibrate(fsl_device *d, int n_threads, bool force);
+
 /** The name of an OpenCL error code ("CL_OUT_OF_RESOURCES"). */
 const char *fsl_ocl_strerror(cl_int e);
 
