@@ -2,7 +2,8 @@
 
 For each strategy (unfused, opfuse, greedy, optimal) and backend ("plan-ref":
 the reference interpreter executing the plan kernel by kernel; "cpu":
-generated C + oneDNN), runs real models and a sample of the single-op cases
+generated C + oneDNN; "opencl": generated OpenCL C, when the build has it
+and an OpenCL platform is found, e.g. PoCL), runs real models and a sample of the single-op cases
 of test_ops.py with `fissile run --strategy S --backend B` and compares the
 outputs with `fissile run --backend ref` (the whole-graph reference
 interpreter) on the same fresh random inputs: relative L2 error <= 1e-4 for
@@ -10,6 +11,8 @@ float outputs, exact equality otherwise.
 """
 from __future__ import annotations
 
+import shutil
+import subprocess
 import zlib
 
 import numpy as np
@@ -22,7 +25,7 @@ from test_ops import CASES, build_model, gen
 
 TOL = 1e-4
 STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
-BACKENDS = ["plan-ref", "cpu"]
+BACKENDS = ["plan-ref", "cpu", "opencl"]
 REAL_MODELS = ["resnet18", "minilm_l3", "transformer_encoder", "yolox_nano", "efficientvit_b1", "segformer_b0"]
 
 # Set to a reason string if the CPU backend cannot run yet: its cases are
@@ -51,9 +54,29 @@ def _sample_cases():
 SAMPLE = _sample_cases()
 
 
+def _opencl_missing() -> str | None:
+    """Why the opencl cases cannot run here (None: they can)."""
+    exe = fsl_models.fissile_bin()
+    if not exe.exists():
+        return None  # conftest fails the run with a clear message
+    help_text = subprocess.run([str(exe), "run", "--help"], capture_output=True, text=True).stdout
+    if "opencl" not in help_text:
+        return "this build has no OpenCL backend (FSL_BACKEND_OPENCL off)"
+    if shutil.which("clinfo"):
+        probe = subprocess.run(["clinfo", "-l"], capture_output=True, text=True)
+        if "Platform" not in probe.stdout:
+            return "no OpenCL platform found (install pocl-opencl-icd)"
+    return None
+
+
+OPENCL_SKIP = _opencl_missing()
+
+
 def _marks(backend):
     if backend == "cpu" and CPU_XFAIL:
         return [pytest.mark.xfail(reason=CPU_XFAIL, strict=False)]
+    if backend == "opencl" and OPENCL_SKIP:
+        return [pytest.mark.skip(reason=OPENCL_SKIP)]
     return []
 
 
