@@ -114,6 +114,22 @@ fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *s, fsl_sb
   return st;
 }
 
+/* The matmul's row of a and batch of w for (b_, m). */
+static void row_pointers(em *e, const char *S, const char *T, int64_t M, int64_t K, int64_t N) {
+  fsl_cg_line(e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
+              (long long)K, S, T, (long long)(K * N));
+}
+
+/* s = the dot product of row ar and column n of wb, accumulated in acc. */
+static void dot_product(em *e, const char *acc, const char *nk, int64_t N) {
+  fsl_cg_line(e, "%s s = 0;", acc);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
 fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b) {
   if (!d || !mm || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_matmul: NULL argument");
   const fsl_value *A = mm->in[0], *W = mm->in[1], *C = mm->out[0];
@@ -147,14 +163,8 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
     fsl_cg_open_scope(&e);
     fsl_cg_line(&e, "const int64_t b_ = i_ / %lld, m = (i_ / %lld) %% %lld, n = i_ %% %lld;", (long long)(M * N),
                 (long long)N, (long long)M, (long long)N);
-    fsl_cg_line(&e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
-                (long long)K, S, T, (long long)(K * N));
-    fsl_cg_line(&e, "%s s = 0;", acc);
-    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
-    fsl_cg_open_scope(&e);
-    fsl_cg_line(&e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
-    fsl_cg_close_scope(&e);
-    fsl_cg_line(&e, "}");
+    row_pointers(&e, S, T, M, K, N);
+    dot_product(&e, acc, nk, N);
     fsl_cg_line(&e, "c[i_] = (%s)s;", T);
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");
@@ -165,16 +175,10 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
     fsl_cg_open_scope(&e);
     fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});
     fsl_cg_open_scope(&e);
-    fsl_cg_line(&e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
-                (long long)K, S, T, (long long)(K * N));
+    row_pointers(&e, S, T, M, K, N);
     fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
     fsl_cg_open_scope(&e);
-    fsl_cg_line(&e, "%s s = 0;", acc);
-    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
-    fsl_cg_open_scope(&e);
-    fsl_cg_line(&e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
-    fsl_cg_close_scope(&e);
-    fsl_cg_line(&e, "}");
+    dot_product(&e, acc, nk, N);
     fsl_cg_line(&e, "c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, T);
     for (int i = 0; i < 3; i++) {
       fsl_cg_close_scope(&e);

@@ -66,4 +66,14 @@ fsl_status fsl_linear_split_epilogue(const fsl_kernel *k, const fsl_linear_split
 
 void fsl_linear_split_free(fsl_linear_split *s);
 
+/** What the reference interpreter runs for linear op lin over operands
+ *  lin_in (fsl_linear_split.lin_in): the in-kernel reshapes between
+ *  lin_in and lin's operands, then lin, in topological order, into
+ *  nodes[2 * FSL_MAX_RANK + 1]; returns their number. */
+int fsl_linear_ref_nodes(fsl_node *lin, fsl_value *const *lin_in, fsl_node **nodes);
+
+/** *dst = a malloc'd copy of src[0..count) (at least one slot), *n = count;
+ *  false on OOM.  For the value and node lists of backend steps. */
+bool fsl_ptrs_dup(void ***dst, int *n, void *const *src, int count);
+
 #endif

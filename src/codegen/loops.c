@@ -17,6 +17,15 @@ bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c) {
   return true;
 }
 
+/* Ends a nest: the thread's error bits, the parallel loop, the nest's block. */
+static void nest_end(em *e) {
+  fsl_cg_line(e, "err_ |= e_;");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
 /* One loop nest over the shape of out[outs[0]], writing every listed output. */
 static bool loop_nest(em *e, int n, const int *outs) {
   const fsl_value *v = e->s->out[outs[0]];
@@ -47,13 +56,8 @@ static bool loop_nest(em *e, int n, const int *outs) {
     int axes[FSL_MAX_RANK] = {0};
     for (int i = 0; i < r; i++) axes[i] = i;
     fsl_cg_decompose(e, "r_", r, axes, v->dims, "c", &c);
-    bool ok = fsl_cg_store_outputs(e, n, outs, &c);
-    if (!ok) return false;
-    fsl_cg_line(e, "err_ |= e_;");
-    fsl_cg_close_scope(e);
-    fsl_cg_line(e, "}");
-    fsl_cg_close_scope(e);
-    fsl_cg_line(e, "}");
+    if (!fsl_cg_store_outputs(e, n, outs, &c)) return false;
+    nest_end(e);
     return true;
   }
   int64_t L = v->dims[r - 1], rows = total / L, B = L, nblk = 1;
@@ -96,11 +100,7 @@ static bool loop_nest(em *e, int n, const int *outs) {
   fsl_cg_line(e, "}");
   fsl_cg_loop_end(e, &lc);
   if (!ok) return false;
-  fsl_cg_line(e, "err_ |= e_;");
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
+  nest_end(e);
   return true;
 }
 

@@ -75,20 +75,12 @@ static ocl_step *new_step(ocl_exe *x, step_kind kind, int ki) {
   return s;
 }
 
-static bool dup_list(void ***dst, int *n, void *const *src, int count) {
-  *dst = malloc(sizeof(void *) * (size_t)(count > 0 ? count : 1));
-  if (!*dst) return false;
-  if (count > 0) memcpy(*dst, src, sizeof(void *) * (size_t)count);
-  *n = count;
-  return true;
-}
-
 /* Fills a step's value and node lists and marks its outputs written. */
 static fsl_status fill_step(ocl_exe *x, ocl_step *s, fsl_value *const *ins, int n_in, fsl_value *const *outs, int n_out,
                             fsl_node *const *nodes, int n) {
-  if (!s || !dup_list((void ***)&s->in, &s->n_in, (void *const *)ins, n_in) ||
-      !dup_list((void ***)&s->out, &s->n_out, (void *const *)outs, n_out) ||
-      !dup_list((void ***)&s->nodes, &s->n_nodes, (void *const *)nodes, n))
+  if (!s || !fsl_ptrs_dup((void ***)&s->in, &s->n_in, (void *const *)ins, n_in) ||
+      !fsl_ptrs_dup((void ***)&s->out, &s->n_out, (void *const *)outs, n_out) ||
+      !fsl_ptrs_dup((void ***)&s->nodes, &s->n_nodes, (void *const *)nodes, n))
     return oom();
   for (int i = 0; i < n_out; i++) x->avail[outs[i]->id] = true;
   return FSL_OK;
@@ -170,15 +162,7 @@ static fsl_status add_linear(ocl_exe *x, int ki, fsl_node *lin, fsl_value *const
            fsl_dtype_name(lin->in[0]->dtype));
   note_fallback(x, ki, why);
   fsl_node *nodes[2 * FSL_MAX_RANK + 1];
-  int n = 0;
-  for (int i = 0; i < 2; i++)
-    for (fsl_value *v = lin->in[i]; v != lin_in[i] && n < 2 * FSL_MAX_RANK; v = v->producer->in[0]) nodes[n++] = v->producer;
-  for (int i = 0, j = n - 1; i < j; i++, j--) {
-    fsl_node *t = nodes[i];
-    nodes[i] = nodes[j];
-    nodes[j] = t;
-  }
-  nodes[n++] = lin;
+  int n = fsl_linear_ref_nodes(lin, lin_in, nodes);
   return add_host(x, ki, nodes, n, lin->out, 1);
 }
 
