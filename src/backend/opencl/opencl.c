@@ -140,12 +140,14 @@ static fsl_status add_gen(ocl_exe *x, int ki, fsl_node *const *nodes, int n, fsl
   return st;
 }
 
-/* The linear op: a generated matmul over the view-resolved operands, else
- * the host (with the in-kernel reshapes between its operands and lin). */
+/* The linear op: a generated matmul or direct convolution over the
+ * view-resolved operands, else the host (with the in-kernel reshapes
+ * between its operands and lin). */
 static fsl_status add_linear(ocl_exe *x, int ki, fsl_node *lin, fsl_value *const *lin_in) {
-  if (lin->op == FSL_OP_matmul) {
+  if (lin->op == FSL_OP_matmul || lin->op == FSL_OP_conv) {
     fsl_sbuf tmp = {0};
-    fsl_status st = fsl_codegen_matmul(&fsl_dialect_opencl, x->next_fn, lin, &tmp);
+    fsl_status st = lin->op == FSL_OP_matmul ? fsl_codegen_matmul(&fsl_dialect_opencl, x->next_fn, lin, &tmp)
+                                              : fsl_codegen_conv(&fsl_dialect_opencl, x->next_fn, lin, &tmp);
     if (st == FSL_OK && !tmp.oom) {
       fsl_sbuf_puts(&x->src, tmp.p);
       fsl_sbuf_free(&tmp);
@@ -480,7 +482,10 @@ static fsl_status ocl_run(void *exe, const void *const *inputs, void **outputs) 
     const fsl_value *v = g->inputs[i];
     int64_t nb = fsl_value_nbytes(v);
     if (nb <= 0) continue;
-    if (!inputs || !inputs[i]) return fsl_errorf(FSL_ERR_ARG, "no data for graph input '%s'", vname(v));
+    if (!inputs || !inputs[i]) {
+      st = fsl_errorf(FSL_ERR_ARG, "no data for graph input '%s'", vname(v));
+      break;
+    }
     cl_mem m;
     cl_ulong off;
     st = locate(x, v, &m, &off);
