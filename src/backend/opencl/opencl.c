@@ -542,6 +542,37 @@ static fsl_status ocl_run(void *exe, const void *const *inputs, void **outputs) 
   return st;
 }
 
+/* Lowers k alone, as compile would, and looks for a host step (no device
+ * is needed: only the code generator is asked). */
+static bool ocl_supports(const fsl_graph *g, const fsl_kernel *k) {
+  if (!g || !k) return false;
+  fsl_kernel *ks[1] = {(fsl_kernel *)k};
+  fsl_plan p;
+  memset(&p, 0, sizeof p);
+  p.g = g;
+  p.kernels = (fsl_kernel_set){.g = g, .n = 1, .cap = 1, .k = ks};
+  ocl_exe x;
+  memset(&x, 0, sizeof x);
+  x.p = &p;
+  x.avail = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(bool));
+  x.fell_back = calloc(1, sizeof(bool));
+  bool ok = x.avail && x.fell_back;
+  for (int i = 0; ok && i < g->n_values; i++) x.avail[i] = g->values[i]->data != NULL;
+  for (int i = 0; ok && i < k->n_in; i++) x.avail[k->in[i]->id] = true;
+  ok = ok && lower_kernel(&x, 0, k) == FSL_OK && x.n_fallback == 0 && x.n_opaque == 0;
+  fsl_error_clear();
+  for (int i = 0; i < x.n_steps; i++) {
+    free(x.steps[i].in);
+    free(x.steps[i].out);
+    free(x.steps[i].nodes);
+  }
+  free(x.steps);
+  free(x.avail);
+  free(x.fell_back);
+  fsl_sbuf_free(&x.src);
+  return ok;
+}
+
 static void ocl_info(const void *exe, fsl_backend_exe_info *out) {
   const ocl_exe *x = exe;
   memset(out, 0, sizeof *out);
@@ -569,7 +600,7 @@ const fsl_backend fsl_backend_opencl = {
     .summary = "generated OpenCL C on an OpenCL device (FSL_OPENCL_DEVICE; PoCL runs it on the CPU)",
     .calibrate = fsl_ocl_calibrate,
     .profiler_init = NULL,
-    .supports = NULL,
+    .supports = ocl_supports,
     .compile = ocl_compile,
     .fingerprint = ocl_fingerprint,
     .export_exe = NULL,
