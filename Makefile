@@ -16,7 +16,11 @@
 #                limited to AVX2), so an AVX-512 machine sees what an
 #                AVX2-only one would (part of make test)
 #   make test-minimal  the library built without optional backends
-#                (-DFSL_BACKEND_CPU=OFF): unit tests and reference conformance
+#                (-DFSL_BACKEND_CPU=OFF -DFSL_BACKEND_OPENCL=OFF): unit tests
+#                and reference conformance
+#   make test-opencl  the OpenCL backend (PoCL on the CPU) on both data sets
+#                under all four strategies against the pass and fallback
+#                lists (not part of make test: about N min on 2 cores)
 #   make demo    fetch a real trained model, inspect it and run it, bench it and
 #                write the HTML report (build/report.html)
 #   make bench   front-end (import + compile) timings -> bench/results/
@@ -37,10 +41,12 @@ CONF_LIST_DEBIAN := tests/conformance/pass_debian.txt
 CONF_LIST_ONNX122 := tests/conformance/pass_onnx122.txt
 CONF_FALLBACK_DEBIAN := tests/conformance/fallback_debian.txt
 CONF_FALLBACK_ONNX122 := tests/conformance/fallback_onnx122.txt
+CONF_FALLBACK_OPENCL_DEBIAN := tests/conformance/fallback_opencl_debian.txt
+CONF_FALLBACK_OPENCL_ONNX122 := tests/conformance/fallback_opencl_onnx122.txt
 STRATEGIES := unfused opfuse greedy optimal
 export FSL_BUILD_DIR := $(CURDIR)/$(BUILD)
 
-.PHONY: all setup build test ctest pytest test-avx2 test-minimal asan fuzz demo bench models conformance-lists clean
+.PHONY: all setup build test ctest pytest test-avx2 test-minimal test-opencl asan fuzz demo bench models conformance-lists clean
 
 all: build
 
@@ -72,9 +78,21 @@ test-avx2: setup build models
 # The library with no optional backend (-DFSL_BACKEND_CPU=OFF: what a
 # machine without oneDNN builds): unit tests and the reference entries.
 test-minimal: setup
-	cmake -S . -B $(MIN_BUILD) -DFSL_WERROR=ON -DFSL_BACKEND_CPU=OFF -DFSL_CUDA_CODEGEN=OFF
+	cmake -S . -B $(MIN_BUILD) -DFSL_WERROR=ON -DFSL_BACKEND_CPU=OFF -DFSL_CUDA_CODEGEN=OFF -DFSL_BACKEND_OPENCL=OFF
 	cmake --build $(MIN_BUILD) -j$(JOBS)
 	cd $(MIN_BUILD) && ctest --output-on-failure
+
+# The OpenCL backend (PoCL on this machine's CPU) under every strategy on
+# both data sets; make test runs Debian's set under unfused and optimal only
+# (ctest entries *.opencl.*).  Programs are cached in the build's kernel cache.
+test-opencl: setup build
+	set -eo pipefail; onnx_node=$$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node; \
+	for s in $(STRATEGIES); do \
+	  FSL_CACHE_DIR=$(CURDIR)/$(BUILD)/kernel-cache $(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --backend opencl \
+	    --strategy $$s --list $(CONF_LIST_DEBIAN) --fallback-list $(CONF_FALLBACK_OPENCL_DEBIAN) $(DEBIAN_NODE) | tail -4; \
+	  FSL_CACHE_DIR=$(CURDIR)/$(BUILD)/kernel-cache $(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --backend opencl \
+	    --strategy $$s --list $(CONF_LIST_ONNX122) --fallback-list $(CONF_FALLBACK_OPENCL_ONNX122) $$onnx_node | tail -4; \
+	done
 
 # Sanitizers (ASan + UBSan + leaks): unit tests, every conformance case of
 # both data sets (a crash, a timeout or a sanitizer report in any case fails,
@@ -146,6 +164,14 @@ conformance-lists: build
 	    --strategy $$s --write-fallback-list $$tmp/onnx122.$$s $$onnx_node | tail -2; \
 	done; \
 	sort -u $$tmp/debian.* > $(CONF_FALLBACK_DEBIAN); sort -u $$tmp/onnx122.* > $(CONF_FALLBACK_ONNX122); rm -rf $$tmp
+	set -e; tmp=$$(mktemp -d); onnx_node=$$($(PY) -c 'import onnx,os;print(os.path.dirname(onnx.__file__))')/backend/test/data/node; \
+	for s in $(STRATEGIES); do \
+	  FSL_CACHE_DIR=$(CURDIR)/$(BUILD)/kernel-cache $(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --backend opencl \
+	    --strategy $$s --write-fallback-list $$tmp/debian.$$s $(DEBIAN_NODE) | tail -2; \
+	  FSL_CACHE_DIR=$(CURDIR)/$(BUILD)/kernel-cache $(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --backend opencl \
+	    --strategy $$s --write-fallback-list $$tmp/onnx122.$$s $$onnx_node | tail -2; \
+	done; \
+	sort -u $$tmp/debian.* > $(CONF_FALLBACK_OPENCL_DEBIAN); sort -u $$tmp/onnx122.* > $(CONF_FALLBACK_OPENCL_ONNX122); rm -rf $$tmp
 
 clean:
 	rm -rf $(BUILD) $(MIN_BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -86,5 +86,8 @@ const fsl_backend *fsl_backend_best(void);
 extern const fsl_backend fsl_backend_ref;
 /** Generated C per kernel, compiled to one shared object; oneDNN for linear ops. */
 extern const fsl_backend fsl_backend_cpu;
+/** Generated OpenCL C on an OpenCL device (backend/opencl/opencl.c; built
+ *  with CMake option FSL_BACKEND_OPENCL). */
+extern const fsl_backend fsl_backend_opencl;
 
 #endif

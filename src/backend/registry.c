@@ -8,6 +8,9 @@ static const fsl_backend *const k_backends[] = {
 #if FSL_BACKEND_CPU
     &fsl_backend_cpu,
 #endif
+#if FSL_BACKEND_OPENCL
+    &fsl_backend_opencl,
+#endif
     &fsl_backend_ref,
 };
 

@@ -1,7 +1,8 @@
 /*
  * cfamily.c — pieces the C-family dialects share (dialect.h): C99
  * <stdint.h> element type names (CUDA's prelude defines the same names)
- * and the plain `for` line of a loop.
+ * and the plain `for` line of a loop; the grid-stride loop of the GPU
+ * dialects.
  */
 #include "codegen/dialect.h"
 
@@ -27,4 +28,8 @@ void fsl_cg_for_line(const fsl_cg_loop *L, char *head, size_t cap) {
     snprintf(head, cap, "for (int64_t %s = %s; %s < %s; %s += %lld) {", L->var, L->lo, L->var, L->hi, L->var, L->step);
   else
     snprintf(head, cap, "for (int64_t %s = %s; %s < %s; %s++) {", L->var, L->lo, L->var, L->hi, L->var);
+}
+
+void fsl_cg_grid_stride_line(const fsl_cg_loop *L, const char *gid, const char *gsize, char *head, size_t cap) {
+  snprintf(head, cap, "for (int64_t %s = %s + %s; %s < %s; %s += %s) {", L->var, L->lo, gid, L->var, L->hi, L->var, gsize);
 }

@@ -67,4 +67,13 @@ fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *spec, fsl
  */
 fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b);
 
+/**
+ * Appends fsl_k<id>(in = {x, w}, out = {y}) computing the conv node cv
+ * (docs/primitives.md: x [N, C, s..], w [M, C/group, k..]; strides,
+ * dilations, pads, group, lhs_dilation) as a direct convolution: one
+ * PARALLEL iteration per output element, accumulated in double.  Float
+ * dtypes only: FSL_ERR_UNSUPPORTED otherwise.
+ */
+fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fsl_sbuf *b);
+
 #endif

@@ -52,9 +52,16 @@ typedef struct fsl_dialect {
    *  CPU (32768 in C); 0 where every thread runs the kernel and only a
    *  PARALLEL loop divides the work among them (CUDA, OpenCL). */
   long long par_min;
-  /** Prints the start of kernel fsl_k<id>: the signature taking `in` and
-   *  `out` (arrays of untyped buffer pointers) and returning int, and "{". */
-  void (*kernel_open)(fsl_sbuf *b, int id);
+  /** Address-space qualifier of the kernel's buffers in pointer types
+   *  ("" in C and CUDA, "__global " in OpenCL C): the shared code declares
+   *  `const <buf_space>T *in0 = (const <buf_space>T *)in[0];`. */
+  const char *buf_space;
+  /** Prints the start of kernel fsl_k<id> reading n_in buffers and writing
+   *  n_out: the signature, and "{", after which `in[i]` and `out[j]` name
+   *  the buffers as untyped pointers (C: the arguments themselves, arrays
+   *  of pointers; OpenCL: a local array over one __global argument per
+   *  buffer). */
+  void (*kernel_open)(fsl_sbuf *b, int id, int n_in, int n_out);
   /** The header of loop L: an optional annotation line (pragma; "" for
    *  none) and the loop line itself, ending in "{". */
   void (*loop_header)(const fsl_cg_loop *L, char *annot, size_t annot_cap, char *head, size_t head_cap);
@@ -66,5 +73,10 @@ typedef struct fsl_dialect {
 const char *fsl_cg_stdint_type(fsl_dtype dt);
 /** "for (int64_t v = lo; v < hi; v++) {" (or "v += step") into head[cap]. */
 void fsl_cg_for_line(const fsl_cg_loop *L, char *head, size_t cap);
+/** The grid-stride loop of a GPU dialect (CUDA, OpenCL) into head[cap]:
+ *  "for (int64_t v = lo + GID; v < hi; v += GSIZE) {" where gid is the
+ *  expression of this thread's global index and gsize the number of
+ *  threads of the launch (both as 64-bit expressions). */
+void fsl_cg_grid_stride_line(const fsl_cg_loop *L, const char *gid, const char *gsize, char *head, size_t cap);
 
 #endif

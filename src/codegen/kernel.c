@@ -59,7 +59,7 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
       fsl_cg_fail(&e, FSL_ERR_INVALID, "output '%s' is not produced by the kernel", s->out[j]->name ? s->out[j]->name : "?");
   }
   if (e.st == FSL_OK) {
-    d->kernel_open(&b, s->id);
+    d->kernel_open(&b, s->id, s->n_in, s->n_out);
     e.indent = 1;
     fsl_cg_line(&e, "(void)in; (void)out;");
     /* buffers never overlap, except that a kernel of elementwise nodes
@@ -68,9 +68,11 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
     for (int i = 0; i < s->n_nodes; i++) ew_only = ew_only && fsl_op_get(s->nodes[i]->op)->kind == FSL_KIND_ELEMENTWISE;
     const char *rs = ew_only ? "" : d->restrict_kw;
     for (int i = 0; i < s->n_in; i++)
-      fsl_cg_line(&e, "const %s *%sin%d = (const %s *)in[%d];", fsl_cg_ctype(e.d, s->in[i]->dtype), rs, i, fsl_cg_ctype(e.d, s->in[i]->dtype), i);
+      fsl_cg_line(&e, "const %s%s *%sin%d = (const %s%s *)in[%d];", d->buf_space, fsl_cg_ctype(e.d, s->in[i]->dtype), rs,
+                  i, d->buf_space, fsl_cg_ctype(e.d, s->in[i]->dtype), i);
     for (int j = 0; j < s->n_out; j++)
-      fsl_cg_line(&e, "%s *%sout%d = (%s *)out[%d];", fsl_cg_ctype(e.d, s->out[j]->dtype), rs, j, fsl_cg_ctype(e.d, s->out[j]->dtype), j);
+      fsl_cg_line(&e, "%s%s *%sout%d = (%s%s *)out[%d];", d->buf_space, fsl_cg_ctype(e.d, s->out[j]->dtype), rs, j,
+                  d->buf_space, fsl_cg_ctype(e.d, s->out[j]->dtype), j);
     fsl_cg_line(&e, "int err_ = 0;");
     if (nr == 0) {
       bool *done = calloc((size_t)(s->n_out > 0 ? s->n_out : 1), sizeof(bool));
@@ -112,6 +114,22 @@ fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *s, fsl_sb
   return st;
 }
 
+/* The matmul's row of a and batch of w for (b_, m). */
+static void row_pointers(em *e, const char *S, const char *T, int64_t M, int64_t K, int64_t N) {
+  fsl_cg_line(e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
+              (long long)K, S, T, (long long)(K * N));
+}
+
+/* s = the dot product of row ar and column n of wb, accumulated in acc. */
+static void dot_product(em *e, const char *acc, const char *nk, int64_t N) {
+  fsl_cg_line(e, "%s s = 0;", acc);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
 fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b) {
   if (!d || !mm || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_matmul: NULL argument");
   const fsl_value *A = mm->in[0], *W = mm->in[1], *C = mm->out[0];
@@ -127,35 +145,45 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   fsl_sbuf body = {0};
   e.d = d;
   e.b = &body;
-  d->kernel_open(&body, id);
+  d->kernel_open(&body, id, 2, 1);
   e.indent = 1;
-  fsl_cg_line(&e, "const %s *a = (const %s *)in[0], *w = (const %s *)in[1];", T, T, T);
-  fsl_cg_line(&e, "%s *c = (%s *)out[0];", T, T);
+  const char *S = d->buf_space;
+  fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
+  fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, T, S, T);
   char nb[32], nm[32], nn[32], nk[32];
   snprintf(nb, sizeof nb, "%lld", (long long)batch);
   snprintf(nm, sizeof nm, "%lld", (long long)M);
   snprintf(nn, sizeof nn, "%lld", (long long)N);
   snprintf(nk, sizeof nk, "%lld", (long long)K);
-  /* batch and rows in parallel (collapsed), columns, then the dot product */
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = batch * M * N * K > d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
-                                      .var = "b_", .lo = "0", .hi = nb, .collapse = 2});
-  fsl_cg_open_scope(&e);
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});
-  fsl_cg_open_scope(&e);
-  fsl_cg_line(&e, "const %s *ar = a + (b_ * %lld + m) * %lld; const %s *wb = w + b_ * %lld;", T, (long long)M,
-              (long long)K, T, (long long)(K * N));
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
-  fsl_cg_open_scope(&e);
-  fsl_cg_line(&e, "%s s = 0;", acc);
-  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
-  fsl_cg_open_scope(&e);
-  fsl_cg_line(&e, "s += (%s)ar[k] * (%s)wb[k * %lld + n];", acc, acc, (long long)N);
-  fsl_cg_close_scope(&e);
-  fsl_cg_line(&e, "}");
-  fsl_cg_line(&e, "c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, T);
-  for (int i = 0; i < 3; i++) {
+  if (d->par_min == 0) {
+    /* every thread runs the kernel (GPU dialects): one thread per element of c */
+    char nt[32];
+    snprintf(nt, sizeof nt, "%lld", (long long)(batch * M * N));
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_PARALLEL, .var = "i_", .lo = "0", .hi = nt});
+    fsl_cg_open_scope(&e);
+    fsl_cg_line(&e, "const int64_t b_ = i_ / %lld, m = (i_ / %lld) %% %lld, n = i_ %% %lld;", (long long)(M * N),
+                (long long)N, (long long)M, (long long)N);
+    row_pointers(&e, S, T, M, K, N);
+    dot_product(&e, acc, nk, N);
+    fsl_cg_line(&e, "c[i_] = (%s)s;", T);
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");
+  } else {
+    /* batch and rows in parallel (collapsed), columns, then the dot product */
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = batch * M * N * K > d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+                                        .var = "b_", .lo = "0", .hi = nb, .collapse = 2});
+    fsl_cg_open_scope(&e);
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});
+    fsl_cg_open_scope(&e);
+    row_pointers(&e, S, T, M, K, N);
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
+    fsl_cg_open_scope(&e);
+    dot_product(&e, acc, nk, N);
+    fsl_cg_line(&e, "c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, T);
+    for (int i = 0; i < 3; i++) {
+      fsl_cg_close_scope(&e);
+      fsl_cg_line(&e, "}");
+    }
   }
   if (d->ret_ok[0]) fsl_cg_line(&e, "%s", d->ret_ok);
   fsl_sbuf_puts(&body, "}\n\n");

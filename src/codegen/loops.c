@@ -1,5 +1,7 @@
 /*
- * loops.c — LOOP kernels: one loop nest per distinct output shape.
+ * loops.c — LOOP kernels: one loop nest per distinct output shape (a
+ * parallel loop over rows and a loop along the innermost axis; in GPU
+ * dialects, par_min 0, one flat parallel loop over the elements).
  */
 #include "codegen/cg.h"
 
@@ -13,6 +15,15 @@ bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c) {
     fsl_cg_line(e, "out%d[%s] = %s;", outs[k], idx, r);
   }
   return true;
+}
+
+/* Ends a nest: the thread's error bits, the parallel loop, the nest's block. */
+static void nest_end(em *e) {
+  fsl_cg_line(e, "err_ |= e_;");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
 }
 
 /* One loop nest over the shape of out[outs[0]], writing every listed output. */
@@ -31,6 +42,22 @@ static bool loop_nest(em *e, int n, const int *outs) {
     fsl_cg_line(e, "err_ |= e_;");
     fsl_cg_close_scope(e);
     fsl_cg_line(e, "}");
+    return true;
+  }
+  if (e->d->par_min == 0) {
+    /* every thread runs the kernel (GPU dialects): one thread per output
+     * element, all outputs of the shape written by the same thread */
+    char hi[32];
+    snprintf(hi, sizeof hi, "%lld", (long long)total);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_PARALLEL, .var = "r_", .lo = "0", .hi = hi, .n_red = 1,
+                                       .red = {"|:err_"}});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "int e_ = 0;");
+    int axes[FSL_MAX_RANK] = {0};
+    for (int i = 0; i < r; i++) axes[i] = i;
+    fsl_cg_decompose(e, "r_", r, axes, v->dims, "c", &c);
+    if (!fsl_cg_store_outputs(e, n, outs, &c)) return false;
+    nest_end(e);
     return true;
   }
   int64_t L = v->dims[r - 1], rows = total / L, B = L, nblk = 1;
@@ -73,11 +100,7 @@ static bool loop_nest(em *e, int n, const int *outs) {
   fsl_cg_line(e, "}");
   fsl_cg_loop_end(e, &lc);
   if (!ok) return false;
-  fsl_cg_line(e, "err_ |= e_;");
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
+  nest_end(e);
   return true;
 }
 

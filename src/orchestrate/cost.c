@@ -20,6 +20,9 @@
  */
 #include "orchestrate/orchestrate.h"
 
+#include <math.h>
+#include <unistd.h>
+
 /* Default device: a modest, fixed machine so that tests and uncalibrated
  * runs are deterministic.  10 GB/s copy bandwidth (one DDR4 channel, read +
  * write counted), 50 GFLOP/s sgemm (a few AVX2 cores), 8 G elementwise
@@ -129,3 +132,49 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   k->cost_s = t;
   return t;
 }
+
+/* ---- device records (the backends' calibration caches) ---- */
+
+static bool positive(double v) { return isfinite(v) && v > 0; }
+
+bool fsl_device_read(const char *path, const char *version, fsl_device *d) {
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  fsl_device t;
+  memset(&t, 0, sizeof t);
+  char line[512];
+  bool has_version = false;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    char *eq = strchr(line, '=');
+    if (line[0] == '#' && line[1] == ' ' && !strcmp(line + 2, version)) has_version = true;
+    if (!eq) continue;
+    *eq = 0;
+    const char *key = line, *val = eq + 1;
+    if (!strcmp(key, "name")) snprintf(t.name, sizeof t.name, "%s", val);
+    else if (!strcmp(key, "bandwidth")) t.bandwidth = strtod(val, NULL);
+    else if (!strcmp(key, "peak_flops")) t.peak_flops = strtod(val, NULL);
+    else if (!strcmp(key, "elem_flops")) t.elem_flops = strtod(val, NULL);
+    else if (!strcmp(key, "launch_s")) t.launch_s = strtod(val, NULL);
+  }
+  fclose(f);
+  if (!has_version || !positive(t.bandwidth) || !positive(t.peak_flops) || !positive(t.elem_flops) ||
+      !positive(t.launch_s))
+    return false;
+  *d = t;
+  return true;
+}
+
+void fsl_device_write(const char *path, const char *version, const fsl_device *d) {
+  char tmp[4200];
+  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  if (n < 0 || (size_t)n >= sizeof tmp) return;
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  int w = fprintf(f, "# %s\nname=%s\nbandwidth=%.9g\npeak_flops=%.9g\nelem_flops=%.9g\nlaunch_s=%.9g\n",
+                  version, d->name, d->bandwidth, d->peak_flops, d->elem_flops, d->launch_s);
+  bool ok = w > 0;
+  if (fclose(f) != 0) ok = false;
+  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+}
+

@@ -89,6 +89,14 @@ typedef struct fsl_device {
 
 /** A fixed, documented default device (for tests and when uncalibrated). */
 void fsl_device_default(fsl_device *d);
+/** Reads a device record (a backend's calibration cache file, written by
+ *  fsl_device_write): true when its first line is "# <version>" and it
+ *  holds all four numbers, positive and finite; *d is untouched otherwise. */
+bool fsl_device_read(const char *path, const char *version, fsl_device *d);
+/** Writes d to path as "# <version>" and key=value lines, through a
+ *  temporary file and rename (never a partial file); failing to write is
+ *  not an error (the numbers are measured again next time). */
+void fsl_device_write(const char *path, const char *version, const fsl_device *d);
 /** Predicted seconds of k on d (roofline: max(bytes/bw, flops/peak) + launch);
  *  also stores it in k->cost_s. */
 double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d);

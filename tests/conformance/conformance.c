@@ -11,7 +11,7 @@
  * bools exact; dtype and shape must match).
  *
  * By default the model runs on the reference interpreter; --backend and
- * --strategy choose another backend ("plan-ref", "cpu") and the strategy its
+ * --strategy choose another backend ("plan-ref", "cpu", "opencl") and the strategy its
  * plan is built with (fsl_model_set_backend, fsl_model_set_strategy).
  *
  * Each case runs in its own forked child with a time limit, so a crash or a
@@ -878,7 +878,7 @@ static void usage(FILE *f) {
           "  -j N             run N cases in parallel (default 2)\n"
           "  -k TEXT          only cases whose name contains TEXT\n"
           "  --timeout S      time limit per case in seconds (default 60)\n"
-          "  --backend B      run on backend B: ref (default), plan-ref or cpu\n"
+          "  --backend B      run on backend B: ref (default), plan-ref, cpu or opencl\n"
           "  --strategy S     build the plan with strategy S: unfused, opfuse, greedy or optimal\n"
           "                   (default with a plan backend: optimal)\n"
           "  --no-fork        run cases in this process (for a debugger; no crash isolation)\n"
@@ -924,8 +924,9 @@ int main(int argc, char **argv) {
     else if (a[0] == '-') { fprintf(stderr, "fsl_conformance: unknown or incomplete option %s\n", a); usage(stderr); return 2; }
     else paths[n_paths++] = a;
   }
-  if (g_backend && strcmp(g_backend, "ref") && strcmp(g_backend, "plan-ref") && strcmp(g_backend, "cpu")) {
-    fprintf(stderr, "fsl_conformance: unknown backend '%s' (ref, plan-ref, cpu)\n", g_backend);
+  if (g_backend && strcmp(g_backend, "ref") && strcmp(g_backend, "plan-ref") && strcmp(g_backend, "cpu") &&
+      strcmp(g_backend, "opencl")) {
+    fprintf(stderr, "fsl_conformance: unknown backend '%s' (ref, plan-ref, cpu, opencl)\n", g_backend);
     return 2;
   }
   if (o.jobs < 1) o.jobs = 1;

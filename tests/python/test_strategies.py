@@ -2,8 +2,9 @@
 
 For each strategy (unfused, opfuse, greedy, optimal) and backend ("plan-ref":
 the reference interpreter executing the plan kernel by kernel; "cpu":
-generated C + oneDNN), runs real models and a sample of the single-op cases
-of test_ops.py in a session of the Python package
+generated C + oneDNN; "opencl": generated OpenCL C, when the build has it
+and an OpenCL platform is found, e.g. PoCL), runs real models and a sample
+of the single-op cases of test_ops.py in a session of the Python package
 (`fissile.InferenceSession(path, strategy=S, backend=B)`, the same library
 calls as `fissile run --strategy S --backend B`) and compares the outputs
 with a session on backend "ref" (the whole-graph reference interpreter, no
@@ -12,6 +13,8 @@ relative L2 error <= 1e-4 for float outputs, exact equality otherwise.
 """
 from __future__ import annotations
 
+import shutil
+import subprocess
 import zlib
 
 import numpy as np
@@ -25,7 +28,7 @@ from test_ops import CASES, build_model, gen
 
 TOL = 1e-4
 STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
-BACKENDS = ["plan-ref", "cpu"]
+BACKENDS = ["plan-ref", "cpu", "opencl"]
 REAL_MODELS = ["resnet18", "minilm_l3", "transformer_encoder", "yolox_nano", "efficientvit_b1", "segformer_b0"]
 
 # Set to a reason string if the CPU backend cannot run yet: its cases are
@@ -54,9 +57,25 @@ def _sample_cases():
 SAMPLE = _sample_cases()
 
 
+def _opencl_missing() -> str | None:
+    """Why the opencl cases cannot run here (None: they can)."""
+    if "opencl" not in fissile.backends():
+        return "this build has no OpenCL backend (FSL_BACKEND_OPENCL off)"
+    if shutil.which("clinfo"):
+        probe = subprocess.run(["clinfo", "-l"], capture_output=True, text=True)
+        if "Platform" not in probe.stdout:
+            return "no OpenCL platform found (install pocl-opencl-icd)"
+    return None
+
+
+OPENCL_SKIP = _opencl_missing()
+
+
 def _marks(backend):
     if backend == "cpu" and CPU_XFAIL:
         return [pytest.mark.xfail(reason=CPU_XFAIL, strict=False)]
+    if backend == "opencl" and OPENCL_SKIP:
+        return [pytest.mark.skip(reason=OPENCL_SKIP)]
     return []
 
 

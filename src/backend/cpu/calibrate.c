@@ -236,49 +236,6 @@ void fsl_cpu_model_name(char *buf, size_t len) {
 
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
-/* Reads a cache file; true if it holds all four numbers, positive and finite. */
-static bool cache_read(const char *path, fsl_device *d) {
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  fsl_device t;
-  memset(&t, 0, sizeof t);
-  char line[512];
-  bool version = false;
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = 0;
-    char *eq = strchr(line, '=');
-    if (!strcmp(line, "# " CAL_VERSION)) version = true;
-    if (!eq) continue;
-    *eq = 0;
-    const char *key = line, *val = eq + 1;
-    if (!strcmp(key, "name")) snprintf(t.name, sizeof t.name, "%s", val);
-    else if (!strcmp(key, "bandwidth")) t.bandwidth = strtod(val, NULL);
-    else if (!strcmp(key, "peak_flops")) t.peak_flops = strtod(val, NULL);
-    else if (!strcmp(key, "elem_flops")) t.elem_flops = strtod(val, NULL);
-    else if (!strcmp(key, "launch_s")) t.launch_s = strtod(val, NULL);
-  }
-  fclose(f);
-  if (!version || !positive(t.bandwidth) || !positive(t.peak_flops) || !positive(t.elem_flops) ||
-      !positive(t.launch_s))
-    return false;
-  *d = t;
-  return true;
-}
-
-/* Writes the cache file through a temporary file and rename (never a partial file). */
-static void cache_write(const char *path, const fsl_device *d) {
-  char tmp[4200];
-  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  if (n < 0 || (size_t)n >= sizeof tmp) return;
-  FILE *f = fopen(tmp, "w");
-  if (!f) return;
-  int w = fprintf(f, "# " CAL_VERSION "\nname=%s\nbandwidth=%.9g\npeak_flops=%.9g\nelem_flops=%.9g\nlaunch_s=%.9g\n",
-                  d->name, d->bandwidth, d->peak_flops, d->elem_flops, d->launch_s);
-  bool ok = w > 0;
-  if (fclose(f) != 0) ok = false;
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
-}
-
 fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
   if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_calibrate: NULL device");
   fsl_device_default(d);
@@ -306,7 +263,7 @@ fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
   if (have_path) snprintf(path, sizeof path, "%s/device-%016llx.txt", dir, (unsigned long long)h);
 
   fsl_device m;
-  if (!force && have_path && cache_read(path, &m)) {
+  if (!force && have_path && fsl_device_read(path, CAL_VERSION, &m)) {
     *d = m;
     gomp_close(&o);
     return FSL_OK;
@@ -325,6 +282,6 @@ fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
     return fsl_errorf(FSL_ERR_RUNTIME, "calibration gave a non-positive number (bandwidth %g B/s, sgemm %g FLOP/s, "
                       "elementwise %g op/s, launch %g s)", m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
   *d = m;
-  if (have_path) cache_write(path, d);
+  if (have_path) fsl_device_write(path, CAL_VERSION, d);
   return FSL_OK;
 }

@@ -9,7 +9,9 @@
 
 extern const char fsl_prelude_c[]; /* prelude.h, embedded by cmake/embed.cmake */
 
-static void c_kernel_open(fsl_sbuf *b, int id) {
+static void c_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
+  (void)n_in;
+  (void)n_out;
   fsl_sbuf_printf(b, "int fsl_k%d(const void *const *in, void *const *out) {\n", id);
 }
 
@@ -36,6 +38,7 @@ const fsl_dialect fsl_dialect_c = {
     .type_name = fsl_cg_stdint_type,
     .f32_math_suffix = "f",
     .restrict_kw = "restrict ",
+    .buf_space = "",
     .ret_err = "return err_;",
     .ret_ok = "return 0;",
     .multi_pass = true,

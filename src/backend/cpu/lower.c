@@ -4,7 +4,7 @@
 #include "backend/cpu/lower.h"
 
 #include "backend/cpu/dialect_c.h"
-#include "backend/cpu/linsplit.h"
+#include "codegen/linsplit.h"
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
 
@@ -51,11 +51,7 @@ static fsl_cpu_step *new_step(fsl_cpu_lowering *L, fsl_cpu_step_kind kind, int k
 }
 
 static bool copy_values(fsl_value ***dst, int *n, fsl_value *const *vals, int count) {
-  *dst = malloc(sizeof(fsl_value *) * (size_t)(count > 0 ? count : 1));
-  if (!*dst) return false;
-  if (count > 0) memcpy(*dst, vals, sizeof(fsl_value *) * (size_t)count);
-  *n = count;
-  return true;
+  return fsl_ptrs_dup((void ***)dst, n, (void *const *)vals, count);
 }
 
 static void mark(fsl_cpu_lowering *L, fsl_value *const *vals, int n) {
@@ -190,17 +186,7 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
   note_fallback(L, ki, k, why);
   /* the reference runs the in-kernel reshapes between lin_in and lin too */
   fsl_node *nodes[2 * FSL_MAX_RANK + 1];
-  int n = 0;
-  for (int i = 0; i < 2; i++)
-    for (fsl_value *v = lin->in[i]; v != lin_in[i] && n < 2 * FSL_MAX_RANK; v = v->producer->in[0])
-      nodes[n++] = v->producer;
-  /* reverse into topological order (each chain is already a path) */
-  for (int i = 0, j = n - 1; i < j; i++, j--) {
-    fsl_node *t = nodes[i];
-    nodes[i] = nodes[j];
-    nodes[j] = t;
-  }
-  nodes[n++] = lin;
+  int n = fsl_linear_ref_nodes(lin, lin_in, nodes);
   return add_ref(L, ki, nodes, n, lin->out, 1, true);
 }
 

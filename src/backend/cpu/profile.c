@@ -7,7 +7,7 @@
 #include "backend/cpu/compile.h"
 #include "backend/cpu/dialect_c.h"
 #include "backend/cpu/isa.h"
-#include "backend/cpu/linsplit.h"
+#include "codegen/linsplit.h"
 #include "backend/cpu/lower.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/calibrate.h"

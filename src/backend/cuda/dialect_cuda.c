@@ -7,7 +7,9 @@
 
 extern const char fsl_prelude_cuda[]; /* prelude.h, embedded by cmake/embed.cmake */
 
-static void cuda_kernel_open(fsl_sbuf *b, int id) {
+static void cuda_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
+  (void)n_in;
+  (void)n_out;
   fsl_sbuf_printf(b, "extern \"C\" __global__ void fsl_k%d(const void *const *in, void *const *out, int *err) {\n", id);
 }
 
@@ -16,10 +18,8 @@ static void cuda_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, cha
   (void)acap;
   annot[0] = 0;
   if (L->kind == FSL_CG_PARALLEL)
-    snprintf(head, hcap,
-             "for (int64_t %s = %s + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; %s < %s; "
-             "%s += (int64_t)gridDim.x * blockDim.x) {",
-             L->var, L->lo, L->var, L->hi, L->var);
+    fsl_cg_grid_stride_line(L, "(int64_t)blockIdx.x * blockDim.x + threadIdx.x", "(int64_t)gridDim.x * blockDim.x",
+                            head, hcap);
   else
     fsl_cg_for_line(L, head, hcap);
 }
@@ -30,6 +30,7 @@ const fsl_dialect fsl_dialect_cuda = {
     .type_name = fsl_cg_stdint_type,
     .f32_math_suffix = "f",
     .restrict_kw = "__restrict__ ",
+    .buf_space = "",
     .ret_err = "if (err_) atomicOr(err, err_);",
     .ret_ok = "",
     .multi_pass = false,

@@ -1,7 +1,8 @@
 /*
- * linsplit.h — how a LINEAR kernel runs on the CPU: the CPU backend
- * (cpu.c) builds its steps from this split, and the kernel profiler
- * (profile.c) times a kernel the same way.
+ * linsplit.h — how a LINEAR kernel is split for generated code: the CPU
+ * backend (backend/cpu/lower.c) and the OpenCL backend
+ * (backend/opencl/opencl.c) build their steps from this split, and the CPU
+ * kernel profiler (backend/cpu/profile.c) times a kernel the same way.
  *
  *   prologue  the kernel's nodes that feed the matmul/conv: generated code
  *             writing what the linear op and later nodes read, unless they
@@ -9,12 +10,12 @@
  *             them: a reshape is the same bytes);
  *   linear    the matmul/conv, with a prefix of `chain` (single-consumer
  *             elementwise or reshape nodes after it) absorbed as oneDNN
- *             post-ops (onednn.h);
+ *             post-ops (CPU: onednn.h; other backends absorb none);
  *   epilogue  every other node of the kernel, generated over the linear
  *             op's result.
  */
-#ifndef FSL_CPU_LINSPLIT_H
-#define FSL_CPU_LINSPLIT_H
+#ifndef FSL_CG_LINSPLIT_H
+#define FSL_CG_LINSPLIT_H
 
 #include "orchestrate/orchestrate.h"
 
@@ -64,5 +65,15 @@ fsl_status fsl_linear_split_epilogue(const fsl_kernel *k, const fsl_linear_split
                                      fsl_vlist *post, fsl_vlist *post_out);
 
 void fsl_linear_split_free(fsl_linear_split *s);
+
+/** What the reference interpreter runs for linear op lin over operands
+ *  lin_in (fsl_linear_split.lin_in): the in-kernel reshapes between
+ *  lin_in and lin's operands, then lin, in topological order, into
+ *  nodes[2 * FSL_MAX_RANK + 1]; returns their number. */
+int fsl_linear_ref_nodes(fsl_node *lin, fsl_value *const *lin_in, fsl_node **nodes);
+
+/** *dst = a malloc'd copy of src[0..count) (at least one slot), *n = count;
+ *  false on OOM.  For the value and node lists of backend steps. */
+bool fsl_ptrs_dup(void ***dst, int *n, void *const *src, int count);
 
 #endif

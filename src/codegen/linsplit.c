@@ -1,8 +1,9 @@
 /*
  * linsplit.c — the prologue / linear / epilogue split of a LINEAR kernel
- * (linsplit.h), shared by the CPU backend and the kernel profiler.
+ * (linsplit.h), shared by the CPU and OpenCL backends and the CPU kernel
+ * profiler.
  */
-#include "backend/cpu/linsplit.h"
+#include "codegen/linsplit.h"
 
 bool fsl_vl_has(const fsl_vlist *l, const void *x) {
   for (int i = 0; i < l->n; i++)
@@ -124,4 +125,26 @@ void fsl_linear_split_free(fsl_linear_split *s) {
   free(s->anc.p);
   free(s->pre_out.p);
   memset(s, 0, sizeof *s);
+}
+
+int fsl_linear_ref_nodes(fsl_node *lin, fsl_value *const *lin_in, fsl_node **nodes) {
+  int n = 0;
+  for (int i = 0; i < 2; i++)
+    for (fsl_value *v = lin->in[i]; v != lin_in[i] && n < 2 * FSL_MAX_RANK; v = v->producer->in[0]) nodes[n++] = v->producer;
+  /* reverse into topological order (each chain is already a path) */
+  for (int i = 0, j = n - 1; i < j; i++, j--) {
+    fsl_node *t = nodes[i];
+    nodes[i] = nodes[j];
+    nodes[j] = t;
+  }
+  nodes[n++] = lin;
+  return n;
+}
+
+bool fsl_ptrs_dup(void ***dst, int *n, void *const *src, int count) {
+  *dst = malloc(sizeof(void *) * (size_t)(count > 0 ? count : 1));
+  if (!*dst) return false;
+  if (count > 0) memcpy(*dst, src, sizeof(void *) * (size_t)count);
+  *n = count;
+  return true;
 }

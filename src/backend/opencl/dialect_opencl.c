@@ -1,0 +1,44 @@
+/*
+ * dialect_opencl.c — the OpenCL C dialect (dialect_opencl.h).
+ */
+#include "backend/opencl/dialect_opencl.h"
+
+extern const char fsl_prelude_opencl[]; /* prelude.h, embedded by cmake/embed.cmake */
+
+/* One __global pointer and byte offset per buffer; in[] and out[] rebuilt
+ * as local arrays so that the shared code reads them as in C. */
+static void ocl_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
+  fsl_sbuf_printf(b, "__kernel void fsl_k%d(", id);
+  for (int i = 0; i < n_in + n_out; i++) fsl_sbuf_printf(b, "__global uchar *p%d, ulong o%d, ", i, i);
+  fsl_sbuf_puts(b, "__global int *err_buf, uint err_i) {\n");
+  fsl_sbuf_printf(b, "  __global const void *in[%d] = {", n_in > 0 ? n_in : 1);
+  for (int i = 0; i < n_in; i++) fsl_sbuf_printf(b, "%sp%d + o%d", i ? ", " : "", i, i);
+  fsl_sbuf_printf(b, "%s};\n  __global void *out[%d] = {", n_in ? "" : "0", n_out > 0 ? n_out : 1);
+  for (int j = 0; j < n_out; j++) fsl_sbuf_printf(b, "%sp%d + o%d", j ? ", " : "", n_in + j, n_in + j);
+  fsl_sbuf_printf(b, "%s};\n", n_out ? "" : "0");
+}
+
+/* PARALLEL: a grid-stride loop; SERIAL and SIMD: a loop in the work-item. */
+static void ocl_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char *head, size_t hcap) {
+  (void)acap;
+  annot[0] = 0;
+  if (L->kind == FSL_CG_PARALLEL)
+    fsl_cg_grid_stride_line(L, "(int64_t)get_global_id(0)", "(int64_t)get_global_size(0)", head, hcap);
+  else
+    fsl_cg_for_line(L, head, hcap);
+}
+
+const fsl_dialect fsl_dialect_opencl = {
+    .name = "opencl",
+    .prelude = fsl_prelude_opencl,
+    .type_name = fsl_cg_stdint_type,
+    .f32_math_suffix = "f", /* macros over the overloaded built-ins (prelude.h) */
+    .restrict_kw = "restrict ",
+    .buf_space = "__global ",
+    .ret_err = "if (err_) atomic_or(err_buf + err_i, err_);",
+    .ret_ok = "",
+    .multi_pass = false,
+    .par_min = 0,
+    .kernel_open = ocl_kernel_open,
+    .loop_header = ocl_loop_header,
+};

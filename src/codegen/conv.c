@@ -1,0 +1,100 @@
+/*
+ * conv.c — a direct convolution (fsl_codegen_conv, codegen.h): one
+ * PARALLEL iteration per output element, the input channels of its group
+ * and the kernel window as serial loops, accumulated in double
+ * (docs/primitives.md, "conv").
+ */
+#include "codegen/cg.h"
+
+/* attribute `name` (k values) or `def` everywhere */
+static void conv_attr(const fsl_node *n, const char *name, int k, int64_t def, int64_t *out) {
+  const int64_t *v = NULL;
+  int len = fsl_attr_ints(n, name, &v);
+  for (int i = 0; i < k; i++) out[i] = v && len > i ? v[i] : def;
+}
+
+fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fsl_sbuf *b) {
+  if (!d || !cv || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_conv: NULL argument");
+  const fsl_value *X = cv->in[0], *W = cv->in[1], *Y = cv->out[0];
+  fsl_dtype dt = X->dtype;
+  if (!is_f(dt) || !fsl_cg_ctype(d, dt) || W->dtype != dt || Y->dtype != dt)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s codegen: conv on %s", d->name, fsl_dtype_name(dt));
+  int k = X->rank - 2;
+  if (k < 1 || W->rank != X->rank || Y->rank != X->rank)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s codegen: conv of rank %d", d->name, X->rank);
+  int64_t st[FSL_MAX_RANK], dl[FSL_MAX_RANK], ld[FSL_MAX_RANK], pads[2 * FSL_MAX_RANK];
+  conv_attr(cv, "strides", k, 1, st);
+  conv_attr(cv, "dilations", k, 1, dl);
+  conv_attr(cv, "lhs_dilation", k, 1, ld);
+  conv_attr(cv, "pads", 2 * k, 0, pads);
+  int64_t C = X->dims[1], M = W->dims[0], group = fsl_attr_int(cv, "group", 1);
+  if (group < 1 || C % group || M % group)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s codegen: conv group %lld", d->name, (long long)group);
+  int64_t Cg = C / group, Mg = M / group, total = fsl_value_numel(Y);
+  const char *T = fsl_cg_ctype(d, dt), *S = d->buf_space;
+  em e;
+  memset(&e, 0, sizeof e);
+  fsl_sbuf body = {0};
+  e.d = d;
+  e.b = &body;
+  d->kernel_open(&body, id, 2, 1);
+  e.indent = 1;
+  fsl_cg_line(&e, "const %s%s *x = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
+  fsl_cg_line(&e, "%s%s *y = (%s%s *)out[0];", S, T, S, T);
+  char nt[32];
+  snprintf(nt, sizeof nt, "%lld", (long long)total);
+  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = total * Cg > d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "i_",
+                                      .lo = "0", .hi = nt});
+  fsl_cg_open_scope(&e);
+  /* i_ = ((n * M + m) * o_1 + p_1) ... */
+  int64_t inner = 1;
+  for (int a = X->rank - 1; a >= 0; a--) {
+    fsl_cg_line(&e, "const int64_t y%d = (i_ / %lld) %% %lld;", a, (long long)inner, (long long)Y->dims[a]);
+    inner *= Y->dims[a];
+  }
+  fsl_cg_line(&e, "const int64_t g_ = y1 / %lld;", (long long)Mg);
+  fsl_cg_line(&e, "double s = 0;");
+  char ncg[32];
+  snprintf(ncg, sizeof ncg, "%lld", (long long)Cg);
+  fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "c_", .lo = "0", .hi = ncg});
+  fsl_cg_open_scope(&e);
+  fsl_cg_line(&e, "const int64_t xc_ = (y0 * %lld + g_ * %lld + c_) * %lld, wc_ = (y1 * %lld + c_) * %lld;",
+              (long long)C, (long long)Cg, (long long)fsl_numel(k, X->dims + 2), (long long)Cg,
+              (long long)fsl_numel(k, W->dims + 2));
+  for (int i = 0; i < k; i++) {
+    char var[16], hi[32];
+    snprintf(var, sizeof var, "k%d", i);
+    snprintf(hi, sizeof hi, "%lld", (long long)W->dims[2 + i]);
+    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var, .lo = "0", .hi = hi});
+    fsl_cg_open_scope(&e);
+    /* position in the lhs-dilated, unpadded input; skipped in the padding and between dilated elements */
+    fsl_cg_line(&e, "const int64_t p%d = y%d * %lld + k%d * %lld - %lld;", i, i + 2, (long long)st[i], i, (long long)dl[i],
+                (long long)pads[i]);
+    if (ld[i] > 1) fsl_cg_line(&e, "if (p%d < 0 || p%d %% %lld != 0) continue;", i, i, (long long)ld[i]);
+    else fsl_cg_line(&e, "if (p%d < 0) continue;", i);
+    fsl_cg_line(&e, "const int64_t q%d = p%d / %lld;", i, i, (long long)ld[i]);
+    fsl_cg_line(&e, "if (q%d >= %lld) continue;", i, (long long)X->dims[2 + i]);
+  }
+  char xi[512] = "xc_", wi[512] = "wc_";
+  for (int i = 0; i < k; i++) {
+    int64_t xs = fsl_numel(k - i - 1, X->dims + 3 + i), ws = fsl_numel(k - i - 1, W->dims + 3 + i);
+    size_t lx = strlen(xi), lw = strlen(wi);
+    snprintf(xi + lx, sizeof xi - lx, " + q%d * %lld", i, (long long)xs);
+    snprintf(wi + lw, sizeof wi - lw, " + k%d * %lld", i, (long long)ws);
+  }
+  fsl_cg_line(&e, "s += (double)w[%s] * (double)x[%s];", wi, xi);
+  for (int i = 0; i <= k; i++) {
+    fsl_cg_close_scope(&e);
+    fsl_cg_line(&e, "}");
+  }
+  fsl_cg_line(&e, "y[i_] = (%s)s;", T);
+  fsl_cg_close_scope(&e);
+  fsl_cg_line(&e, "}");
+  if (d->ret_ok[0]) fsl_cg_line(&e, "%s", d->ret_ok);
+  fsl_sbuf_puts(&body, "}\n\n");
+  fsl_status st_ = body.oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
+  if (st_ == FSL_OK) fsl_sbuf_puts(b, body.p);
+  if (st_ == FSL_OK && b->oom) st_ = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  fsl_sbuf_free(&body);
+  return st_;
+}
