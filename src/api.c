@@ -155,14 +155,13 @@ void fsl_model_invalidate(fsl_model *m) {
   m->from_file = false;
 }
 
-static void invalidate(fsl_model *m) { fsl_model_invalidate(m); }
 
 fsl_status fsl_model_bind_dim(fsl_model *m, const char *dim_param, int64_t size) {
   if (!m || !dim_param) return fsl_errorf(FSL_ERR_ARG, "fsl_model_bind_dim: NULL argument");
   if (size < 0) return fsl_errorf(FSL_ERR_ARG, "dimension '%s' bound to negative size %lld", dim_param, (long long)size);
   for (int i = 0; i < m->n_dims; i++)
     if (!strcmp(m->dims[i].name, dim_param)) {
-      if (m->dims[i].size != size) invalidate(m);
+      if (m->dims[i].size != size) fsl_model_invalidate(m);
       m->dims[i].size = size;
       return FSL_OK;
     }
@@ -173,7 +172,7 @@ fsl_status fsl_model_bind_dim(fsl_model *m, const char *dim_param, int64_t size)
   nd[m->n_dims].size = size;
   if (!nd[m->n_dims].name) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   m->n_dims++;
-  invalidate(m);
+  fsl_model_invalidate(m);
   return FSL_OK;
 }
 
@@ -200,7 +199,7 @@ fsl_status fsl_model_bind_shape(fsl_model *m, const char *input, int rank, const
   FSL_TRY(check_shape_agrees(v, rank, dims));
   bool same = v->rank == rank && (rank == 0 || !memcmp(v->dims, dims, sizeof(int64_t) * (size_t)rank));
   fsl_value_set_shape(v, rank, dims);
-  if (!same) invalidate(m);
+  if (!same) fsl_model_invalidate(m);
   return FSL_OK;
 }
 
@@ -225,7 +224,7 @@ fsl_status fsl_model_freeze_input(fsl_model *m, const fsl_tensor *t) {
   v->is_input = false;
   memmove(&m->onnx->inputs[idx], &m->onnx->inputs[idx + 1], sizeof(fsl_value *) * (size_t)(m->onnx->n_inputs - idx - 1));
   m->onnx->n_inputs--;
-  invalidate(m);
+  fsl_model_invalidate(m);
   return FSL_OK;
 }
 
@@ -246,7 +245,7 @@ fsl_status fsl_model_set_strategy(fsl_model *m, fsl_strategy strategy) {
   if ((int)strategy < 0 || strategy >= FSL_STRATEGY_COUNT)
     return fsl_errorf(FSL_ERR_ARG, "unknown strategy %d (expected 0..%d: unfused, opfuse, greedy, optimal)",
                       (int)strategy, FSL_STRATEGY_COUNT - 1);
-  if (m->strategy != (int)strategy) invalidate(m);
+  if (m->strategy != (int)strategy) fsl_model_invalidate(m);
   m->strategy = (int)strategy;
   return FSL_OK;
 }
@@ -284,7 +283,7 @@ fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
   char list[256] = "";
   for (int i = 0; names[i]; i++) {
     if (!strcmp(name, names[i])) {
-      if (strcmp(m->backend, name)) invalidate(m);
+      if (strcmp(m->backend, name)) fsl_model_invalidate(m);
       snprintf(m->backend, sizeof m->backend, "%s", name);
       return FSL_OK;
     }
@@ -296,7 +295,7 @@ fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
 
 fsl_status fsl_model_set_profile(fsl_model *m, bool on) {
   if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_profile: NULL model");
-  if (m->profile != on) invalidate(m);
+  if (m->profile != on) fsl_model_invalidate(m);
   m->profile = on;
   return FSL_OK;
 }
@@ -416,7 +415,7 @@ fsl_status fsl_model_write_plan_dot(const fsl_model *m, FILE *f) {
 }
 
 fsl_status fsl_model_fission(fsl_model *m) {
-  invalidate(m);
+  fsl_model_invalidate(m);
   apply_dims(m);
   fsl_graph *g;
   FSL_TRY(fsl_fission(m->onnx, &g));
@@ -438,7 +437,7 @@ fsl_status fsl_model_compile(fsl_model *m) {
   FSL_TRY(fsl_model_fission(m));
   fsl_status st = wants_plan(m) ? build_plan(m) : FSL_OK;
   if (st != FSL_OK) {
-    invalidate(m);
+    fsl_model_invalidate(m);
     return st;
   }
   m->compiled = true;

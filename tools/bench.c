@@ -173,6 +173,12 @@ const char *bench_backend(const options *o) {
   return o->backend ? o->backend : fsl_backend_default();
 }
 
+/* Frees the --input tensors (load_input_files) and their array. */
+static void free_given(fsl_tensor *given, int n) {
+  for (int k = 0; given && k < n; k++) fsl_tensor_free(&given[k]);
+  free(given);
+}
+
 /* A second model for another strategy: loaded and bound like m. */
 static int load_copy(const options *o, const fsl_tensor *given, int n_given, fsl_model **out) {
   int rc = load_model(o, out);
@@ -190,8 +196,7 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
   fsl_tensor *given = NULL;
   int first_rc = models ? load_input_files(o, m, &given) : exit_code(FSL_ERR_NOMEM);
   if (first_rc != EXIT_OK) {
-    for (int k = 0; given && k < o->n_inputs; k++) fsl_tensor_free(&given[k]);
-    free(given);
+    free_given(given, o->n_inputs);
     free(models);
     return first_rc;
   }
@@ -233,8 +238,7 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
     if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
   }
   for (int i = 1; i < n; i++) fsl_model_free(models[i]);
-  for (int k = 0; given && k < o->n_inputs; k++) fsl_tensor_free(&given[k]);
-  free(given);
+  free_given(given, o->n_inputs);
   free(models);
   return first_rc;
 }
