@@ -20,7 +20,8 @@
 #                and reference conformance
 #   make test-opencl  the OpenCL backend (PoCL on the CPU) on both data sets
 #                under all four strategies against the pass and fallback
-#                lists (not part of make test: about N min on 2 cores)
+#                lists (not part of make test; on 2 cores about 12 min with
+#                an empty program cache, under 5 min with a warm one)
 #   make demo    fetch a real trained model, inspect it and run it, bench it and
 #                write the HTML report (build/report.html)
 #   make bench   front-end (import + compile) timings -> bench/results/

@@ -115,6 +115,10 @@ static inline bool is_s(fsl_dtype dt) {
   return dt == FSL_DT_I8 || dt == FSL_DT_I16 || dt == FSL_DT_I32 || dt == FSL_DT_I64;
 }
 
+/* kernel.c — the end of a kernel written into body (the dialect's last
+ * statement, "}"), appended to b; body and e are freed.  FSL_ERR_NOMEM. */
+fsl_status fsl_cg_kernel_close(em *e, fsl_sbuf *body, fsl_sbuf *b);
+
 /* scope.c — emitter state: scopes, temporaries, loop-invariant hoisting, memo */
 bool fsl_cg_fail(em *e, fsl_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void fsl_cg_line(em *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -90,11 +90,5 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fs
   fsl_cg_line(&e, "y[i_] = (%s)s;", T);
   fsl_cg_close_scope(&e);
   fsl_cg_line(&e, "}");
-  if (d->ret_ok[0]) fsl_cg_line(&e, "%s", d->ret_ok);
-  fsl_sbuf_puts(&body, "}\n\n");
-  fsl_status st_ = body.oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
-  if (st_ == FSL_OK) fsl_sbuf_puts(b, body.p);
-  if (st_ == FSL_OK && b->oom) st_ = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
-  fsl_sbuf_free(&body);
-  return st_;
+  return fsl_cg_kernel_close(&e, &body, b);
 }

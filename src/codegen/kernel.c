@@ -114,6 +114,17 @@ fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *s, fsl_sb
   return st;
 }
 
+fsl_status fsl_cg_kernel_close(em *e, fsl_sbuf *body, fsl_sbuf *b) {
+  if (e->d->ret_ok[0]) fsl_cg_line(e, "%s", e->d->ret_ok);
+  fsl_sbuf_puts(body, "}\n\n");
+  fsl_status st = body->oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
+  if (st == FSL_OK) fsl_sbuf_puts(b, body->p);
+  if (st == FSL_OK && b->oom) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  fsl_sbuf_free(body);
+  em_free(e);
+  return st;
+}
+
 /* The matmul's row of a and batch of w for (b_, m). */
 static void row_pointers(em *e, const char *S, const char *T, int64_t M, int64_t K, int64_t N) {
   fsl_cg_line(e, "const %s%s *ar = a + (b_ * %lld + m) * %lld; const %s%s *wb = w + b_ * %lld;", S, T, (long long)M,
@@ -185,14 +196,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
       fsl_cg_line(&e, "}");
     }
   }
-  if (d->ret_ok[0]) fsl_cg_line(&e, "%s", d->ret_ok);
-  fsl_sbuf_puts(&body, "}\n\n");
-  fsl_status st = body.oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
-  if (st == FSL_OK) fsl_sbuf_puts(b, body.p);
-  if (st == FSL_OK && b->oom) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
-  fsl_sbuf_free(&body);
-  em_free(&e);
-  return st;
+  return fsl_cg_kernel_close(&e, &body, b);
 }
 
 extern const char fsl_cg_helpers[]; /* helpers.h, embedded by cmake/embed.cmake */

@@ -125,11 +125,9 @@ static void test_dialect_table(void **state) {
 
 /* Runs g's plan (strategy s) on the OpenCL backend and compares every
  * output with the reference; every kernel must run on the device. */
-static void check_on_device(fsl_graph *g, void **inputs, fsl_strategy s, double tol, const char *what) {
+static void check_plan_on_device(fsl_graph *g, fsl_plan p, void **inputs, double tol, const char *what) {
   void *want[4] = {0}, *got[4] = {0};
   assert_int_equal(fsl_ref_run(g, (const void *const *)inputs, want), FSL_OK);
-  fsl_plan p;
-  assert_int_equal(fsl_plan_build(g, s, NULL, &p), FSL_OK);
   void *exe = NULL;
   fsl_status st = fsl_backend_opencl.compile(&p, &exe);
   if (st != FSL_OK) fprintf(stderr, "%s: compile: %s\n", what, fsl_last_error());
@@ -157,6 +155,12 @@ static void check_on_device(fsl_graph *g, void **inputs, fsl_strategy s, double 
   }
   fsl_backend_opencl.free_exe(exe);
   fsl_plan_free(&p);
+}
+
+static void check_on_device(fsl_graph *g, void **inputs, fsl_strategy s, double tol, const char *what) {
+  fsl_plan p;
+  assert_int_equal(fsl_plan_build(g, s, NULL, &p), FSL_OK);
+  check_plan_on_device(g, p, inputs, tol, what);
 }
 
 /* One work-item per output row, any global size: 1, 7, 1023 and 1025
@@ -214,6 +218,52 @@ static void test_reduce_rows(void **state) {
       free(in[0]);
       fsl_graph_free(g);
     }
+}
+
+/* A kernel the dialect cannot take in one piece (a reduction read outside
+ * its row: several passes, no barrier between work-groups) runs as one
+ * generated kernel per node, on the device, not as a fallback. */
+static void test_split_kernel(void **state) {
+  (void)state;
+  if (!have_device()) skip();
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  /* layer-norm style through reshapes (as ONNX's expanded LayerNormalization
+   * tests): the row sum is read back through a reshape */
+  int64_t dims[] = {2, 3, 4}, flat[] = {2, 12}, back[] = {2, 1, 1}, ax1 = 1;
+  fsl_value *x = input(g, "x", 3, dims);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_reshape(&b, x, 2, flat), &ax1, 1, true); /* 2x1 */
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_sub, x, fsl_b_reshape(&b, m, 3, back));                   /* 2x3x4 */
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  /* the whole graph as one kernel, which the dialect refuses in one piece */
+  fsl_plan p;
+  memset(&p, 0, sizeof p);
+  p.g = g;
+  p.kernels.g = g;
+  int *topo = fsl_graph_topo_index(g);
+  assert_non_null(topo);
+  fsl_kernel *k = NULL;
+  const char *why = NULL;
+  assert_int_equal(fsl_kernel_make(g, topo, g->nodes, g->n_nodes, &k, &why), FSL_OK);
+  free(topo);
+  if (!k) fprintf(stderr, "split kernel: not one legal kernel: %s\n", why ? why : "?");
+  assert_non_null(k);
+  p.kernels.k = malloc(sizeof(fsl_kernel *));
+  assert_non_null(p.kernels.k);
+  p.kernels.k[0] = k;
+  p.kernels.n = p.kernels.cap = 1;
+  assert_int_equal(fsl_plan_verify(&p), FSL_OK);
+  fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = k->n_nodes, .nodes = k->nodes, .n_in = k->n_in, .in = k->in,
+                      .n_out = k->n_out, .out = k->out};
+  fsl_sbuf sb = {0};
+  assert_int_equal(fsl_codegen_kernel(&fsl_dialect_opencl, &spec, &sb), FSL_ERR_UNSUPPORTED);
+  fsl_error_clear();
+  fsl_sbuf_free(&sb);
+  void *in[] = {random_data(x, -3, 3)};
+  check_plan_on_device(g, p, in, 1e-5, "split kernel");
+  free(in[0]);
+  fsl_graph_free(g);
 }
 
 /* supports() says which kernels would fall back: an f16 kernel does (no
@@ -281,6 +331,7 @@ int main(void) {
       cmocka_unit_test(test_dialect_table),
       cmocka_unit_test(test_odd_sizes),
       cmocka_unit_test(test_reduce_rows),
+      cmocka_unit_test(test_split_kernel),
       cmocka_unit_test(test_supports),
       cmocka_unit_test(test_build_failure),
   };

@@ -3,18 +3,20 @@
  *
  * compile lowers every kernel of a plan into steps, in plan order:
  *   - GEN: a kernel generated in the OpenCL C dialect (dialect_opencl.h):
- *     LOOP and REDUCE kernels whole; a LINEAR kernel as a generated
- *     prologue, a generated matmul and a generated epilogue
- *     (codegen/linsplit.h);
+ *     LOOP and REDUCE kernels whole (one generated kernel per node when
+ *     the dialect cannot take them in one piece: multi-pass reductions);
+ *     a LINEAR kernel as a generated prologue, a generated matmul or
+ *     direct convolution and a generated epilogue (codegen/linsplit.h);
  *   - HOST: the reference interpreter on the host for an opaque kernel (by
  *     design), and as the counted fallback for what the dialect cannot
- *     take (f16/bf16, scatters, multi-pass reductions, convolutions): the
+ *     take (f16/bf16, scatters, integer convolutions): the
  *     buffers it reads are copied to the host, its results back.
  * The generated kernels of the plan form one program, built from source
  * once per plan (device.c caches the binary).  Every value a kernel writes
  * lives in one device arena planned by runtime/memplan.c (graph outputs
- * included); graph inputs, constants and values internal to a LINEAR
- * kernel get buffers of their own (constants uploaded once, at compile).
+ * included); graph inputs, constants and values internal to a kernel
+ * (between the steps of a LINEAR or split kernel) get buffers of their
+ * own (constants uploaded once, at compile).
  * Kernel arguments never change after compile; a run writes the inputs,
  * enqueues the steps on the in-order queue, reads the outputs and the
  * per-step error words back.
@@ -117,27 +119,75 @@ static size_t work_items(const ocl_step *s) {
   return (size_t)(most < ((int64_t)1 << 20) ? most : ((int64_t)1 << 20));
 }
 
-/* GEN step, or a HOST fallback when the dialect cannot take the nodes. */
+/* Generates the nodes as kernel fsl_k<id> into dst; *ins receives the
+ * values they read (the caller frees ins->p). */
+static fsl_status gen_one(ocl_exe *x, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out, int id,
+                          fsl_sbuf *dst, fsl_vlist *ins) {
+  if (!fsl_vl_add_inputs(ins, nodes, n)) return oom();
+  fsl_cg_spec spec = {.g = x->p->g, .id = id, .n_nodes = n, .nodes = nodes, .n_in = ins->n,
+                      .in = (fsl_value *const *)ins->p, .n_out = n_out, .out = outs};
+  return fsl_codegen_kernel(&fsl_dialect_opencl, &spec, dst);
+}
+
+/* The GEN step of the function generated next (fsl_k<next_fn>). */
+static fsl_status gen_step(ocl_exe *x, int ki, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out,
+                           const fsl_vlist *ins) {
+  ocl_step *s = new_step(x, STEP_GEN, ki);
+  fsl_status st = fill_step(x, s, (fsl_value *const *)ins->p, ins->n, outs, n_out, nodes, n);
+  if (st == FSL_OK) s->fn_id = x->next_fn++;
+  return st;
+}
+
+/* A kernel the dialect cannot take in one piece (a reduction needing
+ * several passes: no barrier between work-groups) as one generated kernel
+ * per node, launched in order; values between them get buffers of their
+ * own.  FSL_ERR_UNSUPPORTED (nothing added) when a node cannot be
+ * generated either. */
+static fsl_status add_gen_split(ocl_exe *x, int ki, fsl_node *const *nodes, int n) {
+  fsl_sbuf tmp = {0};
+  fsl_vlist *ins = calloc((size_t)n, sizeof *ins);
+  fsl_status st = ins ? FSL_OK : oom();
+  for (int i = 0; i < n && st == FSL_OK; i++) {
+    fsl_value *o[16];
+    int no = 0;
+    for (int k = 0; k < nodes[i]->n_out && no < 16; k++)
+      if (nodes[i]->out[k]) o[no++] = nodes[i]->out[k];
+    st = gen_one(x, &nodes[i], 1, o, no, x->next_fn + i, &tmp, &ins[i]);
+  }
+  if (st == FSL_OK && tmp.oom) st = oom();
+  if (st == FSL_OK) fsl_sbuf_puts(&x->src, tmp.p ? tmp.p : "");
+  for (int i = 0; i < n && st == FSL_OK; i++) {
+    fsl_value *o[16];
+    int no = 0;
+    for (int k = 0; k < nodes[i]->n_out && no < 16; k++)
+      if (nodes[i]->out[k]) o[no++] = nodes[i]->out[k];
+    st = gen_step(x, ki, &nodes[i], 1, o, no, &ins[i]);
+  }
+  for (int i = 0; ins && i < n; i++) free(ins[i].p);
+  free(ins);
+  fsl_sbuf_free(&tmp);
+  return st;
+}
+
+/* GEN step; when the dialect cannot take the nodes as one kernel, one per
+ * node; else a HOST fallback. */
 static fsl_status add_gen(ocl_exe *x, int ki, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out) {
   if (n_out == 0) return FSL_OK;
   fsl_vlist ins = {0};
-  if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
-  fsl_cg_spec spec = {.g = x->p->g, .id = x->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
-                      .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
-  fsl_status st = fsl_codegen_kernel(&fsl_dialect_opencl, &spec, &x->src);
-  if (st == FSL_ERR_UNSUPPORTED) {
-    note_fallback(x, ki, fsl_last_error());
-    fsl_error_clear();
-    free(ins.p);
-    return add_host(x, ki, nodes, n, outs, n_out);
-  }
-  if (st == FSL_OK) {
-    ocl_step *s = new_step(x, STEP_GEN, ki);
-    st = fill_step(x, s, (fsl_value *const *)ins.p, ins.n, outs, n_out, nodes, n);
-    if (st == FSL_OK) s->fn_id = x->next_fn++;
-  }
+  fsl_status st = gen_one(x, nodes, n, outs, n_out, x->next_fn, &x->src, &ins);
+  if (st == FSL_OK) st = gen_step(x, ki, nodes, n, outs, n_out, &ins);
   free(ins.p);
-  return st;
+  if (st != FSL_ERR_UNSUPPORTED) return st;
+  char why[256];
+  snprintf(why, sizeof why, "%s", fsl_last_error());
+  fsl_error_clear();
+  if (n > 1) {
+    st = add_gen_split(x, ki, nodes, n);
+    if (st != FSL_ERR_UNSUPPORTED) return st;
+    fsl_error_clear();
+  }
+  note_fallback(x, ki, why);
+  return add_host(x, ki, nodes, n, outs, n_out);
 }
 
 /* The linear op: a generated matmul or direct convolution over the
