@@ -104,6 +104,8 @@ fsl_status fsl_read_file(const char *path, size_t limit, void **buf, size_t *len
  * calibration (the root).  Errors: FSL_ERR_RUNTIME naming the folder (too
  * long, cannot be created, not a folder), FSL_ERR_ARG. */
 fsl_status fsl_cache_folder(const char *sub, char *buf, size_t cap);
+/** Seconds on the monotonic clock (CLOCK_MONOTONIC): differences time work. */
+double fsl_now_s(void);
 /** 64-bit FNV-1a hash, chainable through `h` (start with FSL_HASH_INIT). */
 #define FSL_HASH_INIT 1469598103934665603ULL
 uint64_t fsl_hash(uint64_t h, const void *p, size_t n);

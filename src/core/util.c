@@ -1,6 +1,7 @@
-/* util.c — whole-file reads and hashing. */
+/* util.c — whole-file reads, hashing and the monotonic clock. */
 #include "core.h"
 #include <errno.h>
+#include <time.h>
 
 fsl_status fsl_read_file(const char *path, size_t limit, void **buf, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -49,4 +50,10 @@ bool fsl_grow(void **arr, int *cap, int need, size_t size) {
   *arr = na;
   *cap = nc;
   return true;
+}
+
+double fsl_now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }

@@ -2,8 +2,9 @@
 #include "fission/builder.h"
 #include "eval/eval.h"
 
-/* A folded result may grow its inputs only up to this size; larger
- * broadcasts (expand, window, pad of constants) stay views in the graph. */
+/* A folded result may grow its inputs only up to this size (unless the
+ * builder's fold_limit says otherwise); larger broadcasts (expand, window,
+ * pad of constants) stay views in the graph. */
 #define FOLD_GROW_LIMIT (64 * 1024)
 
 void *fsl_b_fail(fsl_builder *b, fsl_status s, const char *fmt, ...) {
@@ -128,7 +129,7 @@ fsl_value *fsl_b_prim(fsl_builder *b, fsl_op op, fsl_value *const *in, int n_in,
   if (b->fold && all_const(in, n_in)) {
     int64_t in_nb = 0;
     for (int i = 0; i < n_in; i++) in_nb += fsl_value_nbytes(in[i]);
-    if (out_nb <= in_nb || out_nb <= FOLD_GROW_LIMIT) {
+    if (out_nb <= in_nb || out_nb <= (b->fold_limit > 0 ? b->fold_limit : FOLD_GROW_LIMIT)) {
       fsl_value *v = fsl_b_const(b, tmp_out.dtype, tmp_out.rank, tmp_out.dims, NULL);
       if (!v) return NULL;
       const void *ind[FSL_MAX_RANK * 4];

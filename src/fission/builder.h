@@ -18,6 +18,9 @@ typedef struct fsl_builder {
   fsl_graph *g;
   fsl_status st;          /* first error (sticky) */
   bool fold;              /* fold primitives whose inputs are all constant */
+  int64_t fold_limit;     /* bytes a folded result may grow to beyond its
+                             inputs' size; 0: 64 KiB (larger broadcasts of
+                             constants stay views in the graph) */
   int origin;             /* stamped on every node made (ONNX node id) */
   const char *origin_name, *origin_op;
 } fsl_builder;

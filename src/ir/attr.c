@@ -65,3 +65,51 @@ fsl_attr fsl_attr_make_ints(fsl_graph *g, const char *name, const int64_t *v, in
   a.ints = fsl_arena_memdup(&g->arena, v, sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
   return a;
 }
+
+/* ---- comparison ---- */
+static bool name_eq(const char *a, const char *b) {
+  if (!a || !b) return a == b;
+  return !strcmp(a, b);
+}
+
+static bool ctensor_eq(const fsl_ctensor *a, const fsl_ctensor *b) {
+  if (!a || !b) return a == b;
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  if (memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank)) return false;
+  int64_t nb = fsl_nbytes(a->dtype, a->rank, a->dims);
+  if (nb < 0) return false;
+  if (!a->data || !b->data) return a->data == b->data;
+  return !memcmp(a->data, b->data, (size_t)nb);
+}
+
+bool fsl_attr_equal(const fsl_attr *a, const fsl_attr *b) {
+  if (a->type != b->type || !name_eq(a->name, b->name)) return false;
+  switch (a->type) {
+  case FSL_ATTR_INT: return a->i == b->i;
+  case FSL_ATTR_FLOAT: return !memcmp(&a->f, &b->f, sizeof a->f);
+  case FSL_ATTR_STRING: return name_eq(a->s, b->s);
+  case FSL_ATTR_INTS:
+    return a->n == b->n &&
+           (a->n <= 0 || !memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n));
+  case FSL_ATTR_FLOATS:
+    return a->n == b->n &&
+           (a->n <= 0 || !memcmp(a->floats, b->floats, sizeof(double) * (size_t)a->n));
+  case FSL_ATTR_STRINGS:
+    if (a->n != b->n) return false;
+    for (int i = 0; i < a->n; i++)
+      if (!name_eq(a->strings[i], b->strings[i])) return false;
+    return true;
+  case FSL_ATTR_TENSOR: return ctensor_eq(a->t, b->t);
+  case FSL_ATTR_GRAPH: return false;  /* subgraphs are never merged */
+  }
+  return false;
+}
+
+bool fsl_attrs_equal(const fsl_node *a, const fsl_node *b) {
+  if (a->n_attrs != b->n_attrs) return false;
+  for (int i = 0; i < a->n_attrs; i++) {
+    const fsl_attr *other = fsl_attr_find(b, a->attrs[i].name);
+    if (!other || !fsl_attr_equal(&a->attrs[i], other)) return false;
+  }
+  return true;
+}

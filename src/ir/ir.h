@@ -188,6 +188,11 @@ const char *fsl_attr_str(const fsl_node *n, const char *name, const char *def);
 /** INTS attribute: returns its count (pointer in *v), or -1 if absent. */
 int fsl_attr_ints(const fsl_node *n, const char *name, const int64_t **v);
 int fsl_attr_floats(const fsl_node *n, const char *name, const double **v);
+/** Whether two attributes have the same name, type and value (tensors by
+ *  bytes; subgraph attributes never compare equal). */
+bool fsl_attr_equal(const fsl_attr *a, const fsl_attr *b);
+/** Whether nodes a and b carry the same attributes (any order). */
+bool fsl_attrs_equal(const fsl_node *a, const fsl_node *b);
 /** Attribute constructors, allocated in g's arena. */
 fsl_attr fsl_attr_make_int(const char *name, int64_t v);
 fsl_attr fsl_attr_make_float(const char *name, double v);

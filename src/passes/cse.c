@@ -101,39 +101,6 @@ static bool str_eq(const char *a, const char *b) {
   return !strcmp(a, b);
 }
 
-static bool ctensor_eq(const fsl_ctensor *a, const fsl_ctensor *b) {
-  if (!a || !b) return a == b;
-  if (a->dtype != b->dtype || a->rank != b->rank) return false;
-  if (memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank)) return false;
-  int64_t nb = fsl_nbytes(a->dtype, a->rank, a->dims);
-  if (nb < 0) return false;
-  if (!a->data || !b->data) return a->data == b->data;
-  return !memcmp(a->data, b->data, (size_t)nb);
-}
-
-static bool attr_eq(const fsl_attr *a, const fsl_attr *b) {
-  if (a->type != b->type || !str_eq(a->name, b->name)) return false;
-  switch (a->type) {
-  case FSL_ATTR_INT: return a->i == b->i;
-  case FSL_ATTR_FLOAT: return !memcmp(&a->f, &b->f, sizeof a->f);
-  case FSL_ATTR_STRING: return str_eq(a->s, b->s);
-  case FSL_ATTR_INTS:
-    return a->n == b->n &&
-           (a->n <= 0 || !memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n));
-  case FSL_ATTR_FLOATS:
-    return a->n == b->n &&
-           (a->n <= 0 || !memcmp(a->floats, b->floats, sizeof(double) * (size_t)a->n));
-  case FSL_ATTR_STRINGS:
-    if (a->n != b->n) return false;
-    for (int i = 0; i < a->n; i++)
-      if (!str_eq(a->strings[i], b->strings[i])) return false;
-    return true;
-  case FSL_ATTR_TENSOR: return ctensor_eq(a->t, b->t);
-  case FSL_ATTR_GRAPH: return false;  /* subgraphs are never merged */
-  }
-  return false;
-}
-
 /* ---- nodes ---- */
 /* A node may be merged away when it has outputs, no subgraph attribute and
  * none of its outputs is a graph output (that would rename the output). */
@@ -168,7 +135,6 @@ static uint64_t node_hash(const fsl_node *n) {
 static bool node_eq(const void *pa, const void *pb) {
   const fsl_node *a = pa, *b = pb;
   if (a->op != b->op || a->n_in != b->n_in || a->n_out != b->n_out) return false;
-  if (a->n_attrs != b->n_attrs) return false;
   if (!str_eq(a->op_type, b->op_type) || !str_eq(a->domain, b->domain)) return false;
   for (int i = 0; i < a->n_in; i++)
     if (a->in[i] != b->in[i]) return false;
@@ -180,13 +146,7 @@ static bool node_eq(const void *pa, const void *pb) {
     }
     if (x->dtype != y->dtype || x->rank != y->rank) return false;
   }
-  for (int i = 0; i < a->n_attrs; i++) {
-    const fsl_attr *other = NULL;
-    for (int j = 0; j < b->n_attrs && !other; j++)
-      if (str_eq(a->attrs[i].name, b->attrs[j].name)) other = &b->attrs[j];
-    if (!other || !attr_eq(&a->attrs[i], other)) return false;
-  }
-  return true;
+  return fsl_attrs_equal(a, b);
 }
 
 /* Replaces each small-constant input of n by the first equal constant seen. */

@@ -1,0 +1,224 @@
+/*
+ * test_rewrite.c — the rewrite rules (src/rewrite): every built-in rule is
+ * proved on random instances on every build, a wrong rule is caught with
+ * its counterexample, the parser names bad rules, and the driver rewrites
+ * real patterns (BatchNorm after conv, QKV projections) without changing
+ * the graph's answer.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "eval/eval.h"
+#include "rewrite/rewrite.h"
+#include "test_graph.h"
+
+#define TRIALS 8
+
+static void test_builtin_rules_hold(void **state) {
+  (void)state;
+  const fsl_ruleset *rs = fsl_ruleset_builtin();
+  if (!rs) fail_msg("%s", fsl_last_error());
+  assert_true(rs->n_rules >= 30);
+  int multilinear = 0;
+  for (int i = 0; i < rs->n_rules; i++) {
+    fsl_status st = fsl_rule_check(&rs->rules[i], TRIALS, 1234 + (uint64_t)i);
+    if (st != FSL_OK) fail_msg("%s", fsl_last_error());
+    multilinear += rs->rules[i].multilinear;
+  }
+  /* both comparisons are in use */
+  assert_true(multilinear > 0 && multilinear < rs->n_rules);
+}
+
+static fsl_status parse_one(fsl_ruleset *rs, const char *text) {
+  memset(rs, 0, sizeof *rs);
+  return fsl_ruleset_parse(rs, text, "test.rules");
+}
+
+static void test_wrong_rule_is_caught(void **state) {
+  (void)state;
+  /* compose in the wrong order: right only when p and q commute */
+  fsl_ruleset rs;
+  assert_int_equal(parse_one(&rs, "rule wrong-compose\n"
+                                  "  from (permute (permute x :perm p) :perm q)\n"
+                                  "  to   (permute x :perm (compose q p))\n"
+                                  "  test x:[a,b,c,d] p=perm(4) q=perm(4)\n"),
+                   FSL_OK);
+  assert_int_equal(fsl_rule_check(&rs.rules[0], TRIALS, 7), FSL_ERR_INVALID);
+  const char *msg = fsl_last_error();
+  assert_non_null(strstr(msg, "wrong-compose"));
+  assert_non_null(strstr(msg, "test.rules:1"));
+  assert_true(strstr(msg, "differs") || strstr(msg, "before the rewrite") || strstr(msg, "target root"));
+  fsl_ruleset_free(&rs);
+
+  /* a multi-linear rule off by a constant factor: caught exactly on integers */
+  assert_int_equal(parse_one(&rs, "rule wrong-distribute\n"
+                                  "  from (mul (add x y) z)\n"
+                                  "  to   (add (mul x z) (mul x z))\n"
+                                  "  test x:[a,b] y:[a,b] z:[a,b]\n"),
+                   FSL_OK);
+  assert_true(rs.rules[0].multilinear);
+  assert_int_equal(fsl_rule_check(&rs.rules[0], TRIALS, 7), FSL_ERR_INVALID);
+  assert_non_null(strstr(fsl_last_error(), "before the rewrite"));
+  fsl_ruleset_free(&rs);
+
+  /* a float rule that is wrong by a little more than the tolerance */
+  assert_int_equal(parse_one(&rs, "rule wrong-rsqrt\n"
+                                  "  from (recip (sqrt x))\n"
+                                  "  to   (sqrt x)\n"
+                                  "  test x:float+[a,b]\n"),
+                   FSL_OK);
+  assert_false(rs.rules[0].multilinear);
+  assert_int_equal(fsl_rule_check(&rs.rules[0], TRIALS, 7), FSL_ERR_INVALID);
+  fsl_ruleset_free(&rs);
+
+  /* a right rule with a test instance its conditions reject */
+  assert_int_equal(parse_one(&rs, "rule bad-instance\n"
+                                  "  from (permute x :perm p)\n"
+                                  "  to   x\n"
+                                  "  when (identity p)\n"
+                                  "  test x:[a,b] p=[1,0]\n"),
+                   FSL_OK);
+  assert_int_equal(fsl_rule_check(&rs.rules[0], 2, 7), FSL_ERR_INVALID);
+  assert_non_null(strstr(fsl_last_error(), "does not match its own test instance"));
+  fsl_ruleset_free(&rs);
+}
+
+static void expect_parse_error(const char *text, const char *want) {
+  fsl_ruleset rs;
+  fsl_status st = parse_one(&rs, text);
+  if (st != FSL_ERR_PARSE) fail_msg("parsed: %s", text);
+  if (!strstr(fsl_last_error(), want)) fail_msg("message '%s' lacks '%s'", fsl_last_error(), want);
+  fsl_ruleset_free(&rs);
+}
+
+static void test_parse_errors(void **state) {
+  (void)state;
+  expect_parse_error("rule r\n from (frobnicate x)\n to x\n test x:[a]\n", "test.rules:2");
+  expect_parse_error("rule r\n from (neg x)\n to y\n test x:[a]\n", "target uses y");
+  expect_parse_error("rule r\n from (neg x)\n to x\n", "does not make x");
+  expect_parse_error("rule r\n from (add x)\n to x\n test x:[a]\n", "takes 2 operands");
+  expect_parse_error("rule r\n from (neg x)\n to x\n when (no-such x)\n test x:[a]\n", "no-such");
+  expect_parse_error("rule r\n from (neg x\n to x\n test x:[a]\n", "unclosed");
+  expect_parse_error("rule r\n from (neg x)\n to x\n test x:[a]\nrule r\n from (neg x)\n to x\n test x:[a]\n",
+                     "defined twice");
+  expect_parse_error("rule r\n from (neg x), (neg y)\n to x\n test x:[a] y:[a]\n", "target roots");
+}
+
+/* runs g on seeded random inputs; malloc'd outputs in out[] */
+static void run_graph(const fsl_graph *g, void **out, uint32_t seed) {
+  void *in[8] = {0};
+  assert_true(g->n_inputs <= 8);
+  for (int i = 0; i < g->n_inputs; i++) {
+    in[i] = malloc((size_t)fsl_value_nbytes(g->inputs[i]));
+    assert_non_null(in[i]);
+    fill(in[i], fsl_value_numel(g->inputs[i]), seed + (uint32_t)i);
+  }
+  fsl_status st = fsl_ref_run(g, (const void *const *)in, out);
+  if (st != FSL_OK) fail_msg("%s", fsl_last_error());
+  for (int i = 0; i < g->n_inputs; i++) free(in[i]);
+}
+
+static int count_op(const fsl_graph *g, fsl_op op) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->op == op;
+  return n;
+}
+
+static void expect_close(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (fabsf(a[i] - b[i]) > 1e-4f * (1.0f + fabsf(a[i]))) fail_msg("element %lld: %g vs %g", (long long)i, a[i], b[i]);
+}
+
+/* conv -> per-channel scale and shift (BatchNormalization's fission) and
+ * three matmuls over one input (QKV) */
+static void test_rewrite_real_patterns(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g}; /* no folding: the broadcasts stay views, as at real sizes */
+  int64_t xd[4] = {1, 3, 6, 6}, wd[4] = {4, 3, 3, 3}, sd[4] = {1, 4, 1, 1}, od[4] = {1, 4, 4, 4};
+  fsl_value *x = input(g, "x", 4, xd);
+  fsl_value *w = const_f32(&b, 4, wd, 1);
+  fsl_value *c = fsl_b_prim(&b, FSL_OP_conv, (fsl_value *[]){x, w}, 2, NULL, 0);
+  fsl_value *scale = fsl_b_expand(&b, const_f32(&b, 4, sd, 2), od);
+  fsl_value *shift = fsl_b_expand(&b, const_f32(&b, 4, sd, 3), od);
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_mul, c, scale), shift);
+  int64_t td[2] = {5, 8}, pd[2] = {8, 6};
+  fsl_value *t = input(g, "t", 2, td);
+  fsl_value *q[3];
+  for (int i = 0; i < 3; i++) q[i] = fsl_b_prim(&b, FSL_OP_matmul, (fsl_value *[]){t, const_f32(&b, 2, pd, 10 + (uint32_t)i)}, 2, NULL, 0);
+  fsl_value *qk = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_mul, q[0], q[1]), q[2]);
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  qk->name = "qk";
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  assert_int_equal(fsl_graph_add_output(g, qk), FSL_OK);
+  y->is_output = qk->is_output = true;
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  void *before[2], *after[2];
+  run_graph(g, before, 5);
+  assert_int_equal(count_op(g, FSL_OP_matmul), 3);
+
+  fsl_rewrite_stats st = {0};
+  if (getenv("DEBUG_RW")) fsl_graph_print(g, stderr);
+  if (fsl_rewrite(g, fsl_ruleset_builtin(), &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+  if (getenv("DEBUG_RW")) fsl_graph_print(g, stderr);
+  assert_true(st.n_applied >= 3);
+  assert_int_equal(count_op(g, FSL_OP_matmul), 1);
+  assert_int_equal(count_op(g, FSL_OP_conv), 1);
+  assert_int_equal(count_op(g, FSL_OP_mul), 1); /* q0 * q1 is left; the scale went into the weights */
+  /* slices of slices collapsed: every slice reads the one matmul */
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->op == FSL_OP_slice) assert_int_equal(g->nodes[i]->in[0]->producer->op, FSL_OP_matmul);
+  int fired_scale = 0;
+  for (int i = 0; i < st.n_rules; i++)
+    if (!strcmp(fsl_ruleset_builtin()->rules[i].name, "conv-scale-into-weights")) fired_scale = st.fired[i];
+  assert_int_equal(fired_scale, 1);
+  free(st.fired);
+  /* the outputs keep their names and their answers */
+  assert_string_equal(g->outputs[0]->name, "y");
+  assert_string_equal(g->outputs[1]->name, "qk");
+  run_graph(g, after, 5);
+  expect_close(before[0], after[0], 64);
+  expect_close(before[1], after[1], 30);
+  for (int i = 0; i < 2; i++) {
+    free(before[i]);
+    free(after[i]);
+  }
+  fsl_graph_free(g);
+}
+
+/* a scale whose conv result is also read elsewhere stays: folding it into
+ * the weights would need a second conv */
+static void test_rewrite_keeps_shared_values(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {3, 2, 1, 1}, sd[4] = {1, 3, 1, 1}, od[4] = {1, 3, 4, 4};
+  fsl_value *x = input(g, "x", 4, xd);
+  fsl_value *c = fsl_b_prim(&b, FSL_OP_conv, (fsl_value *[]){x, const_f32(&b, 4, wd, 1)}, 2, NULL, 0);
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_mul, c, fsl_b_expand(&b, const_f32(&b, 4, sd, 2), od)), c);
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  y->is_output = true;
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  fsl_rewrite_stats st = {0};
+  assert_int_equal(fsl_rewrite(g, fsl_ruleset_builtin(), &st), FSL_OK);
+  assert_int_equal(st.n_applied, 0);
+  assert_int_equal(count_op(g, FSL_OP_mul), 1);
+  free(st.fired);
+  fsl_graph_free(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_builtin_rules_hold),
+      cmocka_unit_test(test_wrong_rule_is_caught),
+      cmocka_unit_test(test_parse_errors),
+      cmocka_unit_test(test_rewrite_real_patterns),
+      cmocka_unit_test(test_rewrite_keeps_shared_values),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
