@@ -212,6 +212,35 @@ const char *const *fsl_backend_names(const char *const **summary);
  */
 const char *fsl_backend_default(void);
 
+/** Algebraic rewrites of the primitive graph before orchestration. */
+typedef enum fsl_rewrite_mode {
+  FSL_REWRITE_OFF = 0,    /**< orchestrate the graph exactly as fission made it */
+  FSL_REWRITE_RULES = 1,  /**< apply the verified rewrite rules wherever a match removes what it replaces */
+  FSL_REWRITE_MODE_COUNT
+} fsl_rewrite_mode;
+
+/**
+ * Rewrites ("substitutions", TASO, SOSP'19): when FSL_REWRITE_RULES, the
+ * next fsl_model_compile applies fissile's rewrite rules (src/rewrite/
+ * core.rules: constant scales folded into conv/matmul weights, sibling
+ * matmuls/convs over one input merged into one, view chains collapsed,
+ * algebraic identities; docs/rewrite.md) to the primitive graph after
+ * fission, each rule proved by random testing on every build.  The default
+ * is FSL_REWRITE_RULES.  The answer changes only by float rounding
+ * (reassociation).  fsl_plan_info.n_rewrites and fsl_model_rewrite_fired
+ * say what fired.  Errors: FSL_ERR_ARG (NULL model, unknown mode).
+ */
+fsl_status fsl_model_set_rewrite(fsl_model *m, fsl_rewrite_mode mode);
+/** Name of a rewrite mode ("off", "rules"); NULL if out of range. */
+const char *fsl_rewrite_mode_name(fsl_rewrite_mode mode);
+/**
+ * The i-th rewrite rule that fired in the last compile (0 <= i, in rule
+ * order): *rule receives its name (static storage) and the return value is
+ * how many times it was applied; -1 when i is past the last such rule or
+ * the model is not compiled.
+ */
+int fsl_model_rewrite_fired(const fsl_model *m, int i, const char **rule);
+
 /**
  * Measured costs ("profiling"): when on, the next fsl_model_compile that
  * builds a plan (a strategy or a plan backend is set) times
@@ -296,6 +325,8 @@ typedef struct fsl_plan_info {
   char backend[16];        /**< "ref", "plan-ref" or "cpu" */
   char device[128];        /**< the calibrated device the costs are for */
   int n_primitives;        /**< nodes of the primitive graph */
+  fsl_rewrite_mode rewrite; /**< the rewrite mode the graph was compiled with */
+  int n_rewrites;          /**< rewrites applied to the primitive graph (fsl_model_set_rewrite) */
   int n_kernels;
   int n_by_kind[FSL_PLAN_KINDS];  /**< kernels per kind: loop, reduce, linear, opaque */
   int n_recomputed;        /**< node executions beyond one per node (recomputation) */

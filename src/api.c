@@ -1,6 +1,7 @@
 /* api.c — the public model API: load, bind, compile (fission, then the
  * plan of a strategy and a backend's executable), run, inspect. */
 #include "model.h"
+#include "rewrite/rewrite.h"
 #include "eval/eval.h"
 #include "fission/fission.h"
 #include "onnx/input_range.h"
@@ -57,6 +58,7 @@ fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl
   fsl_model *m = calloc(1, sizeof *m);
   if (!m) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   m->strategy = -1;
+  m->rewrite = FSL_REWRITE_RULES;
   snprintf(m->backend, sizeof m->backend, "ref");
   fsl_status st = fsl_onnx_import(buf, len, dir, &m->onnx);
   if (st != FSL_OK) { free(m); return st; }
@@ -120,6 +122,7 @@ void fsl_model_free(fsl_model *m) {
   free(m->src);
   free(m->src_path);
   free(m->frozen);
+  free(m->rewrite_fired);
   fsl_graph_free(m->prim);
   fsl_graph_free(m->onnx);
   for (int i = 0; i < m->n_dims; i++) free(m->dims[i].name);
@@ -151,6 +154,9 @@ void fsl_model_invalidate(fsl_model *m) {
   drop_plan(m);
   fsl_graph_free(m->prim);
   m->prim = NULL;
+  free(m->rewrite_fired);
+  m->rewrite_fired = NULL;
+  m->n_rewrites = 0;
   m->compiled = false;
   m->from_file = false;
 }
@@ -300,6 +306,30 @@ fsl_status fsl_model_set_profile(fsl_model *m, bool on) {
   return FSL_OK;
 }
 
+fsl_status fsl_model_set_rewrite(fsl_model *m, fsl_rewrite_mode mode) {
+  if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_rewrite: NULL model");
+  if ((int)mode < 0 || mode >= FSL_REWRITE_MODE_COUNT) return fsl_errorf(FSL_ERR_ARG, "unknown rewrite mode %d", (int)mode);
+  if (m->rewrite != (int)mode) fsl_model_invalidate(m);
+  m->rewrite = (int)mode;
+  return FSL_OK;
+}
+
+const char *fsl_rewrite_mode_name(fsl_rewrite_mode mode) {
+  static const char *const names[FSL_REWRITE_MODE_COUNT] = {"off", "rules"};
+  return (int)mode >= 0 && mode < FSL_REWRITE_MODE_COUNT ? names[mode] : NULL;
+}
+
+int fsl_model_rewrite_fired(const fsl_model *m, int i, const char **rule) {
+  const fsl_ruleset *rs = fsl_ruleset_builtin();
+  if (!m || !m->prim || !m->rewrite_fired || !rs || i < 0) return -1;
+  for (int k = 0; k < rs->n_rules; k++) {
+    if (!m->rewrite_fired[k] || i-- > 0) continue;
+    if (rule) *rule = rs->rules[k].name;
+    return m->rewrite_fired[k];
+  }
+  return -1;
+}
+
 static bool wants_plan(const fsl_model *m) { return m->strategy >= 0 || strcmp(m->backend, "ref") != 0; }
 
 static double now_s(void) {
@@ -394,6 +424,8 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
     snprintf(info->fallback_why, sizeof info->fallback_why, "%s", ei.fallback_why);
     arena = ei.arena_bytes;
   }
+  info->rewrite = (fsl_rewrite_mode)m->rewrite;
+  info->n_rewrites = m->n_rewrites;
   info->optimal = p->optimal;
   info->profiled = p->profiled;
   info->n_cost_cached = p->n_cost_cached;
@@ -421,6 +453,13 @@ fsl_status fsl_model_fission(fsl_model *m) {
   FSL_TRY(fsl_fission(m->onnx, &g));
   fsl_status st = fsl_pass_cse(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);
+  if (st == FSL_OK && m->rewrite == FSL_REWRITE_RULES) {
+    const fsl_ruleset *rs = fsl_ruleset_builtin();
+    fsl_rewrite_stats rw = {0};
+    st = rs ? fsl_rewrite(g, rs, &rw) : FSL_ERR_INVALID;
+    m->rewrite_fired = rw.fired;
+    m->n_rewrites = rw.n_applied;
+  }
   if (st == FSL_OK) st = fsl_pass_unshare_views(g);
   if (st == FSL_OK) st = fsl_graph_verify(g);
   if (st != FSL_OK) {

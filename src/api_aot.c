@@ -17,7 +17,8 @@
  *   ONNX     the source model's bytes (graph and initializers)
  *   CONSTS   inputs frozen to constants: name, dtype, rank, dims, bytes
  *   SHAPES   every input's bound shape: name, rank, dims
- *   PLAN     strategy, flags, predicted and orchestration seconds, a hash of
+ *   PLAN     strategy, flags (bit 0 optimal, 1 profiled, 2-3 the rewrite
+ *            mode), predicted and orchestration seconds, a hash of
  *            the primitive graph, and each kernel: kind, cost, the
  *            positions of its primitives in the primitive graph
  *   EXE      the backend's exported executable (its compiled kernels)
@@ -104,7 +105,7 @@ static fsl_status plan_section(const fsl_model *m, fsl_bytes *b) {
   int *pos = fsl_graph_topo_index(g);
   if (!pos) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   fsl_bytes_u32(b, (uint32_t)p->strategy);
-  fsl_bytes_u32(b, (uint32_t)p->optimal | (uint32_t)p->profiled << 1);
+  fsl_bytes_u32(b, (uint32_t)p->optimal | (uint32_t)p->profiled << 1 | (uint32_t)m->rewrite << 2);
   fsl_bytes_f64(b, p->predicted_s);
   fsl_bytes_f64(b, p->orchestrate_s);
   fsl_bytes_u64(b, graph_hash(g));
@@ -383,8 +384,10 @@ fsl_status fsl_aot_load(const void *buf, size_t len, fsl_model **out) {
   bool has_plan = f.sec[SEC_PLAN].p != f.sec[SEC_PLAN].end;
   if (st == FSL_OK && has_plan) {
     fsl_reader peek = f.sec[SEC_PLAN];
-    uint32_t strategy = fsl_read_u32(&peek);
+    uint32_t strategy = fsl_read_u32(&peek), flags = fsl_read_u32(&peek);
     st = fsl_model_set_strategy(m, (fsl_strategy)(strategy < FSL_STRATEGY_COUNT ? strategy : 0));
+    /* the rewrites the plan was made after (none in files written before rewrites existed) */
+    if (st == FSL_OK) st = fsl_model_set_rewrite(m, (fsl_rewrite_mode)((flags >> 2) & 3));
   }
   if (st == FSL_OK) st = fsl_model_fission(m);
   if (st == FSL_OK && has_plan) st = rebuild_plan(m, &f.sec[SEC_PLAN]);

@@ -19,6 +19,10 @@ struct fsl_model {
   int strategy;      /* fsl_strategy, -1: not set */
   char backend[16];  /* "ref" (default), "plan-ref", "cpu" */
   bool profile;      /* measured kernel costs (fsl_model_set_profile) */
+  int rewrite;       /* fsl_rewrite_mode */
+  /* what the rewrite of prim applied (per rule of the built-in set) */
+  int n_rewrites;
+  int *rewrite_fired;
   /* built by compile when a strategy or a plan backend is set: */
   bool has_plan;
   fsl_plan plan;     /* over prim */

@@ -23,7 +23,7 @@ static double quantile(const double *sorted, int n, double q) {
 static int bench_error(bench_row *row, fsl_status st) {
   const char *msg = st == FSL_ERR_NOMEM ? "out of memory" : fsl_last_error();
   snprintf(row->error, sizeof row->error, "%s", msg && *msg ? msg : fsl_status_name(st));
-  fprintf(stderr, "fissile: bench: %s: error: %s\n", fsl_strategy_name(row->strategy), row->error);
+  fprintf(stderr, "fissile: bench: %s: error: %s\n", row->name, row->error);
   row->rc = exit_code(st);
   if (row->rc == EXIT_USAGE) row->rc = EXIT_RUNTIME;
   return row->rc;
@@ -67,6 +67,7 @@ done:
 /* Compiles m with row->strategy and `backend`; fills the row's plan info. */
 static int bench_compile(const options *o, fsl_model *m, const char *backend, bench_row *row) {
   fsl_status st = fsl_model_set_strategy(m, (int)row->strategy);
+  if (st == FSL_OK) st = fsl_model_set_rewrite(m, row->rewrite);
   if (st == FSL_OK) st = fsl_model_set_backend(m, backend);
   if (st == FSL_OK) st = fsl_model_set_profile(m, o->profile);
   if (st != FSL_OK) return bench_error(row, st);
@@ -112,7 +113,7 @@ static void print_bench_table(const options *o, const char *backend, const bench
          "inputs for every strategy in a round: %s)\n", backend, th, o->repeats, o->warmup,
          o->n_inputs ? "the --input files, fresh random data for the rest" : "fresh random data each round");
   printf("device: %s\n", device);
-  printf("%-9s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s\n", "strategy", "kernels", "loop/red/lin/opq", "recomp",
+  printf("%-17s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s\n", "strategy", "kernels", "loop/red/lin/opq", "recomp",
          "fallback", "predicted ms", "median ms", "min ms", "arena MiB", "orch s", "compile s", "status");
   for (int i = 0; i < n; i++) {
     const bench_row *r = &rows[i];
@@ -133,38 +134,52 @@ static void print_bench_table(const options *o, const char *backend, const bench
       snprintf(med, sizeof med, "%.4f", r->median_s * 1e3);
       snprintf(mn, sizeof mn, "%.4f", r->min_s * 1e3);
     }
-    printf("%-9s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s%s%.120s\n", fsl_strategy_name(r->strategy), kern,
+    printf("%-17s %8s %20s %7s %8s %13s %11s %11s %10s %8s %9s  %s%s%.120s\n", r->name, kern,
            kinds, rec, fb, pred, med, mn, mem, orch, comp, r->rc == EXIT_OK ? "ok" : "error",
            r->rc == EXIT_OK ? "" : ": ", r->rc == EXIT_OK ? "" : r->error);
   }
   for (int i = 0; i < n; i++)
     if (rows[i].have_info && rows[i].info.n_fallback)
-      printf("fallback %s: %d kernels through the reference interpreter, first %s\n", fsl_strategy_name(rows[i].strategy),
+      printf("fallback %s: %d kernels through the reference interpreter, first %s\n", rows[i].name,
              rows[i].info.n_fallback, rows[i].info.fallback_why);
   for (int i = 0; o->profile && i < n; i++) {
     char costs[320];
     if (!rows[i].have_info) continue;
     cost_source(&rows[i].info, costs, sizeof costs);
-    printf("costs %s: %s\n", fsl_strategy_name(rows[i].strategy), costs);
+    printf("costs %s: %s\n", rows[i].name, costs);
   }
 }
 
-int bench_strategies(const options *o, fsl_strategy *list) {
+static void set_row(bench_row *r, fsl_strategy s, fsl_rewrite_mode mode, bool named) {
+  memset(r, 0, sizeof *r);
+  r->strategy = s;
+  r->rewrite = mode;
+  snprintf(r->name, sizeof r->name, "%s%s", fsl_strategy_name(s), named ? "-norewrite" : "");
+}
+
+int bench_strategies(const options *o, bench_row *rows) {
+  fsl_rewrite_mode mode = o->rewrite >= 0 ? (fsl_rewrite_mode)o->rewrite : FSL_REWRITE_RULES;
   if (!o->strategies) {
     if (o->strategy >= 0) {
-      list[0] = (fsl_strategy)o->strategy;
+      set_row(&rows[0], (fsl_strategy)o->strategy, mode, false);
       return 1;
     }
-    for (int s = 0; s < FSL_STRATEGY_COUNT; s++) list[s] = (fsl_strategy)s;
-    return FSL_STRATEGY_COUNT;
+    int n = 0;
+    for (int s = 0; s < FSL_STRATEGY_COUNT; s++) set_row(&rows[n++], (fsl_strategy)s, mode, false);
+    /* the contribution of the rewrites, told apart from fission's */
+    if (mode != FSL_REWRITE_OFF) set_row(&rows[n++], FSL_STRATEGY_OPTIMAL, FSL_REWRITE_OFF, true);
+    return n;
   }
   int n = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", o->strategies);
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     fsl_strategy s;
+    char *suffix = strstr(tok, "-norewrite");
+    bool off = suffix && !suffix[strlen("-norewrite")];
+    if (off) *suffix = 0;
     if (n >= FSL_STRATEGY_COUNT * 4 || fsl_strategy_from_name(tok, &s) != FSL_OK) return -1;
-    list[n++] = s;
+    set_row(&rows[n++], s, off ? FSL_REWRITE_OFF : mode, off);
   }
   return n > 0 ? n : -1;
 }
@@ -244,8 +259,8 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
 }
 
 int cmd_bench(options *o) {
-  fsl_strategy list[FSL_STRATEGY_COUNT * 4];
-  int n = bench_strategies(o, list);
+  bench_row rows[FSL_STRATEGY_COUNT * 4];
+  int n = bench_strategies(o, rows);
   if (n < 0) return usage_error("--strategies expects a comma-separated list of unfused, opfuse, greedy, optimal; got '%s'",
                                 o->strategies);
   const char *backend = bench_backend(o);
@@ -257,9 +272,6 @@ int cmd_bench(options *o) {
     fsl_model_free(m);
     return rc;
   }
-  bench_row rows[FSL_STRATEGY_COUNT * 4];
-  memset(rows, 0, sizeof rows);
-  for (int i = 0; i < n; i++) rows[i].strategy = list[i];
   int first_rc = bench_measure(o, m, backend, rows, n, NULL, NULL);
   print_bench_table(o, backend, rows, n);
   if (o->json) {

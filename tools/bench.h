@@ -10,6 +10,9 @@
 /* One strategy's results. */
 typedef struct bench_row {
   fsl_strategy strategy;
+  fsl_rewrite_mode rewrite;  /* the primitive graph's rewrites (fsl_model_set_rewrite) */
+  char name[32];         /* the strategy's name, "-norewrite" appended when rewrites are off
+                            while the others have them */
   int rc;                /* EXIT_OK when measured */
   char error[512];
   fsl_plan_info info;
@@ -30,9 +33,12 @@ typedef int (*bench_hook)(void *ctx, fsl_model *m, bench_row *row);
  * returns the first failure's exit code. */
 int cmd_bench(options *o);
 
-/** Parses --strategies (or --strategy; default every strategy) into list
- *  (room for FSL_STRATEGY_COUNT * 4); the count, or -1 for a bad list. */
-int bench_strategies(const options *o, fsl_strategy *list);
+/** Parses --strategies (or --strategy; default every strategy, and
+ *  optimal again without rewrites when rewrites are on) into rows'
+ *  strategy, rewrite and name (rows has room for FSL_STRATEGY_COUNT * 4,
+ *  the rest of each row is zeroed); a name may end in "-norewrite".  The
+ *  count, or -1 for a bad list. */
+int bench_strategies(const options *o, bench_row *rows);
 
 /** The backend of --backend, else the build's preferred one (cpu when built). */
 const char *bench_backend(const options *o);

@@ -64,6 +64,8 @@ void bench_json_add_row(cJSON *list, const bench_row *r) {
     return;
   }
   cJSON_AddStringToObject(s, "strategy", fsl_strategy_name(r->strategy));
+  cJSON_AddStringToObject(s, "name", r->name);
+  cJSON_AddStringToObject(s, "rewrite", fsl_rewrite_mode_name(r->rewrite));
   cJSON_AddStringToObject(s, "status", ok ? "ok" : "error");
   cJSON_AddStringToObject(s, "error", r->error);
   if (r->have_info) add_plan_info(s, r);

@@ -40,6 +40,7 @@ typedef struct options {
   const char *peer;         /* report --peer FILE.json */
   const char *strategies;   /* bench --strategies a,b */
   bool profile;             /* --profile: measured kernel costs */
+  int rewrite;              /* --rewrite: fsl_rewrite_mode, -1: not given */
 } options;
 
 /* ---- helpers (fissile.c) ---- */

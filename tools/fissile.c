@@ -70,7 +70,9 @@ static const char *k_plan_help =
     "  --strategy S          unfused, opfuse, greedy or optimal (fusion strategy)\n"
     "  --threads N           threads for generated kernels and oneDNN (default: all)\n"
     "  --profile             measure kernel costs instead of the roofline (kept in the\n"
-    "                        profile cache: a second compile measures nothing)\n";
+    "                        profile cache: a second compile measures nothing)\n"
+    "  --rewrite MODE        rules (default): apply the verified rewrite rules to the\n"
+    "                        primitive graph before orchestration; off: none\n";
 
 /* "ref, cpu, plan-ref": the backends of this build (fsl_backend_names). */
 static const char *backend_list(void) {
@@ -298,6 +300,14 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     return add_kv(o->inputs, &o->n_inputs, "--input", v);
   if (is_run && (v = opt_value(argc, argv, i, "--output-dir", &missing))) {
     o->output_dir = v;
+    return EXIT_OK;
+  }
+  if ((is_plan || is_graph) && (v = opt_value(argc, argv, i, "--rewrite", &missing))) {
+    int mode = -1;
+    for (int k = 0; k < FSL_REWRITE_MODE_COUNT; k++)
+      if (!strcmp(v, fsl_rewrite_mode_name((fsl_rewrite_mode)k))) mode = k;
+    if (mode < 0) return usage_error("--rewrite expects off or rules, got '%s'", v);
+    o->rewrite = mode;
     return EXIT_OK;
   }
   if (is_plan && (v = opt_value(argc, argv, i, "--strategy", &missing))) {
@@ -542,6 +552,7 @@ static int plan_options(const options *o, fsl_model *m, const char *default_back
   fsl_status st = FSL_OK;
   if (o->strategy >= 0) st = fsl_model_set_strategy(m, (fsl_strategy)o->strategy);
   if (st == FSL_OK && o->profile) st = fsl_model_set_profile(m, true);
+  if (st == FSL_OK && o->rewrite >= 0) st = fsl_model_set_rewrite(m, (fsl_rewrite_mode)o->rewrite);
   const char *be = o->backend ? o->backend : default_backend;
   if (st == FSL_OK && be) st = fsl_model_set_backend(m, be);
   return st == FSL_OK ? EXIT_OK : report(st);
@@ -825,6 +836,8 @@ static int cmd_graph(const options *o, bool dot) {
   int rc = load_model(o, &m);
   if (rc == EXIT_OK && o->after_fission) {
     rc = bind_options(o, m);
+    fsl_status st = o->rewrite >= 0 ? fsl_model_set_rewrite(m, (fsl_rewrite_mode)o->rewrite) : FSL_OK;
+    if (rc == EXIT_OK && st != FSL_OK) rc = report(st);
     if (rc == EXIT_OK) rc = compile_model(o, m);
   }
   if (rc == EXIT_OK) {
@@ -851,12 +864,26 @@ void cost_source(const fsl_plan_info *pi, char *buf, size_t len) {
     snprintf(buf + n, len - (size_t)n, " (nothing profiled: all from the cache)");
 }
 
-static void print_plan_summary(const char *model, const fsl_plan_info *pi) {
+/* "3 (conv-scale-into-weights x2, matmul-siblings x1)" */
+static void print_rewrites(const fsl_model *m, const fsl_plan_info *pi) {
+  printf("rewrites: %s", fsl_rewrite_mode_name(pi->rewrite));
+  if (pi->rewrite != FSL_REWRITE_OFF) {
+    printf(", %d applied", pi->n_rewrites);
+    const char *rule;
+    int n;
+    for (int i = 0; (n = fsl_model_rewrite_fired(m, i, &rule)) > 0; i++) printf("%s%s x%d", i ? ", " : " (", rule, n);
+    if (pi->n_rewrites) printf(")");
+  }
+  printf("\n");
+}
+
+static void print_plan_summary(const char *model, const fsl_model *m, const fsl_plan_info *pi) {
   printf("model: %s\n", model);
   printf("strategy: %s%s\n", fsl_strategy_name(pi->strategy),
          pi->strategy == FSL_STRATEGY_OPTIMAL ? (pi->optimal ? " (proved optimal)" : " (not proven optimal: best found)") : "");
   printf("device: %s\n", pi->device);
   printf("primitives: %d\n", pi->n_primitives);
+  print_rewrites(m, pi);
   printf("kernels: %d (", pi->n_kernels);
   for (int k = 0; k < FSL_PLAN_KINDS; k++) printf("%s%s %d", k ? ", " : "", k_kind_names[k], pi->n_by_kind[k]);
   printf("), recomputed node executions: %d\n", pi->n_recomputed);
@@ -911,7 +938,7 @@ static int cmd_compile(options *o, bool explain) {
     fsl_plan_info pi;
     fsl_status st = fsl_model_plan_info(m, &pi);
     if (st != FSL_OK) rc = report(st);
-    else print_plan_summary(o->model, &pi);
+    else print_plan_summary(o->model, m, &pi);
     if (rc == EXIT_OK && o->plan_out && ends_with(o->plan_out, ".fsl")) {
       fsl_status st = fsl_model_save(m, o->plan_out);
       if (st != FSL_OK) rc = report(st);
@@ -960,6 +987,7 @@ int main(int argc, char **argv) {
   memset(&o, 0, sizeof o);
   o.cmd = cmd;
   o.strategy = -1;
+  o.rewrite = -1;
   o.repeats = 20;
   o.warmup = 3;
   int rc = parse_args(&o, argc, argv);

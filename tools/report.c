@@ -387,7 +387,7 @@ static int report_hook(void *ctx, fsl_model *m, bench_row *row) {
   if (!d->prim_hist.ok) hist_collect(m, FSL_STAGE_FISSION, &d->prim_hist);
   if (row - d->rows != h->breakdown_row) return EXIT_OK;
   fprintf(stderr, "fissile: report: timing the %d kernels of the %s plan ...\n", fsl_model_num_kernels(m),
-          fsl_strategy_name(row->strategy));
+          row->name);
   d->breakdown_strategy = (int)row->strategy;
   if (collect_kernels(m, d) != EXIT_OK) {
     snprintf(row->error, sizeof row->error, "out of memory listing the plan's kernels");
@@ -505,25 +505,22 @@ static void describe_run(const options *o, report_data *d) {
   else snprintf(d->threads, sizeof d->threads, "default (%ld CPUs)", sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-static int report_model(const options *o, fsl_model *m, report_data *d, const fsl_strategy *list) {
+static int report_model(const options *o, fsl_model *m, report_data *d) {
   hist_collect(m, FSL_STAGE_ONNX, &d->onnx_hist);
   int rc = bind_options(o, m);
   if (rc != EXIT_OK) return rc;
   hook_ctx h = {d, d->n_rows - 1};
-  for (int i = 0; i < d->n_rows; i++) {
-    d->rows[i].strategy = list[i];
-    if (list[i] == FSL_STRATEGY_OPTIMAL) h.breakdown_row = i;
-  }
+  for (int i = d->n_rows - 1; i >= 0; i--)
+    if (d->rows[i].strategy == FSL_STRATEGY_OPTIMAL && d->rows[i].rewrite == d->rows[0].rewrite) h.breakdown_row = i;
   return bench_measure(o, m, d->backend, d->rows, d->n_rows, report_hook, &h);
 }
 
 int cmd_report(options *o) {
   if (!o->plan_out) return usage_error("%s: missing -o FILE (the HTML page to write)", o->cmd);
-  fsl_strategy list[FSL_STRATEGY_COUNT * 4];
   static report_data d; /* large: its rows hold error texts */
   memset(&d, 0, sizeof d);
   d.o = o;
-  d.n_rows = bench_strategies(o, list);
+  d.n_rows = bench_strategies(o, d.rows);
   if (d.n_rows < 0)
     return usage_error("--strategies expects a comma-separated list of unfused, opfuse, greedy, optimal; got '%s'",
                        o->strategies);
@@ -538,7 +535,7 @@ int cmd_report(options *o) {
   if (o->threads > 0) fsl_set_num_threads(o->threads);
   fsl_model *m = NULL;
   rc = load_model(o, &m);
-  if (rc == EXIT_OK) rc = report_model(o, m, &d, list);
+  if (rc == EXIT_OK) rc = report_model(o, m, &d);
   /* a strategy that failed is shown in the page; loading or binding failing is not a report */
   bool measured = false;
   for (int i = 0; i < d.n_rows; i++) measured = measured || d.rows[i].have_info;
@@ -553,7 +550,7 @@ int cmd_report(options *o) {
     for (int i = 0; i < d.n_rows; i++) {
       char med[32];
       const bench_row *r = &d.rows[i];
-      printf("  %-8s %s\n", fsl_strategy_name(r->strategy),
+      printf("  %-17s %s\n", r->name,
              r->rc == EXIT_OK ? fmt_time(r->median_s, med, sizeof med) : "error");
     }
   }

@@ -98,7 +98,7 @@ static void write_strategy_table(FILE *f, const report_data *d) {
     bool ok = r->rc == EXIT_OK;
     char b1[32], b2[32], b3[80];
     fputs("<tr>", f);
-    text_tag(f, "td", "l", fsl_strategy_name(r->strategy));
+    text_tag(f, "td", "l", r->name);
     if (r->have_info) {
       cell_int(f, pi->n_kernels);
       fprintf(f, "<td>%d / %d / %d / %d</td>", pi->n_by_kind[0], pi->n_by_kind[1], pi->n_by_kind[2], pi->n_by_kind[3]);
@@ -156,7 +156,7 @@ static void write_latency_chart(FILE *f, const report_data *d) {
   for (int i = 0; i < d->n_rows; i++) {
     const bench_row *r = &d->rows[i];
     bool ok = r->rc == EXIT_OK;
-    bars[n] = (svg_bar){fsl_strategy_name(r->strategy), "predicted", r->have_info ? r->info.predicted_s : NAN,
+    bars[n] = (svg_bar){r->name, "predicted", r->have_info ? r->info.predicted_s : NAN,
                         NAN, NAN, k_color_pred, NULL};
     bars[n].text = fmt_time(bars[n].value, texts[n], sizeof texts[n]);
     n++;
@@ -182,7 +182,7 @@ static void write_kinds_chart(FILE *f, const report_data *d) {
   for (int i = 0; i < d->n_rows; i++) {
     if (!d->rows[i].have_info) continue;
     for (int k = 0; k < FSL_PLAN_KINDS; k++) vals[n][k] = d->rows[i].info.n_by_kind[k];
-    rows[n] = (svg_stack){fsl_strategy_name(d->rows[i].strategy), vals[n]};
+    rows[n] = (svg_stack){d->rows[i].name, vals[n]};
     n++;
   }
   if (n) svg_stacked_chart(f, "Kernels by kind", rows, n, k_kind_names, k_kind_colors, FSL_PLAN_KINDS, CHART_W);
