@@ -25,6 +25,7 @@
 #   make demo    fetch a real trained model, inspect it and run it, bench it and
 #                write the HTML report (build/report.html)
 #   make bench   front-end (import + compile) timings -> bench/results/
+#   make rules   regenerate src/rewrite/generated.rules (tools/rulegen.c)
 #
 # Variables: JOBS (default 2), FUZZ_SECONDS (default 60), PYTEST_ARGS.
 
@@ -47,7 +48,7 @@ CONF_FALLBACK_OPENCL_ONNX122 := tests/conformance/fallback_opencl_onnx122.txt
 STRATEGIES := unfused opfuse greedy optimal
 export FSL_BUILD_DIR := $(CURDIR)/$(BUILD)
 
-.PHONY: all setup build test ctest pytest test-avx2 test-minimal test-opencl asan fuzz demo bench models conformance-lists clean
+.PHONY: all setup build test ctest pytest test-avx2 test-minimal test-opencl asan fuzz demo bench models rules conformance-lists clean
 
 all: build
 
@@ -153,6 +154,11 @@ bench: setup build
 # Regenerate the checked-in expected-pass lists from the current build, and
 # the CPU backend's expected-fallback lists (the union over the strategies
 # of the passing cases that run a kernel through the reference fallback).
+# the TASO-style generated rewrite rules (checked in; docs/rewrite.md)
+rules: build
+	$(BUILD)/fissile_rulegen src/rewrite/generated.rules.tmp && mv src/rewrite/generated.rules.tmp src/rewrite/generated.rules
+	$(MAKE) build
+
 conformance-lists: build
 	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | tail -3
 	$(BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --write-list $(CONF_LIST_ONNX122) \

@@ -202,6 +202,14 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
     /* (all CONST NUMBER): every element of the constant equals the number */
     return e->n_args == 2 && e->args[1]->kind == FSL_RW_NUM && all_equal(v, e->args[1]->num);
   }
+  if (!strcmp(f, "square")) {
+    /* (square v...): square matrices, all of one size */
+    for (int i = 0; i < e->n_args; i++) {
+      const fsl_value *q = value_of(m, e->args[i]);
+      if (!q || q->rank != 2 || q->dims[0] != q->dims[1] || q->dims[0] != v->dims[0]) return false;
+    }
+    return e->n_args > 0;
+  }
   if (!strcmp(f, "channel")) {
     /* (channel V AXIS): every dim of V but AXIS is 1 */
     if (e->n_args != 2 || !v || !arg_int(m, e->args[1], &x) || !norm_axis(&x, v->rank)) return false;

@@ -251,6 +251,11 @@ static fsl_status trial(const fsl_rule *r, env *e) {
   if (st == FSL_OK) {
     st = fsl_rw_apply(g, &m);
     if (st == FSL_ERR_UNSUPPORTED) st = fail(r, e, "the rewrite was refused on its own test instance");
+    else if (st != FSL_OK) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", fsl_last_error());
+      st = fail(r, e, "applying it failed: %s", msg);
+    }
   }
   if (st == FSL_OK) st = fsl_graph_toposort(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);

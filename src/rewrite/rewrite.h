@@ -100,7 +100,8 @@ typedef struct fsl_ruleset {
  */
 fsl_status fsl_ruleset_parse(fsl_ruleset *rs, const char *text, const char *file);
 void fsl_ruleset_free(fsl_ruleset *rs);
-/** The built-in rule set (core.rules compiled into the library), parsed
+/** The built-in rule set (core.rules, then generated.rules: compiled into
+ *  the library), parsed
  *  once per process; NULL with the error set if it fails to parse (a
  *  build defect that the test suite catches). */
 const fsl_ruleset *fsl_ruleset_builtin(void);

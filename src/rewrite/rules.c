@@ -1,6 +1,7 @@
 /*
  * rules.c — the parser of the rule language (docs/rewrite.md) and the
- * built-in rule set (core.rules, compiled into the library).
+ * built-in rule set (core.rules and generated.rules, compiled into the
+ * library).
  *
  *   rule NAME
  *     from PATTERN [, PATTERN...]      source: primitives over names
@@ -15,7 +16,8 @@
 #include <ctype.h>
 #include <pthread.h>
 
-extern const char fsl_rules_core[]; /* core.rules, embedded by cmake/embed.cmake */
+extern const char fsl_rules_core[];      /* core.rules and generated.rules, */
+extern const char fsl_rules_generated[]; /* embedded by cmake/embed.cmake */
 
 /* ---- tokens ---- */
 typedef struct tok {
@@ -508,7 +510,7 @@ static bool is_function(const char *s) {
       "compose", "inverse", "dims", "dim", "rank", "vector-at", "set-dim", "attr", "at", "+", "-", "*",
       "axis-of",
       /* conditions */
-      "const", "identity", "eq", "ne", "same-attrs", "all", "float", "channel", "ints-all", NULL};
+      "const", "identity", "eq", "ne", "same-attrs", "all", "float", "channel", "ints-all", "square", NULL};
   for (int i = 0; fns[i]; i++)
     if (!strcmp(fns[i], s)) return true;
   return false;
@@ -580,6 +582,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void load_builtin(void) {
   g_builtin_st = fsl_ruleset_parse(&g_builtin, fsl_rules_core, "core.rules");
+  if (g_builtin_st == FSL_OK) g_builtin_st = fsl_ruleset_parse(&g_builtin, fsl_rules_generated, "generated.rules");
   if (g_builtin_st != FSL_OK) snprintf(g_builtin_err, sizeof g_builtin_err, "%s", fsl_last_error());
 }
 

@@ -178,7 +178,10 @@ def test_bench_takes_input_files(fissile, tmp_path):
     assert good.returncode == 0, good.stdout + good.stderr
     import json
     data = json.loads((tmp_path / "b.json").read_text())
-    assert [s["status"] for s in data["strategies"]] == ["ok"] * 4
+    # the four strategies with the rewrites, then optimal without them
+    assert [s["status"] for s in data["strategies"]] == ["ok"] * 5
+    assert [s["name"] for s in data["strategies"]][3:] == ["optimal", "optimal-norewrite"]
+    assert [s["rewrite"] for s in data["strategies"]][3:] == ["rules", "off"]
     assert all(len(s["times_s"]) == 3 for s in data["strategies"])
     # a wrong shape in the file is a clear error before anything runs
     np.save(tmp_path / "short.npy", np.ones((1, 3), dtype=np.int64))
