@@ -216,6 +216,8 @@ const char *fsl_backend_default(void);
 typedef enum fsl_rewrite_mode {
   FSL_REWRITE_OFF = 0,    /**< orchestrate the graph exactly as fission made it */
   FSL_REWRITE_RULES = 1,  /**< apply the verified rewrite rules wherever a match removes what it replaces */
+  FSL_REWRITE_SEARCH = 2, /**< the rules, then the cost rules (sibling merges) where the predicted
+                               plan gets faster: a greedy cost-guided search */
   FSL_REWRITE_MODE_COUNT
 } fsl_rewrite_mode;
 
@@ -225,8 +227,11 @@ typedef enum fsl_rewrite_mode {
  * core.rules: constant scales folded into conv/matmul weights, sibling
  * matmuls/convs over one input merged into one, view chains collapsed,
  * algebraic identities; docs/rewrite.md) to the primitive graph after
- * fission, each rule proved by random testing on every build.  The default
- * is FSL_REWRITE_RULES.  The answer changes only by float rounding
+ * fission, each rule proved by random testing on every build;
+ * FSL_REWRITE_SEARCH also tries the rules whose benefit depends on the plan
+ * (sibling merges), keeping those that make the greedy plan's predicted
+ * time on the default device smaller (at most 256 tries or 10 s).  The
+ * default is FSL_REWRITE_RULES.  The answer changes only by float rounding
  * (reassociation).  fsl_plan_info.n_rewrites and fsl_model_rewrite_fired
  * say what fired.  Errors: FSL_ERR_ARG (NULL model, unknown mode).
  */

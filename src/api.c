@@ -315,7 +315,7 @@ fsl_status fsl_model_set_rewrite(fsl_model *m, fsl_rewrite_mode mode) {
 }
 
 const char *fsl_rewrite_mode_name(fsl_rewrite_mode mode) {
-  static const char *const names[FSL_REWRITE_MODE_COUNT] = {"off", "rules"};
+  static const char *const names[FSL_REWRITE_MODE_COUNT] = {"off", "rules", "search"};
   return (int)mode >= 0 && mode < FSL_REWRITE_MODE_COUNT ? names[mode] : NULL;
 }
 
@@ -453,10 +453,12 @@ fsl_status fsl_model_fission(fsl_model *m) {
   FSL_TRY(fsl_fission(m->onnx, &g));
   fsl_status st = fsl_pass_cse(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);
-  if (st == FSL_OK && m->rewrite == FSL_REWRITE_RULES) {
+  if (st == FSL_OK && m->rewrite != FSL_REWRITE_OFF) {
     const fsl_ruleset *rs = fsl_ruleset_builtin();
     fsl_rewrite_stats rw = {0};
-    st = rs ? fsl_rewrite(g, rs, &rw) : FSL_ERR_INVALID;
+    if (!rs) st = FSL_ERR_INVALID;
+    else if (m->rewrite == FSL_REWRITE_SEARCH) st = fsl_rewrite_search(&g, rs, NULL, &rw);
+    else st = fsl_rewrite(g, rs, &rw);
     m->rewrite_fired = rw.fired;
     m->n_rewrites = rw.n_applied;
   }

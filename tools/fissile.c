@@ -72,7 +72,8 @@ static const char *k_plan_help =
     "  --profile             measure kernel costs instead of the roofline (kept in the\n"
     "                        profile cache: a second compile measures nothing)\n"
     "  --rewrite MODE        rules (default): apply the verified rewrite rules to the\n"
-    "                        primitive graph before orchestration; off: none\n";
+    "                        primitive graph before orchestration; search: also the\n"
+    "                        sibling merges that the cost model finds faster; off: none\n";
 
 /* "ref, cpu, plan-ref": the backends of this build (fsl_backend_names). */
 static const char *backend_list(void) {
@@ -306,7 +307,7 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     int mode = -1;
     for (int k = 0; k < FSL_REWRITE_MODE_COUNT; k++)
       if (!strcmp(v, fsl_rewrite_mode_name((fsl_rewrite_mode)k))) mode = k;
-    if (mode < 0) return usage_error("--rewrite expects off or rules, got '%s'", v);
+    if (mode < 0) return usage_error("--rewrite expects off, rules or search, got '%s'", v);
     o->rewrite = mode;
     return EXIT_OK;
   }

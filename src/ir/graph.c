@@ -8,9 +8,12 @@ fsl_graph *fsl_graph_new(void) {
 }
 
 void fsl_graph_free(fsl_graph *g) {
-  if (!g) return;
-  fsl_arena_free(&g->arena);
-  free(g);
+  while (g) {
+    fsl_graph *base = g->owns_base ? g->base : NULL;
+    fsl_arena_free(&g->arena);
+    free(g);
+    g = base;
+  }
 }
 
 /* Grows an arena-held pointer array to hold one more element. */
@@ -94,6 +97,52 @@ static fsl_status add_io(fsl_graph *g, fsl_value ***arr, int *n, int *cap, fsl_v
   (*arr)[(*n)++] = v;
   return FSL_OK;
 }
+fsl_graph *fsl_graph_clone(fsl_graph *src) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_value **map = malloc(sizeof *map * ((size_t)src->n_values + 1));
+  fsl_value *in[64], *out[8];
+  bool ok = g && map;
+  for (int i = 0; ok && i < src->n_values; i++) {
+    const fsl_value *s = src->values[i];
+    fsl_value *v = map[i] = fsl_graph_add_value(g, "");
+    if (!(ok = v != NULL)) break;
+    *v = (fsl_value){.id = v->id, .name = s->name, .dtype = s->dtype, .rank = s->rank, .dim_param = s->dim_param,
+                     .data = s->data, .is_input = s->is_input, .is_output = s->is_output};
+    memcpy(v->dims, s->dims, sizeof v->dims);
+  }
+  for (int i = 0; ok && i < src->n_nodes; i++) {
+    const fsl_node *s = src->nodes[i];
+    fsl_value **pi = s->n_in <= (int)FSL_ARRAY_LEN(in) ? in : malloc(sizeof *pi * (size_t)s->n_in);
+    ok = pi && s->n_out <= (int)FSL_ARRAY_LEN(out);
+    for (int k = 0; ok && k < s->n_in; k++) pi[k] = s->in[k] ? map[s->in[k]->id] : NULL;
+    for (int k = 0; ok && k < s->n_out; k++) out[k] = s->out[k] ? map[s->out[k]->id] : NULL;
+    fsl_node *n = ok ? fsl_graph_add_node(g, s->op, NULL, pi, s->n_in, out, s->n_out, s->attrs, s->n_attrs) : NULL;
+    if (pi != in) free(pi);
+    if (!(ok = n != NULL)) break;
+    n->id = s->id;
+    n->name = s->name;
+    n->domain = s->domain;
+    n->op_type = s->op_type;
+    n->origin = s->origin;
+    n->origin_name = s->origin_name;
+    n->origin_op = s->origin_op;
+  }
+  for (int i = 0; ok && i < src->n_inputs; i++) ok = fsl_graph_add_input(g, map[src->inputs[i]->id]) == FSL_OK;
+  for (int i = 0; ok && i < src->n_outputs; i++) ok = fsl_graph_add_output(g, map[src->outputs[i]->id]) == FSL_OK;
+  free(map);
+  if (!ok) {
+    fsl_graph_free(g);
+    return NULL;
+  }
+  g->name = src->name;
+  g->opsets = src->opsets;
+  g->n_opsets = src->n_opsets;
+  g->next_node_id = src->next_node_id;
+  g->external_data = src->external_data;
+  g->base = src;
+  return g;
+}
+
 fsl_status fsl_graph_add_input(fsl_graph *g, fsl_value *v) {
   v->is_input = true;
   return add_io(g, &g->inputs, &g->n_inputs, &g->cap_inputs, v);
@@ -179,46 +228,56 @@ int64_t fsl_graph_opset(const fsl_graph *g, const char *domain) {
   return 0;
 }
 
+/* A depth-first topological sort that keeps the current order wherever it
+ * is already valid: each node is emitted right after the producers it
+ * still waits for, so a node appended at the end (a rewrite's target)
+ * moves to just before its first consumer and nothing else moves. */
 fsl_status fsl_graph_toposort(fsl_graph *g) {
   int n = g->n_nodes, maxid = g->next_node_id;
   fsl_status st = FSL_OK;
-  int *indeg = calloc((size_t)maxid + 1, sizeof *indeg);
+  unsigned char *state = calloc((size_t)maxid + 1, 1); /* 0 new, 1 on the stack, 2 emitted */
+  int *cursor = calloc((size_t)maxid + 1, sizeof *cursor);
   fsl_node **order = malloc(sizeof *order * ((size_t)n + 1));
+  fsl_node **stack = malloc(sizeof *stack * ((size_t)n + 1));
   fsl_node **byid = calloc((size_t)maxid + 1, sizeof *byid);
-  if (!indeg || !order || !byid) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto done; }
+  if (!state || !cursor || !order || !stack || !byid) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto done; }
   for (int i = 0; i < n; i++) byid[g->nodes[i]->id] = g->nodes[i];
-  for (int i = 0; i < n; i++) {
-    fsl_node *nd = g->nodes[i];
-    for (int k = 0; k < nd->n_in; k++)
-      if (nd->in[k] && nd->in[k]->producer && byid[nd->in[k]->producer->id] == nd->in[k]->producer)
-        indeg[nd->id]++;
-  }
-  int head = 0, tail = 0;
-  for (int i = 0; i < n; i++)
-    if (indeg[g->nodes[i]->id] == 0) order[tail++] = g->nodes[i];
-  while (head < tail) {
-    fsl_node *nd = order[head++];
-    for (int k = 0; k < nd->n_out; k++) {
-      fsl_value *v = nd->out[k];
-      if (!v) continue;
-      for (int c = 0; c < v->n_cons; c++) {
-        fsl_node *u = v->cons[c];
-        if (--indeg[u->id] == 0) order[tail++] = u;
+  int n_order = 0;
+  for (int i = 0; i < n && st == FSL_OK; i++) {
+    if (state[g->nodes[i]->id]) continue;
+    int top = 0;
+    stack[top++] = g->nodes[i];
+    state[g->nodes[i]->id] = 1;
+    while (top > 0) {
+      fsl_node *nd = stack[top - 1];
+      fsl_node *next = NULL;
+      while (cursor[nd->id] < nd->n_in && !next) {
+        fsl_value *v = nd->in[cursor[nd->id]++];
+        fsl_node *p = v ? v->producer : NULL;
+        if (!p || byid[p->id] != p || state[p->id] == 2) continue;
+        if (state[p->id] == 1) {
+          st = fsl_errorf(FSL_ERR_INVALID, "the graph has a cycle through node '%s' (%s)", p->name ? p->name : "?",
+                          p->op_type ? p->op_type : "?");
+          goto done;
+        }
+        next = p;
       }
+      if (next) {
+        state[next->id] = 1;
+        stack[top++] = next;
+        continue;
+      }
+      state[nd->id] = 2;
+      order[n_order++] = nd;
+      top--;
     }
-  }
-  if (tail != n) {
-    const fsl_node *bad = NULL;
-    for (int i = 0; i < n && !bad; i++)
-      if (indeg[g->nodes[i]->id] > 0) bad = g->nodes[i];
-    st = fsl_errorf(FSL_ERR_INVALID, "the graph has a cycle through node '%s' (%s)",
-                    bad ? bad->name : "?", bad ? bad->op_type : "?");
-    goto done;
   }
   if (n) memcpy(g->nodes, order, sizeof *order * (size_t)n);
 done:
-  free(indeg);
+  free(state);
+  free(cursor);
   free(order);
+  free(stack);
   free(byid);
   return st;
 }

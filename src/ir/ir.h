@@ -139,11 +139,19 @@ typedef struct fsl_graph {
   fsl_opset *opsets; int n_opsets;
   int next_node_id;
   bool external_data;   /* imported with tensors from external data files (ONNX external data) */
+  /* a clone (fsl_graph_clone) shares its base's constants, names and
+   * attributes: the base must outlive it, and is freed with it when owned */
+  struct fsl_graph *base;
+  bool owns_base;
 } fsl_graph;
 
 /* ---- graph construction (graph.c) ---- */
 fsl_graph *fsl_graph_new(void);
 void fsl_graph_free(fsl_graph *g);
+/** A copy of g's values, nodes (same ids and order), inputs and outputs
+ *  whose constant data, names and attributes point into g: g must outlive
+ *  the copy (set copy->owns_base to free g with it).  NULL on OOM. */
+fsl_graph *fsl_graph_clone(fsl_graph *g);
 /** New value (dtype undefined, rank -1); NULL on OOM. */
 fsl_value *fsl_graph_add_value(fsl_graph *g, const char *name);
 /** New node appended at the end of the node list, consumer lists updated.
@@ -172,7 +180,9 @@ int64_t fsl_value_nbytes(const fsl_value *v);
 char *fsl_value_type_str(const fsl_value *v, char *buf, size_t len);
 /** Opset version imported for a domain ("" or "ai.onnx" = default); 0 if none. */
 int64_t fsl_graph_opset(const fsl_graph *g, const char *domain);
-/** Sorts nodes topologically; FSL_ERR_INVALID naming a node on a cycle. */
+/** Sorts nodes topologically, keeping the current order wherever it is
+ *  valid (depth-first: a node moves only to follow producers listed after
+ *  it); FSL_ERR_INVALID naming a node on a cycle. */
 fsl_status fsl_graph_toposort(fsl_graph *g);
 
 /** Error naming a node: "op (node 'name'): <msg>" (just "op: <msg>" for an

@@ -285,12 +285,13 @@ fsl_status fsl_rw_apply(fsl_graph *g, const fsl_rw_match *m) {
   tctx c = {.m = m};
   c.b.g = g;
   c.b.fold = true;
-  /* constant subexpressions of the target may grow up to the largest
-   * constant the source matched (weights scaled through a broadcast) */
+  /* constant subexpressions of the target may grow up to a multiple of
+   * the largest constant the source matched (weights scaled through a
+   * broadcast, padded to a larger kernel) */
   int64_t big = 0;
   for (int i = 0; i < m->n_bind; i++)
     if (m->bind[i].v && m->bind[i].v->data && fsl_value_nbytes(m->bind[i].v) > big) big = fsl_value_nbytes(m->bind[i].v);
-  c.b.fold_limit = big;
+  c.b.fold_limit = big > INT64_MAX / 16 ? big : 16 * big; /* padded (enlarged) weights included */
   c.b.origin = origin->origin;
   c.b.origin_name = origin->origin_name;
   c.b.origin_op = origin->origin_op;

@@ -26,7 +26,7 @@ static fsl_status sweep(fsl_graph *g, const fsl_ruleset *rs, int *fired, int *ap
     if (nd->id < n_touched && touched[nd->id]) continue;
     for (int k = 0; k < rs->n_rules; k++) {
       const fsl_rule *r = &rs->rules[k];
-      if (r->from[0]->op != nd->op || !fsl_rw_match_at(r, nd, &m)) continue;
+      if (r->cost || r->from[0]->op != nd->op || !fsl_rw_match_at(r, nd, &m)) continue;
       if (!fsl_rw_match_is_closed(&m) || touches(&m, touched, n_touched)) continue;
       fsl_status st = fsl_rw_apply(g, &m);
       if (st == FSL_ERR_UNSUPPORTED) continue;

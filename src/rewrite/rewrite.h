@@ -82,6 +82,8 @@ typedef struct fsl_rule {
   fsl_rw_test *tests;
   int n_tests;
   bool multilinear;       /* every op on both sides is multi-linear: tested exactly on integers */
+  bool cost;              /* `rule NAME cost`: applied only where the cost model says the plan
+                             gets faster (fsl_rewrite_search), never by fsl_rewrite */
 } fsl_rule;
 
 typedef struct fsl_ruleset {
@@ -185,8 +187,9 @@ typedef struct fsl_rewrite_stats {
 } fsl_rewrite_stats;
 
 /**
- * Applies the rules of rs to g until none fires (at most 16 sweeps over the
- * nodes), only where a match is closed (fsl_rw_match_is_closed), so that
+ * Applies the rules of rs (but the cost rules) to g until none fires (at
+ * most 16 sweeps over the nodes), only where a match is closed
+ * (fsl_rw_match_is_closed), so that
  * each rewrite removes what it replaces; then sorts, removes dead nodes and
  * verifies the graph.  stats may be NULL; else stats->fired is malloc'd
  * (free it).  Errors: those of fsl_rw_apply naming the rule (a rule
@@ -194,6 +197,28 @@ typedef struct fsl_rewrite_stats {
  * it).
  */
 fsl_status fsl_rewrite(fsl_graph *g, const fsl_ruleset *rs, fsl_rewrite_stats *stats);
+
+/* ---- the cost-guided search (search.c) ---- */
+typedef struct fsl_rewrite_search_opts {
+  int max_evals;        /* cost evaluations (0: 256) */
+  double max_seconds;   /* wall seconds (0: 10) */
+} fsl_rewrite_search_opts;
+
+/**
+ * fsl_rewrite, then a greedy descent over the cost rules (TASO's search
+ * with alpha = 1 and no backtracking): each closed match of a cost rule is
+ * tried on a clone of the graph (the rewrite, then fsl_rewrite's rules),
+ * costed as the predicted seconds of the graph's greedy plan on the
+ * documented default device (fsl_device_default: the same roofline the
+ * optimal strategy uses, deterministic on every machine so that a compiled
+ * model file rebuilds the same graph), and kept when it is at least 0.1%
+ * cheaper; the scan restarts after each kept rewrite, within o's budget
+ * (o may be NULL).  On return *g may be a new graph that owns the old one
+ * (fsl_graph_free frees both).  stats as fsl_rewrite's, with both phases'
+ * counts.  Errors: as fsl_rewrite, FSL_ERR_NOMEM.
+ */
+fsl_status fsl_rewrite_search(fsl_graph **g, const fsl_ruleset *rs, const fsl_rewrite_search_opts *o,
+                              fsl_rewrite_stats *stats);
 
 /* ---- verification (check.c) ---- */
 /**

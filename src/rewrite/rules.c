@@ -532,6 +532,10 @@ fsl_status fsl_ruleset_parse(fsl_ruleset *rs, const char *text, const char *file
       break;
     }
     fsl_rule r = {.name = nm->s, .file = p.file, .line = t->line};
+    if (peek(&p)->c == 'w' && !peek(&p)->first && !strcmp(peek(&p)->s, "cost")) {
+      next(&p);
+      r.cost = true;
+    }
     for (int i = 0; i < rs->n_rules; i++)
       if (!strcmp(rs->rules[i].name, r.name)) perr(&p, t->line, "rule %s is defined twice", r.name);
     while (p.st == FSL_OK && peek(&p)->c && strcmp(peek(&p)->s ? peek(&p)->s : "", "rule")) {

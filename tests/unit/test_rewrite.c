@@ -163,21 +163,27 @@ static void test_rewrite_real_patterns(void **state) {
   run_graph(g, before, 5);
   assert_int_equal(count_op(g, FSL_OP_matmul), 3);
 
+  /* the plain driver folds the scale but leaves the siblings: merging
+   * them is a cost rule */
   fsl_rewrite_stats st = {0};
-  if (getenv("DEBUG_RW")) fsl_graph_print(g, stderr);
   if (fsl_rewrite(g, fsl_ruleset_builtin(), &st) != FSL_OK) fail_msg("%s", fsl_last_error());
-  if (getenv("DEBUG_RW")) fsl_graph_print(g, stderr);
-  assert_true(st.n_applied >= 3);
-  assert_int_equal(count_op(g, FSL_OP_matmul), 1);
+  assert_int_equal(count_op(g, FSL_OP_matmul), 3);
+  free(st.fired);
+  /* the search merges two of them (one launch fewer); merging the third
+   * into that one the greedy plan predicts slower (the default device) */
+  memset(&st, 0, sizeof st);
+  if (fsl_rewrite_search(&g, fsl_ruleset_builtin(), NULL, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+  assert_int_equal(st.n_applied, 1);
+  assert_int_equal(count_op(g, FSL_OP_matmul), 2);
   assert_int_equal(count_op(g, FSL_OP_conv), 1);
   assert_int_equal(count_op(g, FSL_OP_mul), 1); /* q0 * q1 is left; the scale went into the weights */
   /* slices of slices collapsed: every slice reads the one matmul */
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i]->op == FSL_OP_slice) assert_int_equal(g->nodes[i]->in[0]->producer->op, FSL_OP_matmul);
-  int fired_scale = 0;
+  int fired_siblings = 0;
   for (int i = 0; i < st.n_rules; i++)
-    if (!strcmp(fsl_ruleset_builtin()->rules[i].name, "conv-scale-into-weights")) fired_scale = st.fired[i];
-  assert_int_equal(fired_scale, 1);
+    if (!strcmp(fsl_ruleset_builtin()->rules[i].name, "matmul-siblings")) fired_siblings = st.fired[i];
+  assert_int_equal(fired_siblings, 1);
   free(st.fired);
   /* the outputs keep their names and their answers */
   assert_string_equal(g->outputs[0]->name, "y");
