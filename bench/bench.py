@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 3]
                                     [--cases a,b | --no-cases] [--models a,b | --no-models]
-                                    [--strategies unfused,opfuse,greedy,optimal]
+                                    [--strategies unfused,opfuse,greedy,optimal,optimal-norewrite]
                                     [--out bench/results] [--timeout 1800]
 
 For every subgraph case of bench/cases.py (each pattern at several shapes)
@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import fsl_models  # noqa: E402
 from cases import CASES  # noqa: E402
 
-STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
+# the four strategies (with rewrites, the default) and optimal without them
+STRATEGIES = ["unfused", "opfuse", "greedy", "optimal", "optimal-norewrite"]
 
 _NP_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
               9: np.bool_, 10: np.float16, 11: np.float64}
@@ -197,8 +198,8 @@ def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
     ort_med = ort_r.get("median_s")
     for s in fs.get("strategies", []):
         if s.get("status") == "ok" and ort_med:
-            row["ratios"][s["strategy"]] = s["median_s"] / ort_med
-    by = {s["strategy"]: s for s in fs.get("strategies", [])}
+            row["ratios"][s.get("name", s["strategy"])] = s["median_s"] / ort_med
+    by = {s.get("name", s["strategy"]): s for s in fs.get("strategies", [])}
     summary = "  ".join(f"{k} {by[k]['median_s'] * 1e3:.3f} ms" if by.get(k, {}).get("status") == "ok"
                         else f"{k} error" for k in args.strategies if k in by)
     ort_txt = f"{ort_med * 1e3:.3f} ms" if ort_med else ort_r.get("status")
@@ -250,7 +251,7 @@ def markdown(result: dict, args) -> str:
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for r in rows:
-            by = {s["strategy"]: s for s in r["fissile"].get("strategies", [])}
+            by = {s.get("name", s["strategy"]): s for s in r["fissile"].get("strategies", [])}
             ok = {k: v for k, v in by.items() if v.get("status") == "ok"}
             cells = [r["name"], r["shape"], ms(r["ort"].get("median_s"))]
             cells += [ms(ok[k]["median_s"]) if k in ok else ("err" if k in by else "-") for k in strategies]

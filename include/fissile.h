@@ -332,6 +332,7 @@ typedef struct fsl_plan_info {
   int n_primitives;        /**< nodes of the primitive graph */
   fsl_rewrite_mode rewrite; /**< the rewrite mode the graph was compiled with */
   int n_rewrites;          /**< rewrites applied to the primitive graph (fsl_model_set_rewrite) */
+  double rewrite_s;        /**< wall seconds spent rewriting (and searching) */
   int n_kernels;
   int n_by_kind[FSL_PLAN_KINDS];  /**< kernels per kind: loop, reduce, linear, opaque */
   int n_recomputed;        /**< node executions beyond one per node (recomputation) */

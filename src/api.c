@@ -426,6 +426,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   }
   info->rewrite = (fsl_rewrite_mode)m->rewrite;
   info->n_rewrites = m->n_rewrites;
+  info->rewrite_s = m->rewrite_s;
   info->optimal = p->optimal;
   info->profiled = p->profiled;
   info->n_cost_cached = p->n_cost_cached;
@@ -461,6 +462,7 @@ fsl_status fsl_model_fission(fsl_model *m) {
     else st = fsl_rewrite(g, rs, &rw);
     m->rewrite_fired = rw.fired;
     m->n_rewrites = rw.n_applied;
+    m->rewrite_s = rw.seconds;
   }
   if (st == FSL_OK) st = fsl_pass_unshare_views(g);
   if (st == FSL_OK) st = fsl_graph_verify(g);

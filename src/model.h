@@ -23,6 +23,7 @@ struct fsl_model {
   /* what the rewrite of prim applied (per rule of the built-in set) */
   int n_rewrites;
   int *rewrite_fired;
+  double rewrite_s;
   /* built by compile when a strategy or a plan backend is set: */
   bool has_plan;
   fsl_plan plan;     /* over prim */

@@ -874,6 +874,7 @@ static void print_rewrites(const fsl_model *m, const fsl_plan_info *pi) {
     int n;
     for (int i = 0; (n = fsl_model_rewrite_fired(m, i, &rule)) > 0; i++) printf("%s%s x%d", i ? ", " : " (", rule, n);
     if (pi->n_rewrites) printf(")");
+    printf(" in %.3f s", pi->rewrite_s);
   }
   printf("\n");
 }

@@ -299,6 +299,17 @@ static PyObject *Model_set_strategy(ModelObject *self, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *Model_set_rewrite(ModelObject *self, PyObject *arg) {
+  const char *name = PyUnicode_AsUTF8(arg);
+  if (!name) return NULL;
+  for (int k = 0; k < FSL_REWRITE_MODE_COUNT; k++)
+    if (!strcmp(name, fsl_rewrite_mode_name((fsl_rewrite_mode)k))) {
+      MODEL_CALL(self, fsl_model_set_rewrite(self->m, (fsl_rewrite_mode)k));
+      Py_RETURN_NONE;
+    }
+  return PyErr_Format(g_err[FSL_ERR_ARG], "unknown rewrite mode '%s' (expected off, rules or search)", name);
+}
+
 static PyObject *Model_set_backend(ModelObject *self, PyObject *arg) {
   const char *name = PyUnicode_AsUTF8(arg);
   if (!name) return NULL;
@@ -402,9 +413,11 @@ static PyObject *Model_plan_info(ModelObject *self, PyObject *unused) {
   fsl_plan_info pi;
   MODEL_CALL(self, fsl_model_plan_info(self->m, &pi));
   return Py_BuildValue(
-      "{s:s,s:s,s:s,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:i,s:d,s:d,s:d,s:O,s:L,s:L,s:O,s:i,s:i,s:i,s:i,s:d,s:i,s:i,s:i,s:s}",
+      "{s:s,s:s,s:s,s:i,s:s,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:i,s:d,s:d,s:d,s:O,s:L,s:L,s:O,s:i,s:i,s:i,s:i,s:d,s:i,s:i,s:i,"
+      "s:s}",
       "strategy", fsl_strategy_name(pi.strategy), "backend", pi.backend, "device", pi.device,
-      "n_primitives", pi.n_primitives, "n_kernels", pi.n_kernels,
+      "n_primitives", pi.n_primitives, "rewrite", fsl_rewrite_mode_name(pi.rewrite), "n_rewrites", pi.n_rewrites,
+      "n_kernels", pi.n_kernels,
       "kernels_by_kind", "loop", pi.n_by_kind[0], "reduce", pi.n_by_kind[1], "linear", pi.n_by_kind[2],
       "opaque", pi.n_by_kind[3],
       "n_recomputed", pi.n_recomputed, "predicted_s", pi.predicted_s, "orchestrate_s", pi.orchestrate_s,
@@ -520,6 +533,7 @@ static PyMethodDef Model_methods[] = {
   {"set_strategy", (PyCFunction)Model_set_strategy, METH_O, "set_strategy(name): fsl_model_set_strategy."},
   {"set_backend", (PyCFunction)Model_set_backend, METH_O, "set_backend(name): fsl_model_set_backend."},
   {"set_profile", (PyCFunction)Model_set_profile, METH_O, "set_profile(on): fsl_model_set_profile."},
+  {"set_rewrite", (PyCFunction)Model_set_rewrite, METH_O, "set_rewrite('off'|'rules'|'search'): fsl_model_set_rewrite."},
   {"set_threads", (PyCFunction)Model_set_threads, METH_O,
    "set_threads(n): OpenMP threads for compile and run (0: the default)."},
   {"compile", (PyCFunction)Model_compile, METH_NOARGS, "fsl_model_compile (GIL released, process-wide lock)."},

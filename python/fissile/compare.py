@@ -16,6 +16,10 @@ import numpy as np
 from .session import InferenceSession
 
 STRATEGIES = ("unfused", "opfuse", "greedy", "optimal")
+# compare()'s default rows: the strategies, then optimal without rewrites,
+# so that the rewrites' contribution is told apart from fission's
+COMPARE_ROWS = STRATEGIES + ("optimal-norewrite",)
+NOREWRITE = "-norewrite"
 
 # Columns of the printed table: (key, header, format).
 _COLUMNS = [
@@ -96,14 +100,16 @@ def _rel_l2(got: list, want: list) -> float:
     return worst
 
 
-def compare(model: str | os.PathLike, strategies: Sequence[str] = STRATEGIES, backend: str | None = None,
+def compare(model: str | os.PathLike, strategies: Sequence[str] = COMPARE_ROWS, backend: str | None = None,
             repeats: int = 20, warmup: int = 3, shapes: Mapping[str, Sequence[int]] | None = None,
             dims: Mapping[str, int] | None = None, peer: bool = True, threads: int | None = None,
             seed: int | None = None) -> Table:
     """Compiles `model` with each strategy and times it, interleaved.
 
     model:      path of the ONNX model.
-    strategies: fusion strategies to compare (fissile.STRATEGIES by default).
+    strategies: fusion strategies to compare: names of fissile.STRATEGIES,
+                each optionally ending in "-norewrite" (rewrites off); by
+                default the four strategies and "optimal-norewrite".
     backend:    as InferenceSession (None: the best this build has).
     repeats:    timed runs per strategy; warmup: untimed runs first.
     shapes, dims: input shapes / dim_param sizes, as InferenceSession; every
@@ -116,7 +122,7 @@ def compare(model: str | os.PathLike, strategies: Sequence[str] = STRATEGIES, ba
     Each repeat draws fresh random inputs (random_inputs) and runs every
     strategy (and ONNX Runtime) once on them, round robin, so drift in the
     machine's speed affects all alike.  Returns a Table: one dict per
-    strategy with name, strategy, backend, kernels, loop/reduce/linear/opaque
+    strategy with name, strategy, rewrite, n_rewrites, backend, kernels, loop/reduce/linear/opaque
     (kernels by kind), predicted_s, optimal, arena_bytes, compile_s (seconds
     to construct the session), median_s, min_s, max_s, p10_s, p90_s (wall
     seconds per run) and rel_l2_vs_ort (worst relative L2 error of a float
@@ -130,14 +136,18 @@ def compare(model: str | os.PathLike, strategies: Sequence[str] = STRATEGIES, ba
         raise ValueError("compare needs at least one strategy")
     path = os.fspath(model)
     rows, runners, sessions = [], [], []
-    for s in strategies:
+    for name in strategies:
+        off = name.endswith(NOREWRITE)
+        s = name[:-len(NOREWRITE)] if off else name
         t0 = time.perf_counter()
-        sess = InferenceSession(path, strategy=s, backend=backend, threads=threads, shapes=shapes, dims=dims)
+        sess = InferenceSession(path, strategy=s, backend=backend, threads=threads, shapes=shapes, dims=dims,
+                                rewrite="off" if off else None)
         compile_s = time.perf_counter() - t0
         sessions.append(sess)
         plan = sess.plan
         by_kind = plan["kernels_by_kind"]
-        rows.append({"name": s, "strategy": s, "backend": sess.backend, "kernels": plan["n_kernels"],
+        rows.append({"name": name, "strategy": s, "rewrite": plan["rewrite"], "n_rewrites": plan["n_rewrites"],
+                     "backend": sess.backend, "kernels": plan["n_kernels"],
                      "loop": by_kind["loop"], "reduce": by_kind["reduce"], "linear": by_kind["linear"],
                      "opaque": by_kind["opaque"], "predicted_s": plan["predicted_s"], "optimal": plan["optimal"],
                      "arena_bytes": plan["arena_bytes"], "compile_s": compile_s})

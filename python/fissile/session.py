@@ -101,6 +101,10 @@ class InferenceSession:
     dims:      {dim_param: int}, sizes of symbolic dimensions (`--dim`).
     profile:   measure kernel costs instead of the roofline (slow the first
                time; cached in the profile cache, see fsl_model_set_profile).
+    rewrite:   "rules" (the default), "search" or "off": the verified
+               rewrites of the primitive graph before orchestration
+               (fsl_model_set_rewrite, docs/rewrite.md); None keeps a
+               compiled model file's.
     providers, sess_options: accepted so that code written for onnxruntime
                runs unchanged; only "CPUExecutionProvider" is accepted (it is
                what fissile's backends are), and sess_options'
@@ -121,7 +125,7 @@ class InferenceSession:
     def __init__(self, path: str | os.PathLike, sess_options: Any = None, providers: Sequence | None = None,
                  provider_options: Any = None, *, strategy: str | None = _DEFAULT_STRATEGY, backend: str | None = None,
                  threads: int | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
-                 dims: Mapping[str, int] | None = None, profile: bool = False):
+                 dims: Mapping[str, int] | None = None, profile: bool = False, rewrite: str | None = None):
         for p in providers or ():
             pname = p[0] if isinstance(p, tuple) else p
             if pname != "CPUExecutionProvider":
@@ -142,6 +146,9 @@ class InferenceSession:
         self._shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
         self._dims = {k: int(v) for k, v in (dims or {}).items()}
         self._profile = bool(profile)
+        if rewrite is not None and rewrite not in ("off", "rules", "search"):
+            raise InvalidArgument(f"unknown rewrite mode '{rewrite}' (expected off, rules or search)")
+        self._rewrite = rewrite
         self._lock = threading.Lock()          # guards _compiled
         self._compiled: dict[tuple, _fissile.Model] = {}
         self._last: _fissile.Model | None = None
@@ -167,6 +174,8 @@ class InferenceSession:
         if self._backend is not None or not precompiled:
             m.set_backend(self._backend if self._backend is not None else default_backend())
         m.set_profile(self._profile)
+        if self._rewrite is not None:
+            m.set_rewrite(self._rewrite)
         for name, size in self._dims.items():
             m.bind_dim(name, size)
         for name, shape in self._shapes.items():
@@ -207,6 +216,7 @@ class InferenceSession:
 
         strategy, backend, device: names;
         n_primitives: nodes of the primitive graph; n_kernels: kernels of the plan;
+        rewrite, n_rewrites: the rewrite mode and how many rewrites were applied;
         kernels_by_kind: {"loop", "reduce", "linear", "opaque"} -> kernel count;
         n_recomputed: node executions beyond one per node;
         predicted_s: predicted run time in seconds (roofline or measured costs);

@@ -162,6 +162,21 @@ static bool all_equal(const fsl_value *v, double x) {
   return n > 0;
 }
 
+/* constant v varies only along axis ax: every element equals the one at
+ * its coordinate on ax and 0 elsewhere (a broadcast of a vector folded
+ * into a full-size constant) */
+static bool varies_only(const fsl_value *v, int64_t ax) {
+  if (!v || !v->data || ax < 0 || ax >= v->rank) return false;
+  int64_t n = fsl_value_numel(v), inner = 1;
+  for (int i = (int)ax + 1; i < v->rank; i++) inner *= v->dims[i];
+  int64_t len = v->dims[ax];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t c = (i / inner) % len; /* coordinate on ax; element c * inner has it and 0 elsewhere */
+    if (fsl_load_f64(v->dtype, v->data, i) != fsl_load_f64(v->dtype, v->data, c * inner)) return false;
+  }
+  return n > 0;
+}
+
 bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
   if (e->kind != FSL_RW_CALL) return false;
   const char *f = e->name;
@@ -209,6 +224,11 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
       if (!q || q->rank != 2 || q->dims[0] != q->dims[1] || q->dims[0] != v->dims[0]) return false;
     }
     return e->n_args > 0;
+  }
+  if (!strcmp(f, "varies-only")) {
+    /* (varies-only CONST AXIS) */
+    if (e->n_args != 2 || !v || !arg_int(m, e->args[1], &x) || !norm_axis(&x, v->rank)) return false;
+    return varies_only(v, x);
   }
   if (!strcmp(f, "channel")) {
     /* (channel V AXIS): every dim of V but AXIS is 1 */

@@ -84,8 +84,18 @@ static double draw(env *e, bool ints, bool positive) {
 }
 
 static void fill_data(env *e, const fsl_value *v, void *p, bool ints, const fsl_rw_test *t) {
-  int64_t n = fsl_value_numel(v);
+  int64_t n = fsl_value_numel(v), inner = 1;
+  int ax = t && t->vary_axis >= 0 && t->vary_axis < v->rank ? t->vary_axis : -1;
+  for (int i = ax + 1; ax >= 0 && i < v->rank; i++) inner *= v->dims[i];
   for (int64_t i = 0; i < n; i++) {
+    if (ax >= 0) { /* a broadcast along every axis but ax: repeat the element at coordinate c of ax */
+      int64_t c = (i / inner) % v->dims[ax];
+      if (i != c * inner) {
+        if (fsl_dtype_is_float(v->dtype)) fsl_store_f64(v->dtype, p, i, fsl_load_f64(v->dtype, p, c * inner));
+        else fsl_store_i64(v->dtype, p, i, fsl_load_i64(v->dtype, p, c * inner));
+        continue;
+      }
+    }
     double x = t && t->has_fill ? t->fill : draw(e, ints || !fsl_dtype_is_float(v->dtype), t && t->positive);
     if (fsl_dtype_is_float(v->dtype)) fsl_store_f64(v->dtype, p, i, x);
     else fsl_store_i64(v->dtype, p, i, (int64_t)x);

@@ -52,7 +52,8 @@ struct fsl_rw_expr {
 /* How the test instance makes one name of a rule. */
 typedef enum fsl_rw_test_kind {
   FSL_RWT_INPUT,   /* x:[dims] or x:float[dims] (x:float+[dims]: positive values) */
-  FSL_RWT_CONST,   /* W:const[dims], W:const=1.5[dims] (every element 1.5) */
+  FSL_RWT_CONST,   /* W:const[dims], W:const=1.5[dims] (every element 1.5),
+                      W:const@1[dims] (random along axis 1 only: a folded broadcast) */
   FSL_RWT_PERM,    /* p:perm(4): a random permutation of 0..3 */
   FSL_RWT_INTS     /* s=[a*b,c]: an integer list; k=1: one integer */
 } fsl_rw_test_kind;
@@ -64,6 +65,7 @@ typedef struct fsl_rw_test {
   bool positive;
   bool has_fill;
   double fill;
+  int vary_axis;         /* const@AXIS: random along AXIS only, the same along the others; -1: none */
   fsl_rw_expr *dims;     /* LIST of dims expressions; PERM: NUM length */
 } fsl_rw_test;
 

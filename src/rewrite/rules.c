@@ -36,7 +36,9 @@ typedef struct parser {
   fsl_status st;
 } parser;
 
-static bool word_char(int c) { return isalnum(c) || c == '_' || c == '-' || c == '.' || c == '*' || c == '+' || c == '$'; }
+static bool word_char(int c) {
+  return isalnum(c) || c == '_' || c == '-' || c == '.' || c == '*' || c == '+' || c == '$' || c == '@';
+}
 
 static fsl_status perr(parser *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static fsl_status perr(parser *p, int line, const char *fmt, ...) {
@@ -345,7 +347,7 @@ static fsl_dtype dtype_by_name(const char *s) {
  * NAME:const=V[dims]  NAME=[ints]  NAME=N  NAME=perm(N) */
 static bool parse_test(parser *p, fsl_rule *r) {
   tok *n = next(p);
-  fsl_rw_test t = {.name = n->s, .dtype = FSL_DT_F32};
+  fsl_rw_test t = {.name = n->s, .dtype = FSL_DT_F32, .vary_axis = -1};
   if (n->c != 'w') return perr(p, n->line, "expected a test binding NAME:TYPE[dims] or NAME=VALUE"), false;
   tok *sep = next(p);
   if (sep->c == '=') {
@@ -382,6 +384,14 @@ static bool parse_test(parser *p, fsl_rule *r) {
     if (L && buf[L - 1] == '+') {
       t.positive = true;
       buf[L - 1] = 0;
+    }
+    char *at = strchr(buf, '@');
+    if (at && !strncmp(buf, "const@", 6)) {
+      char *end;
+      long ax = strtol(at + 1, &end, 10);
+      if (end == at + 1 || *end || ax < 0 || ax >= FSL_MAX_RANK) return perr(p, ty->line, "const@AXIS takes an axis"), false;
+      t.vary_axis = (int)ax;
+      *at = 0;
     }
     if (!strcmp(buf, "const")) {
       t.kind = FSL_RWT_CONST;
@@ -510,7 +520,7 @@ static bool is_function(const char *s) {
       "compose", "inverse", "dims", "dim", "rank", "vector-at", "set-dim", "attr", "at", "+", "-", "*",
       "axis-of",
       /* conditions */
-      "const", "identity", "eq", "ne", "same-attrs", "all", "float", "channel", "ints-all", "square", NULL};
+      "const", "identity", "eq", "ne", "same-attrs", "all", "float", "channel", "ints-all", "square", "varies-only", NULL};
   for (int i = 0; fns[i]; i++)
     if (!strcmp(fns[i], s)) return true;
   return false;

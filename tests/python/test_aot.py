@@ -183,3 +183,24 @@ def test_python_session_runs_a_compiled_file(compiled, tmp_path):
     (y2,) = greedy.run(None, {"x": x})
     assert greedy.plan["strategy"] == "greedy"
     np.testing.assert_allclose(y2, y, rtol=1e-5, atol=1e-7)
+
+
+def test_two_compiled_files_in_one_process(fissile, compiled, tmp_path):
+    """Two compiled model files loaded at once each run their own kernels:
+    the objects are loaded from memory under /proc/self/fd/N, and dlopen
+    finds loaded objects by that name, so an fd number reused while the
+    first object is loaded would give the second model the first's code."""
+    fissile_pkg = pytest.importorskip("fissile")
+    if "cpu" not in fissile_pkg.backends():
+        pytest.skip("this build has no cpu backend")
+    onnx_path = compiled / "small.onnx"
+    common = ["--const", f"shape={compiled / 'shape.npy'}", "--dim", "batch=3"]
+    p = run(fissile, "compile", onnx_path, *common, "--strategy", "unfused", "-o", tmp_path / "unfused.fsl")
+    assert p.returncode == 0, p.stderr
+    x = np.load(compiled / "x.npy")
+    want = np.load(compiled / "ref" / "y.npy")
+    first = fissile_pkg.InferenceSession(str(compiled / "small.fsl"))
+    second = fissile_pkg.InferenceSession(str(tmp_path / "unfused.fsl"))
+    for sess in (second, first, second):
+        (y,) = sess.run(None, {"x": x})
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-7)

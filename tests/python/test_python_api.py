@@ -382,7 +382,10 @@ def test_sessions_compile_from_two_threads(small, small_static, rng):
 def test_compare_rows(small_static):
     table = fissile.compare(small_static, repeats=3, warmup=1, threads=1, seed=1)
     assert isinstance(table, list) and all(isinstance(r, dict) for r in table)
-    assert [r["name"] for r in table] == STRATEGIES + ["onnxruntime"]
+    # the four strategies, optimal without rewrites, then the peer
+    assert [r["name"] for r in table] == STRATEGIES + ["optimal-norewrite", "onnxruntime"]
+    assert [r["rewrite"] for r in table[:-1]] == ["rules"] * 4 + ["off"]
+    assert table[-2]["n_rewrites"] == 0
     for r in table[:-1]:
         assert r["kernels"] == r["loop"] + r["reduce"] + r["linear"] + r["opaque"] > 0
         assert r["predicted_s"] > 0 and r["compile_s"] > 0

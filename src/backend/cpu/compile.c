@@ -249,7 +249,14 @@ fsl_status fsl_cpu_so_load_object(const void *object, size_t len, fsl_cpu_so *so
   }
   snprintf(so->path, sizeof so->path, "/proc/self/fd/%d", fd);
   fsl_status st = open_so(so, so->path);
-  close(fd); /* the mapping keeps the object alive */
+  /* the fd stays open while the object is loaded, so that its number (the
+   * object's name for dlopen) is not given to the next compiled model file */
+  if (st == FSL_OK) {
+    so->memfd = fd;
+    so->has_memfd = true;
+  } else {
+    close(fd);
+  }
   snprintf(so->path, sizeof so->path, "(kernels of a compiled model file)");
   so->cache_hit = true;
   return st;
@@ -265,6 +272,9 @@ void *fsl_cpu_so_kernel(const fsl_cpu_so *so, int id) {
 }
 
 void fsl_cpu_so_close(fsl_cpu_so *so) {
-  if (so && so->handle) dlclose(so->handle);
-  if (so) so->handle = NULL;
+  if (!so) return;
+  if (so->handle) dlclose(so->handle);
+  so->handle = NULL;
+  if (so->has_memfd) close(so->memfd);
+  so->has_memfd = false;
 }

@@ -26,6 +26,11 @@ typedef struct fsl_cpu_so {
   char path[1024];       /* the cache entry */
   bool cache_hit;        /* loaded without running the compiler */
   double compile_s;      /* seconds spent in the compiler (0 on a hit) */
+  /* a compiled model file's object: the memfd it was loaded from, open
+   * while it is loaded (glibc's dlopen finds loaded objects by path: were
+   * the fd number reused, /proc/self/fd/N would name the old object) */
+  int memfd;
+  bool has_memfd;
 } fsl_cpu_so;
 
 /**

@@ -1,0 +1,149 @@
+"""Rewrites of the primitive graph (docs/rewrite.md) on real input: each
+rewrite mode gives ONNX Runtime's answer on models whose patterns the rules
+match (BatchNorm after a conv, QKV projections, a SqueezeNet fire module
+whose 1x1 and 3x3 expand convolutions share an input), the rules that
+should fire do, and a compiled model file keeps its rewrite mode.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import fissile as fsl  # the `fissile` fixture is the binary
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from cases import CASES  # noqa: E402
+
+TOL = 1e-4
+MODES = ["off", "rules", "search"]
+
+
+def fire_module(channels=16, squeeze=8, expand=16, size=14):
+    """SqueezeNet's fire module: squeeze 1x1 -> BatchNormalization -> ReLU ->
+    (expand 1x1, expand 3x3 pad 1) -> ReLU -> Concat."""
+    rng = np.random.default_rng(3)
+
+    def init(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+    inits = [init("ws", squeeze, channels, 1, 1), init("bs", squeeze), init("w1", expand, squeeze, 1, 1),
+             init("b1", expand), init("w3", expand, squeeze, 3, 3), init("b3", expand),
+             init("scale", squeeze), init("shift", squeeze), init("mean", squeeze),
+             numpy_helper.from_array(rng.uniform(0.5, 2, squeeze).astype(np.float32), "var")]
+    nodes = [
+        helper.make_node("Conv", ["x", "ws", "bs"], ["s"]),
+        helper.make_node("BatchNormalization", ["s", "scale", "shift", "mean", "var"], ["bn"]),
+        helper.make_node("Relu", ["bn"], ["sr"]),
+        helper.make_node("Conv", ["sr", "w1", "b1"], ["e1"]),
+        helper.make_node("Conv", ["sr", "w3", "b3"], ["e3"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["e1"], ["r1"]),
+        helper.make_node("Relu", ["e3"], ["r3"]),
+        helper.make_node("Concat", ["r1", "r3"], ["y"], axis=1),
+    ]
+    g = helper.make_graph(nodes, "fire", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def models(tmp_path):
+    """The first shape of four bench cases, and the fire module."""
+    out = {}
+    for name in ("conv_bn_silu", "attention", "gelu_mlp", "layernorm"):
+        c = next(c for c in CASES if c.name == name)
+        p = tmp_path / f"{c.id}.onnx"
+        p.write_bytes(c.build().SerializeToString())
+        out[c.id] = p
+    p = tmp_path / "fire.onnx"
+    p.write_bytes(fire_module().SerializeToString())
+    out["fire"] = p
+    return out
+
+
+def rel_l2(got, want):
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-30))
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    return models(tmp_path_factory.mktemp("rewrite"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_modes_match_onnxruntime(suite, mode, rng):
+    for name, path in suite.items():
+        sess = fsl.InferenceSession(path, rewrite=mode, threads=1)
+        feeds = {i.name: rng.standard_normal([d for d in i.shape]).astype(np.float32) for i in sess.get_inputs()}
+        got = sess.run(None, feeds)
+        want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+        for g, w in zip(got, want):
+            assert rel_l2(g, w) <= TOL, (name, mode)
+        plan = sess.plan
+        assert plan["rewrite"] == mode
+        # every model has a pattern the rules match
+        assert (plan["n_rewrites"] == 0) == (mode == "off"), (name, plan)
+
+
+def compile_summary(fissile_exe, path, *args):
+    p = subprocess.run([str(fissile_exe), "compile", str(path), "--backend", "ref", *args],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_expected_rules_fire(fissile, suite):
+    conv = next(p for n, p in suite.items() if n.startswith("conv_bn_silu"))
+    assert re.search(r"^rewrites: rules, 1 applied \(conv-scale-into-weights x1\) in [0-9.]+ s$",
+                     compile_summary(fissile, conv), re.M)
+    assert re.search(r"^rewrites: off$", compile_summary(fissile, conv, "--rewrite", "off"), re.M)
+    att = next(p for n, p in suite.items() if n.startswith("attention"))
+    assert "permute-pair x1" in compile_summary(fissile, att)
+    # the fire module's BatchNormalization goes into the squeeze conv; the
+    # search decides about its expand convolutions (both are cost rules)
+    fire = compile_summary(fissile, suite["fire"], "--rewrite", "search")
+    assert re.search(r"^rewrites: search, \d+ applied", fire, re.M), fire
+
+
+def test_search_merges_sibling_convs_with_fewer_kernels(fissile, suite):
+    """Sibling convs over one input (the fire module's expand branches):
+    the search keeps a merge only when the plan gets cheaper."""
+    def kernels_and_predicted(mode):
+        out = compile_summary(fissile, suite["fire"], "--rewrite", mode)
+        k = int(re.search(r"^kernels: (\d+)", out, re.M).group(1))
+        ms = float(re.search(r"^predicted: ([0-9.]+) ms", out, re.M).group(1))
+        return k, ms, out
+    k_rules, ms_rules, _ = kernels_and_predicted("rules")
+    k_search, ms_search, out = kernels_and_predicted("search")
+    assert ms_search <= ms_rules * 1.01, out  # predicted by the search's own cost (greedy plan) at most
+    if "conv-siblings" in out:
+        assert k_search <= k_rules, out
+
+
+def test_compiled_file_keeps_rewrite_mode(fissile, suite, tmp_path, rng):
+    path = suite["fire"]
+    x = rng.standard_normal((1, 16, 14, 14)).astype(np.float32)
+    for mode in MODES:
+        out = tmp_path / f"fire_{mode}.fsl"
+        p = subprocess.run([str(fissile), "compile", str(path), "--rewrite", mode, "-o", str(out)],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        sess = fsl.InferenceSession(out)
+        assert sess.plan["rewrite"] == mode
+        (y,) = sess.run(None, {"x": x})
+        want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        assert rel_l2(y, want) <= TOL
+
+
+def test_bad_rewrite_mode(fissile, suite):
+    p = subprocess.run([str(fissile), "compile", str(suite["fire"]), "--rewrite", "bogus"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "--rewrite expects off, rules or search" in p.stderr
+    with pytest.raises(fsl.InvalidArgument):
+        fsl.InferenceSession(suite["fire"], rewrite="bogus")
