@@ -470,7 +470,8 @@ typedef struct fsl_cuda_function {
   int id;                    /**< its name in the source: fsl_k<id> */
   const char *part;          /**< "loop", "reduce", "prologue", "matmul", "conv" or "epilogue" (static) */
   const char *onnx_op;       /**< op_type of the ONNX node of its first primitive ("?" if none) */
-  const char *onnx_name;     /**< that node's name (untrusted model data) */
+  const char *onnx_name;     /**< that node's name (untrusted model data); both live in the model
+                                  until its next compile or free */
   fsl_cuda_usage usage[FSL_CUDA_MAX_ARCHS];  /**< per fsl_cuda_emit_result.archs */
 } fsl_cuda_function;
 

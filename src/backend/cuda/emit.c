@@ -31,14 +31,14 @@ static fsl_status refuse(fsl_cuda_emitter *e, int ki, const fsl_kernel *k) {
 }
 
 /* Appends what gen made in tmp as function fsl_k<e->next_id>, part `part`
- * of kernel ki.  st is gen's status: FSL_ERR_UNSUPPORTED is passed on
- * (nothing appended), another error names the kernel. */
-static fsl_status take(fsl_cuda_emitter *e, int ki, const fsl_kernel *k, const char *part, fsl_status st,
+ * of kernel ki whose first node is n0.  st is gen's status:
+ * FSL_ERR_UNSUPPORTED is passed on (nothing appended), another error names
+ * the kernel. */
+static fsl_status take(fsl_cuda_emitter *e, int ki, const fsl_node *n0, const char *part, fsl_status st,
                        fsl_sbuf *tmp) {
   if (st == FSL_OK && tmp->oom) st = oom();
   if (st == FSL_OK && !fsl_grow((void **)&e->fn, &e->cap_fn, e->n_fn + 1, sizeof *e->fn)) st = oom();
   if (st == FSL_OK) {
-    const fsl_node *n0 = first_node(k);
     fsl_cuda_function *f = &e->fn[e->n_fn++];
     memset(f, 0, sizeof *f);
     f->kernel = ki;
@@ -49,7 +49,6 @@ static fsl_status take(fsl_cuda_emitter *e, int ki, const fsl_kernel *k, const c
     fsl_sbuf_puts(&e->src, tmp->p ? tmp->p : "");
     if (e->src.oom) st = oom();
   } else if (st != FSL_ERR_UNSUPPORTED && st != FSL_ERR_NOMEM) {
-    const fsl_node *n0 = first_node(k);
     st = fsl_error_context(st, "CUDA C of kernel %d (%s '%s', %s)", ki, node_op(n0), node_name(n0), part);
   }
   fsl_sbuf_free(tmp);
@@ -57,14 +56,14 @@ static fsl_status take(fsl_cuda_emitter *e, int ki, const fsl_kernel *k, const c
 }
 
 /* The nodes (topological order) writing outs as one function. */
-static fsl_status gen_nodes(fsl_cuda_emitter *e, const fsl_plan *p, int ki, const fsl_kernel *k, const char *part,
-                            fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out) {
+static fsl_status gen_nodes(fsl_cuda_emitter *e, const fsl_plan *p, int ki, const char *part, fsl_node *const *nodes,
+                            int n, fsl_value *const *outs, int n_out) {
   fsl_vlist ins = {0};
   if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
   fsl_cg_spec spec = {.g = p->g, .id = e->next_id, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                       .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
   fsl_sbuf tmp = {0};
-  fsl_status st = take(e, ki, k, part, fsl_codegen_kernel(&fsl_dialect_cuda, &spec, &tmp), &tmp);
+  fsl_status st = take(e, ki, n ? nodes[0] : NULL, part, fsl_codegen_kernel(&fsl_dialect_cuda, &spec, &tmp), &tmp);
   free(ins.p);
   return st;
 }
@@ -77,7 +76,7 @@ static fsl_status gen_linear(fsl_cuda_emitter *e, const fsl_plan *p, int ki, con
   fsl_linear_split sp;
   fsl_status st = fsl_linear_split_make(k, &sp);
   if (st == FSL_OK && sp.gen_prologue)
-    st = gen_nodes(e, p, ki, k, "prologue", (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p,
+    st = gen_nodes(e, p, ki, "prologue", (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p,
                    sp.pre_out.n);
   if (st == FSL_OK) {
     fsl_sbuf tmp = {0};
@@ -86,14 +85,14 @@ static fsl_status gen_linear(fsl_cuda_emitter *e, const fsl_plan *p, int ki, con
          : sp.lin->op == FSL_OP_conv ? fsl_codegen_conv(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp)
                                      : fsl_errorf(FSL_ERR_UNSUPPORTED, "no generated code for %s",
                                                   fsl_op_get(sp.lin->op)->name);
-    st = take(e, ki, k, mm ? "matmul" : "conv", st, &tmp);
+    st = take(e, ki, sp.lin, mm ? "matmul" : "conv", st, &tmp);
   }
   fsl_vlist post = {0}, post_out = {0};
   if (st == FSL_OK)
     st = fsl_linear_split_epilogue(k, &sp, 0, sp.lin->out[0], in_list, sp.gen_prologue ? &sp.pre_out : &k_none,
                                    &post, &post_out);
   if (st == FSL_OK && post_out.n > 0)
-    st = gen_nodes(e, p, ki, k, "epilogue", (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p,
+    st = gen_nodes(e, p, ki, "epilogue", (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p,
                    post_out.n);
   fsl_linear_split_free(&sp);
   free(post.p);
@@ -113,7 +112,7 @@ fsl_status fsl_cuda_emit_plan(fsl_cuda_emitter *e, const fsl_plan *p) {
     }
     fsl_status st = k->kind == FSL_KERNEL_LINEAR
                         ? gen_linear(e, p, ki, k)
-                        : gen_nodes(e, p, ki, k, k->kind == FSL_KERNEL_LOOP ? "loop" : "reduce", k->nodes,
+                        : gen_nodes(e, p, ki, k->kind == FSL_KERNEL_LOOP ? "loop" : "reduce", k->nodes,
                                     k->n_nodes, k->out, k->n_out);
     if (st == FSL_ERR_UNSUPPORTED) st = refuse(e, ki, k);
     else if (st == FSL_OK) e->n_generated++;
