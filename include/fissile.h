@@ -506,7 +506,9 @@ typedef struct fsl_cuda_emit_result {
  * Errors: FSL_ERR_ARG (NULL, no plan: compile after fsl_model_set_strategy;
  * n_archs out of range), FSL_ERR_UNSUPPORTED (this build has no CUDA C
  * dialect: NVRTC was not found at configure), FSL_ERR_RUNTIME (NVRTC's
- * error or warning, with its log and the architecture), FSL_ERR_NOMEM.
+ * error or warning, with its log, the architecture, and the plan kernel,
+ * ONNX node and function of the first source line the log names),
+ * FSL_ERR_NOMEM.
  */
 fsl_status fsl_model_emit_cuda(const fsl_model *m, const char *const *archs, int n_archs, fsl_cuda_emit_result *out);
 /** Frees what fsl_model_emit_cuda allocated in r and zeroes it (NULL: nothing). */

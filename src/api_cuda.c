@@ -22,10 +22,38 @@ static void take_emitter(fsl_cuda_emitter *e, fsl_cuda_emit_result *r) {
   memset(e, 0, sizeof *e);
 }
 
+/* The function of r whose text holds line `line` (1-based) of r->source,
+ * or NULL: the last "void fsl_k<ID>(" at or before that line. */
+static const fsl_cuda_function *function_at_line(const fsl_cuda_emit_result *r, long line) {
+  int id = -1;
+  long at = 1;
+  for (const char *p = r->source; p && *p && at <= line; at++) {
+    const char *nl = strchr(p, '\n');
+    const char *k = strstr(p, "void fsl_k");
+    if (k && (!nl || k < nl)) id = atoi(k + strlen("void fsl_k"));
+    if (!nl) break;
+    p = nl + 1;
+  }
+  for (int i = 0; id >= 0 && i < r->n_functions; i++)
+    if (r->functions[i].id == id) return &r->functions[i];
+  return NULL;
+}
+
+/* NVRTC's message names lines of "fissile.cu": prefixes the error with the
+ * plan kernel and ONNX node of the first one. */
+static fsl_status name_kernel(const fsl_cuda_emit_result *r, fsl_status st) {
+  const char *at = strstr(fsl_last_error(), "fissile.cu(");
+  const fsl_cuda_function *f = at ? function_at_line(r, strtol(at + strlen("fissile.cu("), NULL, 10)) : NULL;
+  if (!f) return st;
+  return fsl_error_context(st, "kernel %d (%s '%s'), function fsl_k%d (%s)", f->kernel, f->onnx_op, f->onnx_name, f->id,
+                           f->part);
+}
+
 /* Compiles r->source for arch a and fills the functions' usage[a]. */
 static fsl_status compile_arch(fsl_cuda_emit_result *r, int a) {
   fsl_cuda_build b;
   fsl_status st = fsl_cuda_compile(r->source ? r->source : "", r->archs[a], &b);
+  if (st == FSL_ERR_RUNTIME) st = name_kernel(r, st);
   r->compile_s[a] = b.compile_s;
   r->cubin_bytes[a] = b.cubin_bytes;
   for (int i = 0; st == FSL_OK && i < r->n_functions; i++) {
