@@ -8,17 +8,10 @@
 #include <ctype.h>
 #include <elf.h>
 #include <nvrtc.h>
-#include <time.h>
 
 #define LOG_SHOWN 4096 /* bytes of NVRTC's log an error message shows */
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory (NVRTC)"); }
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static bool starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
 
@@ -157,7 +150,7 @@ fsl_status fsl_cuda_compile(const char *src, const char *arch, fsl_cuda_build *o
   memset(out, 0, sizeof *out);
   if (!valid_arch(arch))
     return fsl_errorf(FSL_ERR_ARG, "CUDA architecture '%s': expected a real one such as sm_90 or sm_80", arch);
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   nvrtcProgram prog;
   nvrtcResult r = nvrtcCreateProgram(&prog, src, "fissile.cu", 0, NULL, NULL);
   if (r != NVRTC_SUCCESS) return fsl_errorf(FSL_ERR_RUNTIME, "NVRTC (%s): %s", arch, nvrtcGetErrorString(r));
@@ -197,7 +190,7 @@ fsl_status fsl_cuda_compile(const char *src, const char *arch, fsl_cuda_build *o
     st = fsl_errorf(FSL_ERR_RUNTIME, "NVRTC (%s): the CUBIN is not a well-formed ELF image", arch);
   free(log);
   nvrtcDestroyProgram(&prog);
-  out->compile_s = now_s() - t0;
+  out->compile_s = fsl_now_s() - t0;
   return st;
 }
 
