@@ -4,8 +4,9 @@
  * Debian's ONNX node tests, and of the real models when `make models` has
  * fetched them, is generated in the CUDA dialect (LOOP, REDUCE, and LINEAR
  * as prologue + matmul/conv + epilogue) and compiled by NVRTC to CUBINs
- * for sm_90 (H100) and sm_80 (A100) with no warning; ptxas's resource
- * report is checked on kernels whose resources are known.  Kernels the
+ * for sm_90 (H100) and sm_80 (A100) with no warning and no register
+ * spills; ptxas's resource report is checked on kernels whose resources
+ * are known.  Kernels the
  * dialect refuses (f16/bf16, multi-pass reductions: counted) are not
  * compiled; a kernel NVRTC rejects or warns about fails the test with its
  * log.  Running the kernels is the CUDA runtime's job (issue 11).
@@ -48,6 +49,8 @@ static void flush(tally *t) {
       snprintf(name, sizeof name, "fsl_k%d", t->e.fn[i].id);
       const fsl_cuda_usage *u = fsl_cuda_build_find(&b, name);
       if (!u || u->registers <= 0 || u->const_bytes <= 0) fail_msg("%s: no resource report for %s", k_archs[a], name);
+      /* loops in a thread unroll 4 times at most (dialect_cuda.c): nothing spills */
+      if (u->spill_store_bytes != 0) fail_msg("%s: %s spills %lld bytes", k_archs[a], name, (long long)u->spill_store_bytes);
     }
     fsl_cuda_build_free(&b);
   }

@@ -11,15 +11,20 @@ static void cuda_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
   fsl_sbuf_printf(b, "extern \"C\" __global__ void fsl_k%d(const void *const *in, void *const *out, int *err) {\n", id);
 }
 
-/* PARALLEL: a grid-stride loop; SERIAL and SIMD: a loop in the thread. */
+/* PARALLEL: a grid-stride loop; SERIAL and SIMD: a loop in the thread,
+ * unrolled at most 4 times: with constant trip counts NVVM otherwise
+ * unrolls a row's 256-element sum block completely and ptxas keeps every
+ * load in flight (an EfficientViT layer norm: 255 registers and 17 kB of
+ * spills per thread on sm_90; with unroll 4: no spills). */
 static void cuda_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char *head, size_t hcap) {
-  (void)acap;
   annot[0] = 0;
-  if (L->kind == FSL_CG_PARALLEL)
+  if (L->kind == FSL_CG_PARALLEL) {
     fsl_cg_grid_stride_line(L, "(int64_t)blockIdx.x * blockDim.x + threadIdx.x", "(int64_t)gridDim.x * blockDim.x",
                             head, hcap);
-  else
+  } else {
+    snprintf(annot, acap, "#pragma unroll 4");
     fsl_cg_for_line(L, head, hcap);
+  }
 }
 
 const fsl_dialect fsl_dialect_cuda = {
