@@ -17,7 +17,7 @@
  * every thread's FSL_KERR_* bits (atomicOr).  A PARALLEL loop is a
  * grid-stride loop over blockIdx/threadIdx (one thread per iteration of
  * the outer loop: an element of a LOOP kernel, a row of a REDUCE kernel);
- * SERIAL and SIMD loops run inside a thread.  Reductions that need several
+ * SERIAL and SIMD loops run inside a thread, unrolled at most 4 times.  Reductions that need several
  * dependent passes are refused (no grid-wide barrier inside one launch).
  */
 extern const fsl_dialect fsl_dialect_cuda;
