@@ -448,6 +448,73 @@ fsl_status fsl_model_kernel_origin(const fsl_model *m, int k, int j, const char 
  */
 fsl_status fsl_model_time_kernels(fsl_model *m, double *secs, int n);
 
+/* ---- CUDA C of a plan, compiled without a GPU (src/api_cuda.c) ---- */
+/** Most architectures one fsl_model_emit_cuda call compiles for. */
+#define FSL_CUDA_MAX_ARCHS 4
+
+/** What ptxas reports for one generated kernel on one architecture
+ *  (docs/gpu-backend.md, "CUDA").  -1 where ptxas said nothing. */
+typedef struct fsl_cuda_usage {
+  int registers;             /**< 32-bit registers per thread */
+  int barriers;              /**< barriers (bar.sync ids) used */
+  int64_t stack_bytes;       /**< stack frame per thread, bytes: local memory for arrays and spills */
+  int64_t spill_store_bytes; /**< bytes per thread that register spills store to local memory */
+  int64_t spill_load_bytes;  /**< bytes per thread that register spills load back */
+  int64_t shared_bytes;      /**< static shared memory per block, bytes */
+  int64_t const_bytes;       /**< the kernel's constant banks in the CUBIN (bank 0: parameters), bytes */
+} fsl_cuda_usage;
+
+/** One generated CUDA function (a plan kernel is one, or a LINEAR kernel's
+ *  prologue, matmul/conv and epilogue: up to three). */
+typedef struct fsl_cuda_function {
+  int kernel;                /**< the plan kernel it belongs to (execution order) */
+  int id;                    /**< its name in the source: fsl_k<id> */
+  const char *part;          /**< "loop", "reduce", "prologue", "matmul", "conv" or "epilogue" (static) */
+  const char *onnx_op;       /**< op_type of the ONNX node of its first primitive ("?" if none) */
+  const char *onnx_name;     /**< that node's name (untrusted model data); both live in the model
+                                  until its next compile or free */
+  fsl_cuda_usage usage[FSL_CUDA_MAX_ARCHS];  /**< per fsl_cuda_emit_result.archs */
+} fsl_cuda_function;
+
+/** The result of fsl_model_emit_cuda (free with fsl_cuda_emit_result_free). */
+typedef struct fsl_cuda_emit_result {
+  char *source;              /**< the CUDA C of the plan: prelude + every function, NUL-terminated */
+  size_t source_len;         /**< bytes */
+  int n_archs;
+  char archs[FSL_CUDA_MAX_ARCHS][16];    /**< as given, e.g. "sm_90", "sm_80" */
+  double compile_s[FSL_CUDA_MAX_ARCHS];  /**< NVRTC wall seconds per architecture (front end + ptxas) */
+  size_t cubin_bytes[FSL_CUDA_MAX_ARCHS];
+  int n_functions;
+  fsl_cuda_function *functions;
+  int n_kernels;             /**< kernels of the plan */
+  int n_generated;           /**< plan kernels generated entirely */
+  int n_opaque;              /**< opaque kernels (TopK, CumSum: the host's by design), not generated */
+  int n_refused;             /**< plan kernels the dialect refuses in whole or part (f16/bf16, scatters,
+                                  multi-pass reductions, integer conv): not generated, not errors */
+  char **refused;            /**< n_refused lines: "kernel K (OP 'NODE'): why" */
+} fsl_cuda_emit_result;
+
+/**
+ * Generates the CUDA C (src/backend/cuda, the CUDA dialect of the shared
+ * code generator) of every kernel of m's compiled plan and compiles it with
+ * NVRTC to a CUBIN for each of the n_archs (1..FSL_CUDA_MAX_ARCHS) real
+ * architectures archs ("sm_90", "sm_80", ...; no GPU or driver needed),
+ * with ptxas's resource report (-v) read per kernel into usage[].  A
+ * compile that fails, or whose log holds anything beyond ptxas's resource
+ * lines (a warning of the front end or of ptxas), is an error.  *out is
+ * zeroed first and owned by the caller (fsl_cuda_emit_result_free), also
+ * after an error (then source holds what was generated, usage is partial).
+ * Errors: FSL_ERR_ARG (NULL, no plan: compile after fsl_model_set_strategy;
+ * n_archs out of range), FSL_ERR_UNSUPPORTED (this build has no CUDA C
+ * dialect: NVRTC was not found at configure), FSL_ERR_RUNTIME (NVRTC's
+ * error or warning, with its log, the architecture, and the plan kernel,
+ * ONNX node and function of the first source line the log names),
+ * FSL_ERR_NOMEM.
+ */
+fsl_status fsl_model_emit_cuda(const fsl_model *m, const char *const *archs, int n_archs, fsl_cuda_emit_result *out);
+/** Frees what fsl_model_emit_cuda allocated in r and zeroes it (NULL: nothing). */
+void fsl_cuda_emit_result_free(fsl_cuda_emit_result *r);
+
 /* ---- tensors on disk ---- */
 /** Reads an ONNX TensorProto file (.pb, as in the ONNX backend test data)
  *  into a newly allocated tensor (name from the proto, may be empty).

@@ -41,6 +41,8 @@ typedef struct options {
   const char *strategies;   /* bench --strategies a,b */
   bool profile;             /* --profile: measured kernel costs */
   int rewrite;              /* --rewrite: fsl_rewrite_mode, -1: not given */
+  bool cuda;                /* compile/explain --backend cuda: the CUDA C of the plan (no runtime yet) */
+  bool emit_only;           /* compile --emit-only: generate and compile the CUDA C, run nothing */
 } options;
 
 /* ---- helpers (fissile.c) ---- */
@@ -48,6 +50,9 @@ typedef struct options {
 int usage_error(const char *fmt, const char *arg);
 /** The exit code for a library status. */
 int exit_code(fsl_status s);
+/** Prints the library's last error (or s's name) as "fissile: error: ..."
+ *  and returns exit_code(s). */
+int report(fsl_status s);
 /** Monotonic clock, seconds. */
 double now_s(void);
 /** Fills t (shape and dtype set) with data seeded by (seed, index); false
@@ -63,6 +68,13 @@ int load_input_files(const options *o, fsl_model *m, fsl_tensor **given);
 int bind_options(const options *o, fsl_model *m);
 /** Where a plan's kernel costs came from, as one line. */
 void cost_source(const fsl_plan_info *pi, char *buf, size_t len);
+
+/* ---- CUDA C (cuda_emit.c) ---- */
+/** The CUDA C of m's plan compiled by NVRTC for sm_90 and sm_80
+ *  (fsl_model_emit_cuda): writes the source to o->plan_out when given
+ *  (also when NVRTC fails), prints the summary and the per-function
+ *  resource table to f; an exit code (errors printed). */
+int cuda_emit(const options *o, const fsl_model *m, FILE *f);
 
 /* ---- progress (progress.c) ---- */
 /** Routes the library's progress events (fsl_set_progress) to stderr. */

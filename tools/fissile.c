@@ -121,7 +121,8 @@ static void usage_cmd(const char *cmd, FILE *f) {
     fprintf(f,
             "usage: fissile compile MODEL [--strategy S] [--backend B] [-o FILE.fsl|PLAN.dot]\n"
             "                       [--shape NAME=DIMS]... [--dim PARAM=N]... [--threads N] [--profile]\n"
-            "                       [--time]\n\n"
+            "                       [--time]\n"
+            "       fissile compile MODEL --backend cuda --emit-only [-o FILE.cu] [--strategy S] ...\n\n"
             "Compiles MODEL and builds the plan of strategy S (default optimal) on the\n"
             "calibrated device, then prints its summary: kernels by kind, recomputed\n"
             "nodes, predicted time, orchestration time, whether the solver proved\n"
@@ -132,8 +133,18 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "FILE.fsl` (or fsl_model_load) runs without the ONNX file, without a C\n"
             "compiler and without orchestrating again, on a machine like this one\n"
             "(same CPU model and flags, FSL_CPU_ISA, oneDNN and fissile versions).\n\n"
+            "With --backend cuda --emit-only it generates the CUDA C of every kernel of\n"
+            "the plan and compiles it with NVRTC for sm_90 and sm_80 (no GPU needed):\n"
+            "any NVRTC error or warning fails (exit code 5, with NVRTC's log); kernels\n"
+            "the CUDA dialect cannot take yet (f16/bf16, multi-pass reductions, ...)\n"
+            "are listed, not errors.  The summary ends with every generated function's\n"
+            "registers, spills, stack, shared and constant memory per architecture\n"
+            "(ptxas -v).  There is no CUDA runtime yet: --backend cuda needs --emit-only.\n\n"
             "Options:\n%s%s"
-            "  --backend B           one of %s (default ref: plan only)\n"
+            "  --backend B           one of %s (default ref: plan only), or cuda with\n"
+            "                        --emit-only\n"
+            "  --emit-only           with --backend cuda: generate and compile the CUDA C, run\n"
+            "                        nothing; -o FILE.cu writes the source (also when NVRTC fails)\n"
             "  -o, --output FILE     FILE.fsl: write the compiled model; FILE.dot: write the\n"
             "                        plan as Graphviz DOT\n"
             "  --time                print load and compile times (seconds) to stderr\n"
@@ -141,12 +152,16 @@ static void usage_cmd(const char *cmd, FILE *f) {
             fsl_backend_default(), k_bind_help, k_plan_help, backend_list(), k_exit_codes);
   } else if (!strcmp(cmd, "explain")) {
     fprintf(f,
-            "usage: fissile explain MODEL [--strategy S] [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
-            "                       [--threads N] [--profile] > plan.dot\n\n"
+            "usage: fissile explain MODEL [--strategy S] [--backend cuda] [--shape NAME=DIMS]...\n"
+            "                       [--dim PARAM=N]... [--threads N] [--profile] > plan.dot\n\n"
             "Builds the plan of strategy S (default optimal) and writes it to stdout as\n"
             "Graphviz DOT: every kernel a cluster labelled with its kind and predicted\n"
-            "cost.  Render with `dot -Tsvg plan.dot > plan.svg`.\n\n"
+            "cost.  Render with `dot -Tsvg plan.dot > plan.svg`.  With --backend cuda it\n"
+            "also compiles the plan's CUDA C with NVRTC (as compile --backend cuda\n"
+            "--emit-only) and prints the resources of every generated kernel (registers,\n"
+            "spills, stack, shared and constant memory for sm_90 and sm_80) to stderr.\n\n"
             "Options:\n%s%s"
+            "  --backend cuda        the CUDA resource table on stderr\n"
             "  --time                print load and compile times (seconds) to stderr\n"
             "  -h, --help            this help\n\n%s",
             k_bind_help, k_plan_help, k_exit_codes);
@@ -318,7 +333,19 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     o->strategy = (int)s;
     return EXIT_OK;
   }
-  if (is_plan && strcmp(o->cmd, "explain") && (v = opt_value(argc, argv, i, "--backend", &missing))) {
+  if (is_plan && (v = opt_value(argc, argv, i, "--backend", &missing))) {
+    bool cuda_cmd = !strcmp(o->cmd, "compile") || !strcmp(o->cmd, "explain");
+    if (!strcmp(v, "cuda") && cuda_cmd) {
+      o->cuda = true;
+      return EXIT_OK;
+    }
+    if (!strcmp(v, "cuda")) {
+      fprintf(stderr, "fissile: error: the CUDA runtime backend is not built yet: nothing can run on a GPU; "
+                      "'fissile compile MODEL --backend cuda --emit-only' generates the plan's CUDA C and compiles it "
+                      "with NVRTC\n");
+      return EXIT_UNSUPPORTED;
+    }
+    if (!strcmp(o->cmd, "explain")) return usage_error("explain takes --backend cuda only, got '%s'", v);
     bool known = false;
     for (const char *const *n = fsl_backend_names(NULL); *n; n++) known = known || !strcmp(v, *n);
     if (!known) {
@@ -327,6 +354,10 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
       return EXIT_USAGE;
     }
     o->backend = v;
+    return EXIT_OK;
+  }
+  if (!strcmp(o->cmd, "compile") && !strcmp(a, "--emit-only")) {
+    o->emit_only = true;
     return EXIT_OK;
   }
   if (is_plan && (v = opt_value(argc, argv, i, "--threads", &missing))) {
@@ -385,6 +416,12 @@ static int parse_args(options *o, int argc, char **argv) {
     }
   }
   if (!o->help && !o->model) return usage_error("%s: missing MODEL", o->cmd);
+  if (o->emit_only && !o->cuda) return usage_error("%s", "--emit-only needs --backend cuda");
+  if (!o->help && o->cuda && !o->emit_only && !strcmp(o->cmd, "compile")) {
+    fprintf(stderr, "fissile: error: the CUDA runtime backend is not built yet: `--backend cuda` needs --emit-only, "
+                    "which generates the plan's CUDA C and compiles it with NVRTC (no GPU needed)\n");
+    return EXIT_UNSUPPORTED;
+  }
   return EXIT_OK;
 }
 
@@ -404,7 +441,7 @@ int exit_code(fsl_status s) {
   }
 }
 
-static int report(fsl_status s) {
+int report(fsl_status s) {
   cli_progress_end_line();
   const char *msg = fsl_last_error();
   fprintf(stderr, "fissile: error: %s\n", msg && *msg ? msg : fsl_status_name(s));
@@ -909,7 +946,7 @@ static int plan_model(options *o, fsl_model *m) {
   if (po.strategy < 0 && !fsl_model_is_compiled(m)) po.strategy = FSL_STRATEGY_OPTIMAL;
   int rc = bind_options(&po, m);
   /* a compiled model file (-o FILE.fsl) holds the best backend's kernels */
-  bool aot = o->plan_out && ends_with(o->plan_out, ".fsl");
+  bool aot = o->plan_out && ends_with(o->plan_out, ".fsl") && !o->cuda;
   if (rc == EXIT_OK) rc = plan_options(&po, m, aot && !fsl_model_is_compiled(m) ? fsl_backend_default() : NULL);
   if (rc == EXIT_OK) rc = compile_model(&po, m);
   return rc;
@@ -936,12 +973,18 @@ static int cmd_compile(options *o, bool explain) {
   if (rc == EXIT_OK && explain) {
     fsl_status st = fsl_model_write_plan_dot(m, stdout);
     if (st != FSL_OK) rc = report(st);
+    fflush(stdout);
+    /* stdout is the DOT: the CUDA resource table goes to the terminal */
+    if (rc == EXIT_OK && o->cuda) rc = cuda_emit(o, m, stderr);
   } else if (rc == EXIT_OK) {
     fsl_plan_info pi;
     fsl_status st = fsl_model_plan_info(m, &pi);
     if (st != FSL_OK) rc = report(st);
     else print_plan_summary(o->model, m, &pi);
-    if (rc == EXIT_OK && o->plan_out && ends_with(o->plan_out, ".fsl")) {
+    fflush(stdout);
+    if (rc == EXIT_OK && o->cuda) {
+      rc = cuda_emit(o, m, stdout);
+    } else if (rc == EXIT_OK && o->plan_out && ends_with(o->plan_out, ".fsl")) {
       fsl_status st = fsl_model_save(m, o->plan_out);
       if (st != FSL_OK) rc = report(st);
       else fprintf(stderr, "fissile: wrote %s (compiled model: runs without the ONNX file or a C compiler on "

@@ -1,0 +1,130 @@
+"""`fissile compile MODEL --backend cuda --emit-only` and `fissile explain
+MODEL --backend cuda`: the CUDA C of every kernel of a plan, compiled by
+NVRTC for sm_90 and sm_80 without a GPU, with ptxas's resources per
+kernel (docs/gpu-backend.md, "CUDA").  There is no CUDA runtime yet
+(issue 11): `--backend cuda` without --emit-only is a clear error.
+Skipped only when the build has no CUDA C dialect (NVRTC not found at
+configure), which the command itself says.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def softmax_model():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 1000])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 1000])
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "softmax", [x], [y])
+    return helper.make_model(g, opset_imports=OPSET, ir_version=8)
+
+
+def conv_silu_model():
+    """Conv with bias, then SiLU (x * sigmoid(x)): one LINEAR kernel, a
+    generated convolution and its epilogue."""
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 32, 32])
+    w = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+    g = helper.make_graph(nodes, "conv_silu", [x], [y], [w, b])
+    return helper.make_model(g, opset_imports=OPSET, ir_version=8)
+
+
+def half_model():
+    """An f16 Add: the dialect has no half type yet, so the kernel is refused (listed, not an error)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [4, 4])
+    g = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "half", [x], [y])
+    return helper.make_model(g, opset_imports=OPSET, ir_version=8)
+
+
+def run(fissile, *args, timeout=300):
+    return subprocess.run([str(fissile), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def emit(fissile, path, *extra):
+    proc = run(fissile, "compile", path, "--backend", "cuda", "--emit-only", *extra)
+    if proc.returncode == 3 and "no CUDA C dialect" in proc.stderr:
+        pytest.skip("this build has no CUDA C dialect (NVRTC not found at configure): " + proc.stderr.strip())
+    return proc
+
+
+def usage_rows(text):
+    """{function: (part, [(regs, spill st, spill ld, stack, smem, cmem) per arch])} from the resource table."""
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"(\d+)\s+(fsl_k\d+)\s+(\w+)\s.*?\|(.*)$", line)
+        if m:
+            archs = [tuple(int(v) for v in part.split()) for part in m.group(4).split("|")]
+            rows[m.group(2)] = (m.group(3), archs)
+    return rows
+
+
+@pytest.mark.parametrize("model", [softmax_model, conv_silu_model])
+def test_emit_only_compiles_every_kernel(fissile, tmp_path, model):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model().SerializeToString())
+    cu = tmp_path / "m.cu"
+    proc = emit(fissile, path, "-o", cu)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sm_90" in proc.stdout and "sm_80" in proc.stdout and "no errors, no warnings" in proc.stdout
+    assert "0 refused" in proc.stdout
+    src = cu.read_text()
+    assert 'extern "C" __global__ void fsl_k0(' in src
+    rows = usage_rows(proc.stdout)
+    assert rows, proc.stdout
+    for fn, (part, archs) in rows.items():
+        assert fn in src
+        assert len(archs) == 2
+        for regs, spst, spld, stack, smem, cmem in archs:
+            assert regs > 0 and cmem > 0 and min(spst, spld, stack, smem) >= 0
+    parts = {part for part, _ in rows.values()}
+    if model is conv_silu_model:
+        assert {"conv", "epilogue"} <= parts
+        assert "fsl_expf" in src  # the sigmoid of SiLU, fused after the convolution
+    else:
+        assert parts == {"reduce"}
+
+
+def test_refused_kernels_are_listed_not_errors(fissile, tmp_path):
+    path = tmp_path / "half.onnx"
+    path.write_bytes(half_model().SerializeToString())
+    proc = emit(fissile, path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 refused" in proc.stdout
+    assert re.search(r"refused: kernel 0 \(Add '.*'\): .*float16", proc.stdout), proc.stdout
+
+
+def test_explain_writes_dot_and_the_resources_to_stderr(fissile, tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(conv_silu_model().SerializeToString())
+    proc = run(fissile, "explain", path, "--backend", "cuda")
+    if proc.returncode == 3 and "no CUDA C dialect" in proc.stderr:
+        pytest.skip("this build has no CUDA C dialect (NVRTC not found at configure)")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("digraph")
+    assert "fsl_k" not in proc.stdout
+    assert usage_rows(proc.stderr), proc.stderr
+
+
+def test_backend_cuda_needs_emit_only(fissile, tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(softmax_model().SerializeToString())
+    for args in (["compile", path, "--backend", "cuda"], ["run", path, "--backend", "cuda"],
+                 ["bench", path, "--backend", "cuda"]):
+        proc = run(fissile, *args)
+        assert proc.returncode == 3, proc.stderr
+        assert "CUDA runtime backend is not built yet" in proc.stderr and "--emit-only" in proc.stderr
+    proc = run(fissile, "compile", path, "--emit-only")
+    assert proc.returncode == 1 and "--emit-only needs --backend cuda" in proc.stderr
+    proc = run(fissile, "explain", path, "--backend", "cpu")
+    assert proc.returncode == 1 and "--backend cuda only" in proc.stderr
