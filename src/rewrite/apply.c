@@ -319,6 +319,13 @@ fsl_status fsl_rw_apply(fsl_graph *g, const fsl_rw_match *m) {
   fsl_value *to[FSL_RW_MAX_ROOTS];
   for (int i = 0; i < r->n_to; i++) {
     to[i] = build(&c, r->to[i]);
+    /* a target that does not type-check at these shapes: the rule does not
+     * apply here (its conditions are too weak; the checker proves it where
+     * its test instance says) */
+    if (!to[i] && c.b.st == FSL_ERR_SHAPE) {
+      fsl_error_clear();
+      return FSL_ERR_UNSUPPORTED;
+    }
     if (!to[i]) return c.b.st ? c.b.st : fsl_errorf(FSL_ERR_INVALID, "rule %s: empty target", r->name);
     const fsl_value *old = m->roots[i];
     if (to[i]->dtype != old->dtype || to[i]->rank != old->rank ||

@@ -159,8 +159,9 @@ bool fsl_rw_match_is_closed(const fsl_rw_match *m);
  * roots read the target's values instead (a root that is a graph output
  * passes its name to the new value).  New nodes are appended: call
  * fsl_graph_toposort and fsl_pass_dce afterwards.  Returns FSL_OK;
- * FSL_ERR_UNSUPPORTED (nothing changed, no message kept) when the target
- * cannot replace a graph output by an existing value; FSL_ERR_INVALID
+ * FSL_ERR_UNSUPPORTED (nothing changed but dead nodes, no message kept)
+ * when the target cannot replace a graph output by an existing value or
+ * does not type-check at the matched shapes; FSL_ERR_INVALID
  * naming the rule when the target's shape or dtype differs from the
  * source's (a defect of the rule), FSL_ERR_NOMEM.
  */

@@ -220,6 +220,29 @@ static void test_rewrite_keeps_shared_values(void **state) {
   fsl_graph_free(g);
 }
 
+/* sibling convs whose kernels differ in size (the same attributes, no
+ * padding: outputs of different sizes) cannot merge: the search leaves
+ * them and does not fail */
+static void test_search_skips_what_does_not_fit(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t xd[4] = {1, 2, 5, 5}, w1d[4] = {3, 2, 1, 1}, w3d[4] = {3, 2, 3, 3};
+  fsl_value *x = input(g, "x", 4, xd);
+  fsl_value *c1 = fsl_b_prim(&b, FSL_OP_conv, (fsl_value *[]){x, const_f32(&b, 4, w1d, 1)}, 2, NULL, 0);
+  fsl_value *c3 = fsl_b_prim(&b, FSL_OP_conv, (fsl_value *[]){x, const_f32(&b, 4, w3d, 2)}, 2, NULL, 0);
+  assert_int_equal(b.st, FSL_OK);
+  c1->name = "y1";
+  c3->name = "y3";
+  assert_int_equal(fsl_graph_add_output(g, c1), FSL_OK);
+  assert_int_equal(fsl_graph_add_output(g, c3), FSL_OK);
+  fsl_rewrite_stats st = {0};
+  if (fsl_rewrite_search(&g, fsl_ruleset_builtin(), NULL, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+  assert_int_equal(count_op(g, FSL_OP_conv), 2);
+  free(st.fired);
+  fsl_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtin_rules_hold),
@@ -227,6 +250,7 @@ int main(void) {
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_rewrite_real_patterns),
       cmocka_unit_test(test_rewrite_keeps_shared_values),
+      cmocka_unit_test(test_search_skips_what_does_not_fit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
