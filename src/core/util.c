@@ -82,6 +82,7 @@ typedef struct { const void *buf; size_t len; } bytes_ctx;
 
 static int bytes_writer(FILE *f, const void *ctx) {
   const bytes_ctx *b = ctx;
+  if (b->len == 0) return 0; /* buf may be NULL */
   return fwrite(b->buf, 1, b->len, f) == b->len ? 0 : errno ? errno : EIO;
 }
 
