@@ -48,8 +48,6 @@ typedef struct options {
 int usage_error(const char *fmt, const char *arg);
 /** The exit code for a library status. */
 int exit_code(fsl_status s);
-/** Monotonic clock, seconds. */
-double now_s(void);
 /** Fills t (shape and dtype set) with data seeded by (seed, index); false
  * when the dtype has no random data or memory runs out. */
 bool fill_random(const fsl_model *m, fsl_tensor *t, uint64_t seed, int index);

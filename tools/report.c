@@ -233,12 +233,12 @@ static const char *run_dot(const char *dot, const char *dotfile, const char *svg
   posix_spawn_file_actions_destroy(&fa);
   if (err != 0) return "cannot start dot";
   int status = 0;
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   for (;;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) return "lost the dot process";
-    if (now_s() - t0 > DOT_TIMEOUT_S) {
+    if (fsl_now_s() - t0 > DOT_TIMEOUT_S) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return "dot took longer than 60 s";
