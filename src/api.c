@@ -10,7 +10,6 @@
 #include <dlfcn.h>
 #include <libgen.h>
 #include <pthread.h>
-#include <time.h>
 
 #define MODEL_FILE_LIMIT ((size_t)4 << 30)
 
@@ -332,12 +331,6 @@ int fsl_model_rewrite_fired(const fsl_model *m, int i, const char **rule) {
 
 static bool wants_plan(const fsl_model *m) { return m->strategy >= 0 || strcmp(m->backend, "ref") != 0; }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Plan of the chosen strategy over m->prim on the calibrated device, its
  * memory plan, and the chosen backend's executable. */
 static fsl_status build_plan(fsl_model *m) {
@@ -366,7 +359,7 @@ fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len) {
   FSL_TRY(fsl_memplan_build(&m->plan, &fsl_memplan_executor, &m->mem));
   m->be = fsl_backend_find(m->backend); /* NULL: "ref" */
   if (!m->be) return FSL_OK;
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   fsl_status st = exe && m->be->import_exe ? m->be->import_exe(&m->plan, exe, len, &m->exe)
                                            : m->be->compile(&m->plan, &m->exe);
   if (st != FSL_OK) {
@@ -374,7 +367,7 @@ fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len) {
     m->be = NULL;
     return fsl_error_context(st, "backend %s", m->backend);
   }
-  m->backend_s = now_s() - t0;
+  m->backend_s = fsl_now_s() - t0;
   return FSL_OK;
 }
 

@@ -34,9 +34,6 @@
 #include "model.h"
 #include "core/bytes.h"
 
-#include <errno.h>
-#include <unistd.h>
-
 #define FSL_AOT_FORMAT 1u
 static const unsigned char k_magic[8] = {0x89, 'F', 'S', 'L', '\r', '\n', 0x1a, '\n'};
 
@@ -170,26 +167,6 @@ static fsl_status build_file(const fsl_model *m, fsl_bytes *file) {
   return st;
 }
 
-/* Writes buf to path through a temporary file in the same folder and a
- * rename: the path holds the old file or the whole new one, never a part. */
-static fsl_status write_atomically(const char *path, const void *buf, size_t len) {
-  char tmp[4200];
-  if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
-    return fsl_errorf(FSL_ERR_IO, "path too long: '%s'", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return fsl_errorf(FSL_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-  int err = fwrite(buf, 1, len, f) == len ? 0 : errno ? errno : EIO;
-  if (fflush(f) != 0 && !err) err = errno ? errno : EIO;
-  if (!err && fsync(fileno(f)) != 0) err = errno;
-  if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
-  if (!err && rename(tmp, path) != 0) err = errno;
-  if (err) {
-    unlink(tmp);
-    return fsl_errorf(FSL_ERR_IO, "cannot write '%s': %s", path, strerror(err));
-  }
-  return FSL_OK;
-}
-
 fsl_status fsl_model_save(const fsl_model *m, const char *path) {
   if (!m || !path) return fsl_errorf(FSL_ERR_ARG, "fsl_model_save: NULL argument");
   if (!m->compiled || !m->prim)
@@ -199,7 +176,7 @@ fsl_status fsl_model_save(const fsl_model *m, const char *path) {
                       "file cannot carry yet");
   fsl_bytes file = {0};
   fsl_status st = build_file(m, &file);
-  if (st == FSL_OK) st = write_atomically(path, file.p, file.len);
+  if (st == FSL_OK) st = fsl_write_bytes_atomic(path, file.p, file.len);
   fsl_bytes_free(&file);
   return st;
 }

@@ -2,6 +2,7 @@
  * fsl_model_run on fresh random inputs, prints a table (and, with --json,
  * writes the numbers: bench_json.c). */
 #include "bench.h"
+#include "core/core.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +52,9 @@ static fsl_status bench_run_once(fsl_model *m, const fsl_tensor *given, int n_gi
     else if (st == FSL_OK && !(owned[i] = fill_random(m, &in[i], seed, i))) st = FSL_ERR_NOMEM;
   }
   if (st != FSL_OK) goto done;
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   st = fsl_model_run(m, in, n_in, out, n_out);
-  *secs = now_s() - t0;
+  *secs = fsl_now_s() - t0;
 done:
   for (int i = 0; in && owned && i < n_in; i++)
     if (owned[i]) fsl_tensor_free(&in[i]);
@@ -71,9 +72,9 @@ static int bench_compile(const options *o, fsl_model *m, const char *backend, be
   if (st == FSL_OK) st = fsl_model_set_backend(m, backend);
   if (st == FSL_OK) st = fsl_model_set_profile(m, o->profile);
   if (st != FSL_OK) return bench_error(row, st);
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   st = fsl_model_compile(m);
-  row->compile_s = now_s() - t0;
+  row->compile_s = fsl_now_s() - t0;
   if (st != FSL_OK) return bench_error(row, st);
   if ((st = fsl_model_plan_info(m, &row->info)) != FSL_OK) return bench_error(row, st);
   row->have_info = true;
@@ -216,22 +217,22 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
     return first_rc;
   }
   /* every strategy compiled first, each in a model of its own */
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   for (int i = 0; i < n; i++) {
-    cli_progress(o->cmd, "strategies compiled", i, n, now_s() - t0, false);
+    cli_progress(o->cmd, "strategies compiled", i, n, fsl_now_s() - t0, false);
     int r = EXIT_OK;
     if (i == 0) models[i] = m;
     else if ((r = load_copy(o, given, o->n_inputs, &models[i])) != EXIT_OK) bench_error(&rows[i], FSL_ERR_RUNTIME);
     if (r == EXIT_OK) r = bench_compile(o, models[i], backend, &rows[i]);
     if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
   }
-  cli_progress(o->cmd, "strategies compiled", n, n, now_s() - t0, true);
+  cli_progress(o->cmd, "strategies compiled", n, n, fsl_now_s() - t0, true);
   /* then interleaved: each round runs every strategy once on the same
    * inputs, starting with a different strategy each round */
   int rounds = o->warmup + o->repeats;
-  t0 = now_s();
+  t0 = fsl_now_s();
   for (int r = 0; r < rounds; r++) {
-    cli_progress(o->cmd, "rounds of runs", r, rounds, now_s() - t0, false);
+    cli_progress(o->cmd, "rounds of runs", r, rounds, fsl_now_s() - t0, false);
     for (int j = 0; j < n; j++) {
       bench_row *row = &rows[(j + r) % n];
       if (row->rc != EXIT_OK || !row->have_info) continue;
@@ -245,7 +246,7 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
       }
     }
   }
-  cli_progress(o->cmd, "rounds of runs", rounds, rounds, now_s() - t0, true);
+  cli_progress(o->cmd, "rounds of runs", rounds, rounds, fsl_now_s() - t0, true);
   for (int i = 0; i < n; i++) {
     if (rows[i].rc != EXIT_OK || !rows[i].have_info) continue;
     int r = bench_stats(&rows[i]);

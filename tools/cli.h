@@ -53,8 +53,6 @@ int exit_code(fsl_status s);
 /** Prints the library's last error (or s's name) as "fissile: error: ..."
  *  and returns exit_code(s). */
 int report(fsl_status s);
-/** Monotonic clock, seconds. */
-double now_s(void);
 /** Fills t (shape and dtype set) with data seeded by (seed, index); false
  * when the dtype has no random data or memory runs out. */
 bool fill_random(const fsl_model *m, fsl_tensor *t, uint64_t seed, int index);

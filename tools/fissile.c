@@ -30,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 static const char *k_exit_codes =
     "Exit codes:\n"
@@ -448,13 +447,6 @@ int report(fsl_status s) {
   return exit_code(s);
 }
 
-/* ---- timing ---- */
-double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- shapes ---- */
 /* Parses "1x128" (also "1,128"); "" or "scalar" is rank 0. */
 static bool parse_dims(const char *s, int *rank, int64_t *dims) {
@@ -543,10 +535,10 @@ bool fill_random(const fsl_model *m, fsl_tensor *t, uint64_t seed, int index) {
 
 /* ---- the model: load and bind ---- */
 int load_model(const options *o, fsl_model **m) {
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   fsl_status st = fsl_model_load(o->model, m);
   if (st != FSL_OK) return report(st);
-  if (o->time) fprintf(stderr, "time: load %.6f s\n", now_s() - t0);
+  if (o->time) fprintf(stderr, "time: load %.6f s\n", fsl_now_s() - t0);
   return EXIT_OK;
 }
 
@@ -597,10 +589,10 @@ static int plan_options(const options *o, fsl_model *m, const char *default_back
 }
 
 static int compile_model(const options *o, fsl_model *m) {
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   fsl_status st = fsl_model_compile(m);
   if (st != FSL_OK) return report(st);
-  if (o->time) fprintf(stderr, "time: compile %.6f s\n", now_s() - t0);
+  if (o->time) fprintf(stderr, "time: compile %.6f s\n", fsl_now_s() - t0);
   return EXIT_OK;
 }
 
@@ -742,13 +734,13 @@ static int run_model(const options *o, fsl_model *m, run_state *r) {
   r->n_out = fsl_model_num_outputs(m);
   r->outputs = calloc((size_t)r->n_out + 1, sizeof *r->outputs);
   if (!r->outputs) return report(FSL_ERR_NOMEM);
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   fsl_status st = fsl_model_run(m, r->inputs, r->n_in, r->outputs, r->n_out);
   if (st != FSL_OK) {
     rc = report(st);
     return rc == EXIT_USAGE ? EXIT_RUNTIME : rc;
   }
-  if (o->time) fprintf(stderr, "time: run %.6f s\n", now_s() - t0);
+  if (o->time) fprintf(stderr, "time: run %.6f s\n", fsl_now_s() - t0);
   for (int i = 0; i < r->n_out; i++) print_summary(&r->outputs[i]);
   return o->output_dir ? write_outputs(o->output_dir, r) : EXIT_OK;
 }

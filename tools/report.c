@@ -4,7 +4,7 @@
  * the plan drawn by Graphviz `dot` when it is installed, then writes one
  * self-contained HTML page (report_html.c) and, with --json, the numbers
  * it shows (report_json.c).  docs/cli.md, "report". */
-#define _GNU_SOURCE /* mkdtemp, mkstemp, fchmod, kill */
+#define _GNU_SOURCE /* mkdtemp, kill */
 #include "report.h"
 #include "html.h"
 #include "core/core.h"
@@ -233,12 +233,12 @@ static const char *run_dot(const char *dot, const char *dotfile, const char *svg
   posix_spawn_file_actions_destroy(&fa);
   if (err != 0) return "cannot start dot";
   int status = 0;
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   for (;;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) return "lost the dot process";
-    if (now_s() - t0 > DOT_TIMEOUT_S) {
+    if (fsl_now_s() - t0 > DOT_TIMEOUT_S) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return "dot took longer than 60 s";
@@ -399,30 +399,6 @@ static int report_hook(void *ctx, fsl_model *m, bench_row *row) {
 }
 
 /* ---- files ---- */
-/* dir and base of path ("." for a bare name). */
-static void split_path(const char *path, char *dir, size_t dlen, const char **base) {
-  const char *slash = strrchr(path, '/');
-  if (!slash) {
-    snprintf(dir, dlen, ".");
-    *base = path;
-  } else {
-    snprintf(dir, dlen, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    *base = slash + 1;
-  }
-}
-
-/* Creates the temporary file beside path; -1 with errno on failure. */
-static int temp_beside(const char *path, char *tmp, size_t len) {
-  char dir[4096];
-  const char *base;
-  split_path(path, dir, sizeof dir, &base);
-  if ((size_t)snprintf(tmp, len, "%s/.%s.XXXXXX", dir, base) >= len) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  return mkstemp(tmp);
-}
-
 static int file_error(const char *path, int err) {
   fprintf(stderr, "fissile: error: cannot write '%s': %s\n", path, strerror(err));
   return EXIT_MODEL;
@@ -434,7 +410,7 @@ static int check_writable(const char *path) {
   struct stat sb;
   if (!*path || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))) return file_error(path, EISDIR);
   char tmp[4200];
-  int fd = temp_beside(path, tmp, sizeof tmp);
+  int fd = fsl_temp_beside(path, tmp, sizeof tmp);
   if (fd < 0) return file_error(path, errno);
   close(fd);
   unlink(tmp);
@@ -442,28 +418,9 @@ static int check_writable(const char *path) {
 }
 
 int report_write_file(const char *path, int (*writer)(FILE *f, const void *ctx), const void *ctx) {
-  char tmp[4200];
-  int fd = temp_beside(path, tmp, sizeof tmp);
-  if (fd < 0) return file_error(path, errno);
-  mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    int err = errno;
-    close(fd);
-    unlink(tmp);
-    return file_error(path, err);
-  }
-  int err = writer(f, ctx);
-  if (!err && ferror(f)) err = EIO;
-  if (fclose(f) != 0 && !err) err = errno;
-  if (!err && rename(tmp, path) != 0) err = errno;
-  if (err) {
-    unlink(tmp);
-    return file_error(path, err);
-  }
-  return EXIT_OK;
+  if (fsl_write_file_atomic(path, writer, ctx) == FSL_OK) return EXIT_OK;
+  fprintf(stderr, "fissile: error: %s\n", fsl_last_error());
+  return EXIT_MODEL;
 }
 
 static int html_writer(FILE *f, const void *ctx) {

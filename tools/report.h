@@ -70,10 +70,10 @@ void report_write_html(FILE *f, const report_data *d);
  *  out of memory (report_json.c). */
 char *report_json_text(const report_data *d);
 
-/** Writes path through a temporary file in the same folder and a rename,
- *  so that a failure leaves no half-written file; writer(f, ctx) writes the
- *  content and returns 0 or an errno value.  Prints the error naming path;
- *  returns an exit code. */
+/** Writes path atomically (fsl_write_file_atomic, src/core/core.h: a
+ *  temporary file beside it and a rename, so that a failure leaves no
+ *  half-written file); writer(f, ctx) writes the content and returns 0 or
+ *  an errno value.  Prints the error naming path; returns an exit code. */
 int report_write_file(const char *path, int (*writer)(FILE *f, const void *ctx), const void *ctx);
 
 #endif

@@ -115,6 +115,10 @@ static inline bool is_s(fsl_dtype dt) {
   return dt == FSL_DT_I8 || dt == FSL_DT_I16 || dt == FSL_DT_I32 || dt == FSL_DT_I64;
 }
 
+/* kernel.c — the start of a kernel written whole by one emitter (matmul,
+ * conv): e zeroed, emitting into body at indent 1 after the dialect's
+ * signature of kernel `id` (n_in inputs, n_out outputs). */
+void fsl_cg_kernel_open(em *e, fsl_sbuf *body, const fsl_dialect *d, int id, int n_in, int n_out);
 /* kernel.c — the end of a kernel written into body (the dialect's last
  * statement, "}"), appended to b; body and e are freed.  FSL_ERR_NOMEM. */
 fsl_status fsl_cg_kernel_close(em *e, fsl_sbuf *body, fsl_sbuf *b);

@@ -33,12 +33,8 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fs
   int64_t Cg = C / group, Mg = M / group, total = fsl_value_numel(Y);
   const char *T = fsl_cg_ctype(d, dt), *S = d->buf_space;
   em e;
-  memset(&e, 0, sizeof e);
-  fsl_sbuf body = {0};
-  e.d = d;
-  e.b = &body;
-  d->kernel_open(&body, id, 2, 1);
-  e.indent = 1;
+  fsl_sbuf body;
+  fsl_cg_kernel_open(&e, &body, d, id, 2, 1);
   fsl_cg_line(&e, "const %s%s *x = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
   fsl_cg_line(&e, "%s%s *y = (%s%s *)out[0];", S, T, S, T);
   char nt[32];

@@ -114,6 +114,15 @@ fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *s, fsl_sb
   return st;
 }
 
+void fsl_cg_kernel_open(em *e, fsl_sbuf *body, const fsl_dialect *d, int id, int n_in, int n_out) {
+  memset(e, 0, sizeof *e);
+  *body = (fsl_sbuf){0};
+  e->d = d;
+  e->b = body;
+  d->kernel_open(body, id, n_in, n_out);
+  e->indent = 1;
+}
+
 fsl_status fsl_cg_kernel_close(em *e, fsl_sbuf *body, fsl_sbuf *b) {
   if (e->d->ret_ok[0]) fsl_cg_line(e, "%s", e->d->ret_ok);
   fsl_sbuf_puts(body, "}\n\n");
@@ -152,12 +161,8 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   int64_t batch = fsl_numel(r - 2, A->dims);
   const char *T = fsl_cg_ctype(d, dt), *acc = is_f(dt) ? "double" : "uint64_t";
   em e;
-  memset(&e, 0, sizeof e);
-  fsl_sbuf body = {0};
-  e.d = d;
-  e.b = &body;
-  d->kernel_open(&body, id, 2, 1);
-  e.indent = 1;
+  fsl_sbuf body;
+  fsl_cg_kernel_open(&e, &body, d, id, 2, 1);
   const char *S = d->buf_space;
   fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
   fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, T, S, T);

@@ -96,6 +96,24 @@ void fsl_store_u64(fsl_dtype dt, void *p, int64_t i, uint64_t v);
 bool fsl_grow(void **arr, int *cap, int need, size_t size);
 /** Reads a whole file (max `limit` bytes) into malloc'd memory. */
 fsl_status fsl_read_file(const char *path, size_t limit, void **buf, size_t *len);
+/* Writes a whole file atomically: writer(f, ctx) writes the contents into a
+ * new temporary file beside path (fsl_temp_beside), which is then flushed,
+ * fsync'd and renamed over path, so path holds the old file or the whole
+ * new one, never a part.  On any failure the temporary file is removed and
+ * path is left as it was.  writer returns 0 or an errno value (ENOMEM, ...);
+ * an error on f counts as a failure too.  The one way fissile replaces a
+ * file: compiled model files, caches (OpenCL programs, device calibration),
+ * the report's pages.  Errors: FSL_ERR_IO "cannot write 'PATH': REASON"
+ * (folder missing or not writable, path a folder, a failed write, fsync or
+ * rename, the writer's errno), FSL_ERR_ARG (NULL path or writer). */
+fsl_status fsl_write_file_atomic(const char *path, int (*writer)(FILE *f, const void *ctx), const void *ctx);
+/** fsl_write_file_atomic of the len bytes at buf; the same errors. */
+fsl_status fsl_write_bytes_atomic(const char *path, const void *buf, size_t len);
+/** Creates a new empty file "PATH.<pid>.<n>.tmp" beside path (same folder,
+ *  so a rename onto path is atomic; mode 0666 less the umask, never an
+ *  existing file) and returns its descriptor with its name in tmp[cap];
+ *  -1 with errno set on failure (ENAMETOOLONG when the name does not fit). */
+int fsl_temp_beside(const char *path, char *tmp, size_t cap);
 /* The folder of one of fissile's caches, created if missing (mkdir -p), in
  * buf[cap]: $FSL_CACHE_DIR when set (every cache shares that one folder),
  * else $XDG_CACHE_HOME/fissile/SUB, ~/.cache/fissile/SUB, or

@@ -20,8 +20,8 @@
  */
 #include "orchestrate/orchestrate.h"
 
+#include <errno.h>
 #include <math.h>
-#include <unistd.h>
 
 /* Default device: a modest, fixed machine so that tests and uncalibrated
  * runs are deterministic.  10 GB/s copy bandwidth (one DDR4 channel, read +
@@ -165,16 +165,21 @@ bool fsl_device_read(const char *path, const char *version, fsl_device *d) {
   return true;
 }
 
-void fsl_device_write(const char *path, const char *version, const fsl_device *d) {
-  char tmp[4200];
-  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  if (n < 0 || (size_t)n >= sizeof tmp) return;
-  FILE *f = fopen(tmp, "w");
-  if (!f) return;
+typedef struct {
+  const char *version;
+  const fsl_device *d;
+} device_record;
+
+static int write_device_record(FILE *f, const void *ctx) {
+  const device_record *r = ctx;
+  const fsl_device *d = r->d;
   int w = fprintf(f, "# %s\nname=%s\nbandwidth=%.9g\npeak_flops=%.9g\nelem_flops=%.9g\nlaunch_s=%.9g\n",
-                  version, d->name, d->bandwidth, d->peak_flops, d->elem_flops, d->launch_s);
-  bool ok = w > 0;
-  if (fclose(f) != 0) ok = false;
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+                  r->version, d->name, d->bandwidth, d->peak_flops, d->elem_flops, d->launch_s);
+  return w > 0 ? 0 : EIO;
+}
+
+void fsl_device_write(const char *path, const char *version, const fsl_device *d) {
+  device_record r = {version, d};
+  if (fsl_write_file_atomic(path, write_device_record, &r) != FSL_OK) fsl_error_clear();
 }
 

@@ -7,7 +7,6 @@
 #include "orchestrate/profcache.h"
 
 #include <math.h>
-#include <time.h>
 
 const char *fsl_strategy_name(fsl_strategy s) {
   switch (s) {
@@ -27,12 +26,6 @@ static const char *kind_name(fsl_kernel_kind k) {
   case FSL_KERNEL_OPAQUE: return "opaque";
   default: return "?";
   }
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- measured costs ---- */
@@ -182,7 +175,7 @@ static fsl_status prof_kernels(prof *p, fsl_kernel *const *ks, int n) {
     }
   }
   int batch = p->pr && p->pr->batch > 0 ? p->pr->batch : PROFILE_BATCH;
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   if (nt > 0) fsl_progress_emit("profile", "kernels measured", 0, nt, 0, false);
   for (int b = 0; b < nt && st == FSL_OK; b += batch) {
     int nb = nt - b < batch ? nt - b : batch;
@@ -208,10 +201,10 @@ static fsl_status prof_kernels(prof *p, fsl_kernel *const *ks, int n) {
       st = prof_set(p, todo[b + i]->hash, secs[i]);
     }
     if (st == FSL_OK) prof_store(p, todo + b, nb, secs);
-    if (b + nb < nt) fsl_progress_emit("profile", "kernels measured", b + nb, nt, now_s() - t0, false);
+    if (b + nb < nt) fsl_progress_emit("profile", "kernels measured", b + nb, nt, fsl_now_s() - t0, false);
   }
-  if (nt > 0) fsl_progress_emit("profile", "kernels measured", nt, nt, now_s() - t0, true);
-  p->seconds += now_s() - t0;
+  if (nt > 0) fsl_progress_emit("profile", "kernels measured", nt, nt, fsl_now_s() - t0, true);
+  p->seconds += fsl_now_s() - t0;
   free(todo);
   free(secs);
   return st;
@@ -336,7 +329,7 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
   if (st == FSL_OK && (!avail || !need || !sub || !kreg)) st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
   *optimal = true;
   double budget = getenv("FSL_SOLVE_BUDGET") ? atof(getenv("FSL_SOLVE_BUDGET")) : SOLVE_BUDGET_S;
-  double t_start = now_s();
+  double t_start = fsl_now_s();
   int nodes_left = g->n_nodes;
   /* a candidate belongs to a region when all its nodes do */
   for (int k = 0; st == FSL_OK && k < cands->n; k++) {
@@ -377,7 +370,7 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
     fsl_kernel_set chosen = {.g = g};
     /* this region's share of what is left of the budget, by node count:
      * time that earlier regions did not need goes to the later ones */
-    double left = budget - (now_s() - t_start);
+    double left = budget - (fsl_now_s() - t_start);
     double share = left > 0 ? left * n_nodes / (nodes_left > 0 ? nodes_left : 1) : 0;
     nodes_left -= n_nodes;
     fsl_solve_options sopt = {.time_limit_s = share > 1e-6 ? share : 1e-6, .max_cuts = 100,
@@ -465,7 +458,7 @@ fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_devi
     fsl_device_default(&def);
     d = &def;
   }
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   out->g = g;
   out->strategy = s;
   out->kernels.g = g;
@@ -516,7 +509,7 @@ fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_devi
     fsl_plan_free(out);
     return st;
   }
-  out->orchestrate_s = now_s() - t0;
+  out->orchestrate_s = fsl_now_s() - t0;
   return FSL_OK;
 }
 

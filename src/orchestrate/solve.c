@@ -99,12 +99,6 @@ typedef struct solver {
   int *stamp, stamp_gen;
 } solver;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void solver_free(solver *s) {
   free(s->avail); free(s->gout);
   free(s->prod_start); free(s->prod);
@@ -840,7 +834,7 @@ fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
                      fsl_kernel_set *chosen, fsl_solve_result *res) {
   if (!cands || !cands->g || !chosen || (cands->n > 0 && !cands->k))
     return fsl_errorf(FSL_ERR_ARG, "fsl_solve: expected a candidate set over a graph and an output set");
-  double t0 = now_s();
+  double t0 = fsl_now_s();
   double limit = opt && opt->time_limit_s > 0 ? opt->time_limit_s : DEFAULT_TIME_LIMIT_S;
   int max_cuts = opt && opt->max_cuts > 0 ? opt->max_cuts : DEFAULT_MAX_CUTS;
   memset(chosen, 0, sizeof *chosen);
@@ -906,7 +900,7 @@ fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
   if (st != FSL_OK) goto out;
   CONSIDER(false);
   while (s.ny > 0) {
-    double left = limit - (now_s() - t0);
+    double left = limit - (fsl_now_s() - t0);
     /* out of time (also before the first CBC call, when indexing and the
      * greedy selection used up a tiny limit): the best selection so far */
     if (left <= 0 || (r.rounds > 0 && left < 0.01 * limit)) break;

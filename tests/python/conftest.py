@@ -1,9 +1,12 @@
-"""Shared pytest setup: import path, per-run seed, the fissile binary."""
+"""Shared pytest setup: import path, per-run seed, the fissile binary, time
+limits for calls into the library made in-process."""
 from __future__ import annotations
 
+import faulthandler
 import os
 import secrets
 import sys
+import threading
 import zlib
 from pathlib import Path
 
@@ -37,3 +40,62 @@ def fissile():
     if not exe.exists():
         pytest.fail(f"{exe} not found: run `make build` first (or set FSL_BUILD_DIR)")
     return exe
+
+
+# ---- time limits for in-process library calls ----
+# A call into the library (fissile.InferenceSession, run) cannot be
+# interrupted: it runs in C with the GIL released.  call_with_timeout runs it
+# in a worker thread and fails the test when it has not returned in time; the
+# hung worker is left running, and later calls fail at once rather than wait
+# on the locks it may hold (the Python package compiles under one lock).
+
+_CONFIG: pytest.Config | None = None
+_HUNG: list[str] = []  # what hung first, once something has
+
+
+def pytest_configure(config):
+    global _CONFIG
+    _CONFIG = config
+
+
+def _stderr_fd():
+    """Where a faulthandler dump is seen: the copy of stderr made before
+    pytest captured it (pytest's faulthandler plugin's); else sys.__stderr__."""
+    try:
+        from _pytest.faulthandler import fault_handler_stderr_fd_key
+        return _CONFIG.stash[fault_handler_stderr_fd_key]
+    except (ImportError, AttributeError, KeyError):
+        return sys.__stderr__
+
+
+def call_with_timeout(seconds: float, what: str, fn):
+    """fn() in a worker thread: its result, or its exception raised again
+    here; a test failure naming `what` and the limit when it has not returned
+    after `seconds`.  A hang that keeps this thread from resuming at all (the
+    GIL held) ends the whole run 60 s later instead, with every thread's
+    stack on stderr (faulthandler)."""
+    if _HUNG:
+        pytest.fail(f"{what}: not run, an earlier call hung ({_HUNG[0]}) and may still hold the library's locks",
+                    pytrace=False)
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 -- raised again in the test's thread
+            box["error"] = e
+
+    worker = threading.Thread(target=work, name=what, daemon=True)
+    faulthandler.dump_traceback_later(seconds + 60, exit=True, file=_stderr_fd())
+    try:
+        worker.start()
+        worker.join(seconds)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    if worker.is_alive():
+        _HUNG.append(what)
+        pytest.fail(f"{what}: did not finish within {seconds:g} s (a hang?); later library calls of this run are not "
+                    f"made", pytrace=False)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

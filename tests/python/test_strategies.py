@@ -10,6 +10,8 @@ calls as `fissile run --strategy S --backend B`) and compares the outputs
 with a session on backend "ref" (the whole-graph reference interpreter, no
 plan: `fissile run --backend ref`) on the same fresh random inputs:
 relative L2 error <= 1e-4 for float outputs, exact equality otherwise.
+Every session runs under a time limit (conftest.call_with_timeout): a hang
+fails its case with a message instead of stalling the run.
 """
 from __future__ import annotations
 
@@ -23,10 +25,14 @@ import pytest
 
 import fissile
 import fsl_models
-from conftest import SEED
+from conftest import SEED, call_with_timeout
 from test_ops import CASES, build_model, gen
 
 TOL = 1e-4
+# Seconds one session (load, compile, one run) may take.
+REAL_MODEL_TIMEOUT = 900
+SINGLE_OP_REF_TIMEOUT = 120
+SINGLE_OP_TIMEOUT = 300
 STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
 BACKENDS = ["plan-ref", "cpu", "opencl"]
 REAL_MODELS = ["resnet18", "minilm_l3", "transformer_encoder", "yolox_nano", "efficientvit_b1", "segformer_b0"]
@@ -103,15 +109,20 @@ def _compare(got: dict, want: dict, what: str):
     assert not problems, f"{what}: " + "; ".join(problems)
 
 
-def _session_run(path, feeds, names, strategy, backend):
-    """The outputs `names` of one run of a fresh session, by name."""
-    sess = fissile.InferenceSession(path, strategy=strategy, backend=backend)
-    return dict(zip(names, sess.run(names, feeds)))
+def _session_run(path, feeds, names, strategy, backend, timeout):
+    """The outputs `names` of one run of a fresh session, by name; the test
+    fails when that takes more than `timeout` seconds."""
+    def session_run():
+        sess = fissile.InferenceSession(path, strategy=strategy, backend=backend)
+        return dict(zip(names, sess.run(names, feeds)))
+
+    what = f"backend {backend}" if strategy is None else f"strategy {strategy}, backend {backend}"
+    return call_with_timeout(timeout, what, session_run)
 
 
-def _run(path, feeds, names, strategy, backend):
+def _run(path, feeds, names, strategy, backend, timeout):
     try:
-        return _session_run(path, feeds, names, strategy, backend)
+        return _session_run(path, feeds, names, strategy, backend, timeout)
     except fissile.FissileError as e:
         pytest.fail(f"strategy {strategy}, backend {backend} failed: {type(e).__name__}: {str(e)[-2000:]}",
                     pytrace=False)
@@ -130,7 +141,7 @@ def _model_reference(name):
         rng = np.random.default_rng([SEED, zlib.crc32(name.encode())])
         feeds = fsl_models.random_inputs(model, rng)
         names = [o.name for o in onnx.load(str(model.path), load_external_data=False).graph.output]
-        want = _session_run(model.path, feeds, names, None, "ref")
+        want = _session_run(model.path, feeds, names, None, "ref", REAL_MODEL_TIMEOUT)
         _REF_CACHE[name] = (model.path, feeds, names, want)
     return _REF_CACHE[name]
 
@@ -138,7 +149,7 @@ def _model_reference(name):
 @pytest.mark.parametrize("strategy,backend,name", _params(REAL_MODELS, REAL_MODELS))
 def test_real_model(strategy, backend, name):
     path, feeds, names, want = _model_reference(name)
-    got = _run(path, feeds, names, strategy, backend)
+    got = _run(path, feeds, names, strategy, backend, REAL_MODEL_TIMEOUT)
     _compare(got, want, f"{name} {strategy}/{backend}")
 
 
@@ -152,10 +163,10 @@ def test_single_op(strategy, backend, c, rng, tmp_path):
     onnx.save(model, path)
     outs = [f"out{k}" for k in range(c.outs)]
     try:
-        want = _session_run(path, feeds, outs, None, "ref")
+        want = _session_run(path, feeds, outs, None, "ref", SINGLE_OP_REF_TIMEOUT)
     except fissile.FissileError as e:
         pytest.skip(f"the reference interpreter cannot run this case: {type(e).__name__}: {str(e)[-300:]}")
-    got = _run(path, feeds, outs, strategy, backend)
+    got = _run(path, feeds, outs, strategy, backend, SINGLE_OP_TIMEOUT)
     _compare(got, want, f"{c.id} {strategy}/{backend}")
 
 

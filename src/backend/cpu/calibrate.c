@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <math.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.h>
@@ -28,12 +27,6 @@
 #define ELEM_TOTAL ((int64_t)64 << 20)    /* elements of the multiply-add loop */
 #define ELEM_BLOCK 8192                   /* per-thread cache-resident block (floats) */
 #define LAUNCH_CALLS 2000
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- libgomp, looked up at run time ---- */
 
@@ -105,9 +98,9 @@ static fsl_status bench_copy(const gomp *o, int n_threads, double *out) {
   job j = {o, copy_part, src, dst, COPY_BYTES};
   double best = INFINITY;
   for (int r = 0; r < 5; r++) {
-    double t = now_s();
+    double t = fsl_now_s();
     run_parallel(&j, n_threads);
-    t = now_s() - t;
+    t = fsl_now_s() - t;
     if (t < best) best = t;
   }
   *out = 2.0 * (double)COPY_BYTES / best;
@@ -144,9 +137,9 @@ static fsl_status bench_elem(const gomp *o, int n_threads, double *out) {
   job j = {o, elem_part, (char *)x, (char *)y, 0};
   double best = INFINITY;
   for (int r = 0; r < 3; r++) {
-    double t = now_s();
+    double t = fsl_now_s();
     run_parallel(&j, n_threads);
-    t = now_s() - t;
+    t = fsl_now_s() - t;
     if (t < best) best = t;
   }
   /* every thread did ELEM_TOTAL / team elements, rounded up to whole blocks */
@@ -176,9 +169,9 @@ static fsl_status bench_sgemm(const gomp *o, int n_threads, double *out) {
   if (o->h) o->set_num_threads(n_threads);
   double best = INFINITY;
   for (int r = 0; r < 4; r++) {
-    double t = now_s();
+    double t = fsl_now_s();
     dnnl_status_t ds = dnnl_sgemm('N', 'N', GEMM_N, GEMM_N, GEMM_N, 1.0f, a, GEMM_N, b, GEMM_N, 0.0f, c, GEMM_N);
-    t = now_s() - t;
+    t = fsl_now_s() - t;
     if (ds != dnnl_success) {
       st = fsl_errorf(FSL_ERR_RUNTIME, "calibration: dnnl_sgemm failed (status %d)", (int)ds);
       break;
@@ -202,12 +195,12 @@ static void (*volatile g_empty_fn)(void *) = empty_region;
 static double bench_launch(const gomp *o, int n_threads) {
   double best = INFINITY;
   for (int r = 0; r < 4; r++) {
-    double t = now_s();
+    double t = fsl_now_s();
     for (int i = 0; i < LAUNCH_CALLS; i++) {
       if (o->h) o->parallel(empty_region, NULL, (unsigned)n_threads, 0);
       else g_empty_fn(NULL);
     }
-    t = (now_s() - t) / LAUNCH_CALLS;
+    t = (fsl_now_s() - t) / LAUNCH_CALLS;
     if (r > 0 && t < best) best = t;  /* round 0 starts the threads */
   }
   return best > 0 ? best : 1e-9;

@@ -18,7 +18,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -32,12 +31,6 @@ static fsl_status cc_flags(const char *flags[N_FLAGS]) {
   const char *f[N_FLAGS] = {"-O3", isa.march, "-fno-math-errno", "-fopenmp", "-fPIC", "-shared"};
   memcpy(flags, f, sizeof f);
   return FSL_OK;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Splits FSL_CC (default "cc") into words in `store`; argv points into it. */
@@ -59,7 +52,7 @@ typedef struct compile_progress {
 } compile_progress;
 
 static void compile_tick(const compile_progress *pg, bool finished) {
-  if (pg && pg->detail) fsl_progress_emit("compile", pg->detail, finished, 1, now_s() - pg->t0, finished);
+  if (pg && pg->detail) fsl_progress_emit("compile", pg->detail, finished, 1, fsl_now_s() - pg->t0, finished);
 }
 
 /* Runs argv, capturing stdout+stderr (trimmed to cap-1 bytes) in out,
@@ -200,10 +193,10 @@ fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so) {
     unlink(csrc);
     return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   }
-  compile_progress pg = {.detail = what && fsl_progress_wanted() ? what : NULL, .t0 = now_s()};
+  compile_progress pg = {.detail = what && fsl_progress_wanted() ? what : NULL, .t0 = fsl_now_s()};
   compile_tick(&pg, false);
   int rc = run_capture(argv, log, 65536, &pg);
-  so->compile_s = now_s() - pg.t0;
+  so->compile_s = fsl_now_s() - pg.t0;
   if (rc == 0) compile_tick(&pg, true);
   if (strlen(log) > 2000) strcpy(log + 1980, " ...(trimmed)");
   /* What the compiler made is loaded before it becomes an entry, so an

@@ -22,7 +22,6 @@
 #include "eval/eval.h"
 #include "runtime/memplan.h"
 
-#include <time.h>
 
 typedef fsl_cpu_step step;
 
@@ -46,12 +45,6 @@ typedef struct cpu_exe {
 } cpu_exe;
 
 /* ---- small helpers ---- */
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory"); }
 
@@ -413,9 +406,9 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
   }
   for (int i = 0; i < x->low.n_steps && st == FSL_OK; i++) {
     const step *s = &x->low.steps[i];
-    double t0 = x->prof ? now_s() : 0;
+    double t0 = x->prof ? fsl_now_s() : 0;
     st = run_step(&r, s);
-    if (x->prof) x->prof[i] += now_s() - t0;
+    if (x->prof) x->prof[i] += fsl_now_s() - t0;
     /* free what this step touched last */
     for (int pass = 0; pass < 2 && st == FSL_OK; pass++) {
       int n = pass ? s->n_out : s->n_in;

@@ -59,6 +59,17 @@ static void mark(fsl_cpu_lowering *L, fsl_value *const *vals, int n) {
     if (vals[i]) L->avail[vals[i]->id] = true;
 }
 
+/* Copies the new step s's inputs, outputs and nodes (n of them; none when
+ * nodes is NULL) and marks its outputs written; s NULL: out of memory. */
+static fsl_status fill_step(fsl_cpu_lowering *L, fsl_cpu_step *s, fsl_value *const *ins, int n_in,
+                            fsl_value *const *outs, int n_out, fsl_node *const *nodes, int n) {
+  if (!s || !copy_values(&s->in, &s->n_in, ins, n_in) || !copy_values(&s->out, &s->n_out, outs, n_out) ||
+      (nodes && !fsl_ptrs_dup((void ***)&s->nodes, &s->n_nodes, (void *const *)nodes, n)))
+    return oom();
+  mark(L, outs, n_out);
+  return FSL_OK;
+}
+
 /* Records that kernel k (labelled ki) falls back in part, and why. */
 static void note_fallback(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, const char *why) {
   L->n_fallback++;
@@ -74,17 +85,8 @@ static fsl_status add_ref(fsl_cpu_lowering *L, int ki, fsl_node *const *nodes, i
   fsl_vlist ins = {0};
   if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
   fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_REF, ki);
-  fsl_status st = FSL_OK;
-  if (!s || !copy_values(&s->in, &s->n_in, (fsl_value *const *)ins.p, ins.n) ||
-      !copy_values(&s->out, &s->n_out, outs, n_out) ||
-      !(s->nodes = malloc(sizeof(fsl_node *) * (size_t)(n > 0 ? n : 1)))) {
-    st = oom();
-  } else {
-    memcpy(s->nodes, nodes, sizeof(fsl_node *) * (size_t)n);
-    s->n_nodes = n;
-    s->fallback = fallback;
-    mark(L, outs, n_out);
-  }
+  fsl_status st = fill_step(L, s, (fsl_value *const *)ins.p, ins.n, outs, n_out, nodes, n);
+  if (st == FSL_OK) s->fallback = fallback;
   free(ins.p);
   return st;
 }
@@ -107,16 +109,10 @@ static fsl_status add_gen(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_
   }
   if (st == FSL_OK) {
     fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
-    if (!s || !copy_values(&s->in, &s->n_in, (fsl_value *const *)ins.p, ins.n) ||
-        !copy_values(&s->out, &s->n_out, outs, n_out) ||
-        !(s->nodes = malloc(sizeof(fsl_node *) * (size_t)(n > 0 ? n : 1)))) {
-      st = oom();
-    } else {
-      memcpy(s->nodes, nodes, sizeof(fsl_node *) * (size_t)n);
-      s->n_nodes = n;
+    st = fill_step(L, s, (fsl_value *const *)ins.p, ins.n, outs, n_out, nodes, n);
+    if (st == FSL_OK) {
       s->fn_id = L->next_fn++;
       L->n_generated++;
-      mark(L, outs, n_out);
     }
   }
   free(ins.p);
@@ -170,11 +166,9 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
       fsl_sbuf_free(&tmp);
       fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
       /* lin_in: the operands, or the values they are reshapes of (same bytes) */
-      if (!s || !copy_values(&s->in, &s->n_in, lin_in, 2) || !copy_values(&s->out, &s->n_out, lin->out, 1))
-        return oom();
+      FSL_TRY(fill_step(L, s, lin_in, 2, lin->out, 1, NULL, 0));
       s->fn_id = L->next_fn++;
       L->n_generated++;
-      L->avail[lin->out[0]->id] = true;
       return FSL_OK;
     }
     fsl_sbuf_free(&tmp);

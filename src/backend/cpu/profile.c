@@ -32,12 +32,6 @@ typedef struct pkern {
   int first, n_steps;
 } pkern;
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "profile: out of memory"); }
 
 /* ---- running one kernel ---- */
@@ -164,20 +158,20 @@ static fsl_status time_kernel(const fsl_cpu_lowering *L, const fsl_kernel *k, co
     }
   }
   fsl_value *const *fv = (fsl_value *const *)fresh.p;
-  double t[MAX_REPS], total = 0, start = now_s();
+  double t[MAX_REPS], total = 0, start = fsl_now_s();
   int reps = 0;
   for (int r = -1; ok && st == FSL_OK && r < MAX_REPS; r++) {
     for (int i = 0; i < k->n_in; i++)
       if (owned[k->in[i]->id]) fill((void *)buf[k->in[i]->id], k->in[i], fsl_value_numel(k->in[i]));
-    double t0 = now_s();
+    double t0 = fsl_now_s();
     if (!alloc_all(buf, fv, fresh.n)) st = oom();
     else ok = run_once(L, pk, buf);
     free_all(buf, fv, fresh.n);
-    double dt = now_s() - t0;
+    double dt = fsl_now_s() - t0;
     if (r < 0) continue; /* warm-up */
     t[reps++] = dt;
     total += dt;
-    if (reps >= MIN_REPS && (total >= TARGET_S || now_s() - start >= WALL_S)) break;
+    if (reps >= MIN_REPS && (total >= TARGET_S || fsl_now_s() - start >= WALL_S)) break;
   }
   if (ok && st == FSL_OK && reps > 0) {
     qsort(t, (size_t)reps, sizeof *t, cmp_double);

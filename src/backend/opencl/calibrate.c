@@ -9,7 +9,6 @@
 #include "backend/opencl/opencl.h"
 
 #include <math.h>
-#include <time.h>
 
 #define CAL_VERSION "fissile-opencl-device-v1"
 
@@ -31,21 +30,15 @@ static const char k_cal_src[] =
 #define ELEM_OPS (2.0 * 64)           /* a multiply and an add, 64 times per element */
 #define MM_N 256
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Best seconds of `reps` runs of kernel k over gsize work-items (after
  * one warm-up run: PoCL compiles the work-group function then). */
 static double best_time(const fsl_ocl_device *d, cl_kernel k, size_t gsize, int reps, cl_int *err) {
   double best = INFINITY;
   for (int r = 0; r <= reps && *err == CL_SUCCESS; r++) {
-    double t = now_s();
+    double t = fsl_now_s();
     *err = clEnqueueNDRangeKernel(d->queue, k, 1, NULL, &gsize, NULL, 0, NULL, NULL);
     if (*err == CL_SUCCESS) *err = clFinish(d->queue);
-    t = now_s() - t;
+    t = fsl_now_s() - t;
     if (r > 0 && t < best) best = t;
   }
   return best > 0 ? best : 1e-9;

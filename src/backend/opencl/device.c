@@ -7,7 +7,6 @@
 
 #include <ctype.h>
 #include <pthread.h>
-#include <unistd.h>
 
 static fsl_ocl_device g_dev;
 static fsl_status g_dev_st = FSL_OK;
@@ -174,23 +173,17 @@ static void build_log(const fsl_ocl_device *d, cl_program prog, char *log, size_
   free(full);
 }
 
-/* Writes the program's binary to path through a temporary name and
- * rename(2), so that the cache never holds a partial file. */
-static void cache_binary(const fsl_ocl_device *d, cl_program prog, const char *path) {
+/* Writes the program's binary to path atomically, so that the cache never
+ * holds a partial file; a cache that cannot be written is only slower. */
+static void cache_binary(cl_program prog, const char *path) {
   size_t n = 0;
   if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || n == 0) return;
   unsigned char *bin = malloc(n);
   if (!bin) return;
   unsigned char *bins[1] = {bin};
-  char tmp[FSL_OCL_PATH_MAX + 64];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(bin, 1, n, f) == n;
-    if (f && fclose(f) != 0) ok = false;
-    if (!ok || rename(tmp, path) != 0) remove(tmp);
-  }
-  (void)d;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS &&
+      fsl_write_bytes_atomic(path, bin, n) != FSL_OK)
+    fsl_error_clear();
   free(bin);
 }
 
@@ -233,7 +226,7 @@ fsl_status fsl_ocl_build(const fsl_ocl_device *d, const char *src, size_t len, c
     return fsl_errorf(FSL_ERR_RUNTIME, "opencl backend: '%s' rejected the generated program (%s); build log:\n%s", d->name,
                       fsl_ocl_strerror(err), log[0] ? log : "(empty)");
   }
-  if (cache) cache_binary(d, prog, path);
+  if (cache) cache_binary(prog, path);
   *out = prog;
   return FSL_OK;
 }
