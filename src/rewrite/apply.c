@@ -276,7 +276,7 @@ static fsl_value *build(tctx *c, const fsl_rw_expr *e) {
     if (!bd || !bd->n || bd->n->n_attrs > (int)FSL_ARRAY_LEN(attrs))
       return fsl_b_fail(&c->b, FSL_ERR_INVALID, "rule %s: :like %s names no matched node", c->m->rule->name, e->like);
     n_attrs = bd->n->n_attrs;
-    memcpy(attrs, bd->n->attrs, sizeof *attrs * (size_t)n_attrs);
+    if (n_attrs) memcpy(attrs, bd->n->attrs, sizeof *attrs * (size_t)n_attrs);
   }
   for (int i = 0; i < e->n_attrs; i++) {
     fsl_rw_ints val;
