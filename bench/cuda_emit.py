@@ -22,14 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 import fsl_models  # noqa: E402
-from fsl_models import MODELS  # noqa: E402
-
-
-def shape_args(model):
-    args = []
-    for i in model.inputs:
-        args += ["--shape", f"{i.name}={'x'.join(map(str, i.shape))}"]
-    return args
+from fsl_models import MODELS, shape_args  # noqa: E402
 
 
 def emit(model):

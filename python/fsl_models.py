@@ -172,6 +172,14 @@ def random_inputs(model: Model, rng: np.random.Generator) -> dict[str, np.ndarra
 
 # ---- running models ----
 
+def shape_args(model: Model) -> list[str]:
+    """`--shape NAME=DIMS` options binding every input of `model` to its listed shape."""
+    args = []
+    for i in model.inputs:
+        args += ["--shape", f"{i.name}={'x'.join(map(str, i.shape))}"]
+    return args
+
+
 def fissile_bin() -> Path:
     build = Path(os.environ.get("FSL_BUILD_DIR", ROOT / "build"))
     return build / "fissile"
