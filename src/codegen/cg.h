@@ -94,6 +94,9 @@ typedef struct em {
   bool cache_on;
   coords cache_c;       /* the row coordinates of cache_vid */
   coords cache_oc;      /* the same element in output cache_out */
+  /* work-group REDUCE rows (dialect group, fused body): the launch */
+  bool grp;
+  fsl_cg_launch launch;
   fsl_status st;
 } em;
 
