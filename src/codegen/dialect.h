@@ -41,7 +41,7 @@ typedef struct fsl_cg_loop {
  *  emits the same structure in every such dialect; only these strings
  *  and the loop headers of FSL_CG_GROUPS / FSL_CG_LANES differ. */
 typedef struct fsl_cg_group {
-  int size;                 /* work-items per group of a REDUCE kernel (a power of two) */
+  int size;                 /* work-items per group of a REDUCE kernel (a power of two; shorter rows: fewer) */
   int tile;                 /* matmul tile edge: tile x tile work-items per group (a power of two; 0: no tiled matmul) */
   long long local_bytes;    /* local memory a kernel may use; more: the code falls back to one thread per row/element */
   const char *local_kw;     /* qualifier of local-memory arrays at kernel scope ("__local ") */

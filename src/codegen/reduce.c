@@ -70,7 +70,7 @@ static void group_tree(em *e, const fsl_node *n, int k, const red_acc *a) {
   if (fl && mx) fsl_cg_line(e, "lr%d[l_] = n%d ? (%s)NAN : a%d;", k, k, a->type, k);
   else fsl_cg_line(e, "lr%d[l_] = a%d;", k, k);
   fsl_cg_line(e, "%s", G->barrier);
-  fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", G->size / 2);
+  fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", e->launch.group_size / 2);
   fsl_cg_open_scope(e);
   if (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)
     fsl_cg_line(e, "if (l_ < s_) lr%d[l_] %s= lr%d[l_ + s_];", k, op == FSL_OP_reduce_sum ? "+" : "*", k);
@@ -149,7 +149,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     if (r1[0]) jl.red[jl.n_red++] = r1;
     jl.red[jl.n_red++] = "|:e_";
   }
-  if (e->grp) jl = (fsl_cg_loop){.kind = FSL_CG_LANES, .var = "j_", .lo = "0", .hi = n_inner, .step = e->d->group->size};
+  if (e->grp) jl = (fsl_cg_loop){.kind = FSL_CG_LANES, .var = "j_", .lo = "0", .hi = n_inner, .step = e->launch.group_size};
   fsl_cg_loop_open(e, &jl);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
@@ -253,22 +253,25 @@ static void row_loop_open(em *e, int64_t outer, int64_t inner) {
  * argmax/argmin (ties would need the index in the tree too) and the
  * accumulators fit in local memory.  Then declares them at kernel scope,
  * lr<k>[size], and l_, the work-item's index in its group, and sets the
- * launch: one group per row. */
+ * launch: one group per row, of the dialect's group size or, for shorter
+ * rows, the smallest power of two that covers a row. */
 static void group_open(em *e, const fsl_node **red, int nr, int64_t outer, int64_t inner) {
   const fsl_cg_group *G = e->d->group;
   if (!G || inner <= 1) return;
+  int gs = 1;
+  while (gs < G->size && gs < inner) gs *= 2;
   long long bytes = 0;
   for (int k = 0; k < nr; k++) {
     if (red[k]->op == FSL_OP_argmax || red[k]->op == FSL_OP_argmin) return;
-    bytes += (long long)acc_bytes(red[k]) * G->size;
+    bytes += (long long)acc_bytes(red[k]) * gs;
   }
   if (bytes > G->local_bytes) return;
   e->grp = true;
-  e->launch = (fsl_cg_launch){.group_size = G->size, .groups = outer};
+  e->launch = (fsl_cg_launch){.group_size = gs, .groups = outer};
   for (int k = 0; k < nr; k++) {
     red_acc a;
     acc_of(e->d, red[k], &a);
-    fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, a.type, k, G->size);
+    fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, a.type, k, gs);
   }
   fsl_cg_line(e, "const int64_t l_ = %s;", G->local_id);
 }
@@ -382,7 +385,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
       snprintf(n_inner, sizeof n_inner, "%lld", (long long)inner);
       /* in a group row, each work-item writes the elements it reduced (the cached ones among them) */
       fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = e->grp ? FSL_CG_LANES : FSL_CG_SERIAL, .var = "j_", .lo = "0",
-                                         .hi = n_inner, .step = e->grp ? e->d->group->size : 1});
+                                         .hi = n_inner, .step = e->grp ? e->launch.group_size : 1});
       fsl_cg_open_scope(e);
       e->body_depth = e->depth;
       coords jc = c;

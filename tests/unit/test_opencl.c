@@ -166,11 +166,11 @@ static void test_dialect_table(void **state) {
       assert_non_null(strstr(cl, grp && t ? "get_group_id(0)" : "get_global_id(0)"));
       assert_int_equal(lc.group_size, lo.group_size);
       assert_int_equal(lc.groups, lo.groups);
-      /* rows of 5 elements with 64 work-items each; the matmul's 7 x 5 in one 16 x 16 tile per batch */
-      assert_int_equal(lo.group_size, grp && t ? (t == 3 ? 256 : 64) : 0);
+      /* rows of 5 elements with 8 work-items each; the matmul's 7 x 5 in one 16 x 16 tile per batch */
+      assert_int_equal(lo.group_size, grp && t ? (t == 3 ? 256 : 8) : 0);
       assert_int_equal(lo.groups, grp && t ? (t == 3 ? 2 : 3) : 0);
       if (grp && t == 2) {
-        assert_non_null(strstr(cl, "__local float lr1[64];")); /* the row max */
+        assert_non_null(strstr(cl, "__local float lr1[8];")); /* the row max */
         assert_non_null(strstr(cl, "fsl_maxf(lr1[l_], lr1[l_ + s_])"));
       }
       opencl_as_c(cl);
@@ -252,16 +252,17 @@ static void test_odd_sizes(void **state) {
     }
 }
 
-/* Sums, maxima, minima, an integer maximum and softmax over rows of 1,
+/* Sums, maxima, minima, an integer maximum and softmax over rows of 1, 5,
  * 63, 64, 65 and 1000 elements (shorter than, as long as and longer than
  * a 64-item work-group), with 3 and 130 rows: rows of more than one
- * element run with one work-group each, in one kernel (greedy) and one
- * kernel per node (unfused). */
+ * element run with one work-group each (of 8 work-items for rows of 5),
+ * in one kernel (greedy) and one kernel per node (unfused). */
 static void test_reduce_rows(void **state) {
   (void)state;
   if (!have_device()) skip();
-  int64_t lens[] = {1, 63, 64, 65, 1000}, rows[] = {3, 130};
-  for (int t = 0; t < 5; t++)
+  int64_t lens[] = {1, 5, 63, 64, 65, 1000}, rows[] = {3, 130};
+  int groups[] = {0, 8, 64, 64, 64, 64}; /* work-items per row: none (one work-item per row), a power of two up to 64 */
+  for (int t = 0; t < 6; t++)
     for (int r = 0; r < 2; r++) {
       fsl_graph *g = fsl_graph_new();
       fsl_builder b = B_INIT(g);
@@ -283,10 +284,9 @@ static void test_reduce_rows(void **state) {
       void *in[] = {random_data(x, -4, 4)};
       char what[64];
       snprintf(what, sizeof what, "reduce %lld rows of %lld", (long long)rows[r], (long long)lens[t]);
-      /* rows of more than one element run one work-group each */
       fsl_cg_launch l = {.group_size = -1};
       free(render(&fsl_dialect_opencl, g, &l));
-      assert_int_equal(l.group_size, lens[t] > 1 ? 64 : 0);
+      assert_int_equal(l.group_size, groups[t]);
       check_on_device(g, in, FSL_STRATEGY_GREEDY, 1e-4, what); /* f32 block sums (docs/primitives.md) */
       check_on_device(g, in, FSL_STRATEGY_UNFUSED, 1e-4, what);
       free(in[0]);
@@ -334,11 +334,11 @@ static void test_local_memory_fallback(void **state) {
   for (int t = 2; t < 4; t++) {
     fsl_graph *g = table_graph(t);
     for (int fits = 0; fits < 2; fits++) {
-      /* softmax + row sum: 64 work-items of two double and one float accumulators; the matmul: two 16 x 16 float tiles */
-      small.local_bytes = t == 2 ? (fits ? 20 * 64 : 20 * 64 - 1) : (fits ? 2048 : 2047);
+      /* softmax + row sum: 8 work-items of two double and one float accumulators; the matmul: two 16 x 16 float tiles */
+      small.local_bytes = t == 2 ? (fits ? 20 * 8 : 20 * 8 - 1) : (fits ? 2048 : 2047);
       fsl_cg_launch l = {.group_size = -1};
       char *cl = render(&d, g, &l);
-      assert_int_equal(l.group_size, fits ? (t == 3 ? 256 : 64) : 0);
+      assert_int_equal(l.group_size, fits ? (t == 3 ? 256 : 8) : 0);
       assert_int_equal(strstr(cl, "__local ") != NULL, fits);
       assert_int_equal(strstr(cl, "barrier(") != NULL, fits);
       free(cl);
