@@ -94,9 +94,16 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
  * Appends fsl_k<id>(in = {x, w}, out = {y}) computing the conv node cv
  * (docs/primitives.md: x [N, C, s..], w [M, C/group, k..]; strides,
  * dilations, pads, group, lhs_dilation) as a direct convolution: one
- * PARALLEL iteration per output element, accumulated in double.  Float
- * dtypes only: FSL_ERR_UNSUPPORTED otherwise.
+ * PARALLEL iteration per output element, accumulated in double over the
+ * input channels of its group, then the window, in order.  In a dialect
+ * with matmul tiles (as fsl_codegen_matmul) it is an implicit matmul per
+ * image and group instead: the weights [M/group, C/group * window] times
+ * the input under the window [C/group * window, output positions], one
+ * work-group per TL x TL tile of output channels x positions, both
+ * operands through local tiles (zero in the padding and past the edges),
+ * the same order of additions.  *launch (may be NULL) receives how to
+ * launch the kernel.  Float dtypes only: FSL_ERR_UNSUPPORTED otherwise.
  */
-fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fsl_sbuf *b);
+fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fsl_sbuf *b, fsl_cg_launch *launch);
 
 #endif

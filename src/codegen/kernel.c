@@ -143,30 +143,32 @@ static void dot_product(em *e, const char *acc, const char *nk, int64_t N) {
   fsl_cg_line(e, "}");
 }
 
-/* The tiled matmul of a dialect with work-groups (codegen.h): TL x TL
- * work-items per tile of c, a grid-stride loop over the tiles of every
- * batch, the K axis through two local tiles.  ly_/lx_: the work-item's
- * row and column in the tile. */
-static void tiled_matmul(em *e, const char *T, const char *acc, int TL, int64_t batch, int64_t M, int64_t K, int64_t N) {
+bool fsl_cg_tiles_fit(const fsl_dialect *d, fsl_dtype dt) {
+  const fsl_cg_group *G = d->group;
+  return G && G->tile > 0 && 2LL * G->tile * G->tile * (long long)fsl_dtype_size(dt) <= G->local_bytes;
+}
+
+void fsl_cg_tiles_open(em *e, const char *T, int64_t tiles) {
   const fsl_cg_group *G = e->d->group;
-  int64_t tm = (M + TL - 1) / TL, tn = (N + TL - 1) / TL;
+  int TL = G->tile;
   fsl_cg_line(e, "%s%s ta_[%d][%d], tb_[%d][%d];", G->local_kw, T, TL, TL, TL, TL);
   fsl_cg_line(e, "const int64_t l_ = %s, ly_ = l_ / %d, lx_ = l_ %% %d;", G->local_id, TL, TL);
-  char nt[32], nk[32], ntl[32];
-  snprintf(nt, sizeof nt, "%lld", (long long)(batch * tm * tn));
-  snprintf(nk, sizeof nk, "%lld", (long long)K);
-  snprintf(ntl, sizeof ntl, "%d", TL);
+  char nt[32];
+  snprintf(nt, sizeof nt, "%lld", (long long)tiles);
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_GROUPS, .var = "t_", .lo = "0", .hi = nt});
   fsl_cg_open_scope(e);
-  fsl_cg_line(e, "const int64_t b_ = t_ / %lld, m = (t_ / %lld) %% %lld * %d + ly_, n = t_ %% %lld * %d + lx_;",
-              (long long)(tm * tn), (long long)tn, (long long)tm, TL, (long long)tn, TL);
+  e->launch = (fsl_cg_launch){.group_size = TL * TL, .groups = tiles};
+}
+
+void fsl_cg_tiles_kloop(em *e, const char *acc, int64_t K, void (*load)(em *e, const void *ctx), const void *ctx) {
+  const fsl_cg_group *G = e->d->group;
+  char nk[32], ntl[32];
+  snprintf(nk, sizeof nk, "%lld", (long long)K);
+  snprintf(ntl, sizeof ntl, "%d", G->tile);
   fsl_cg_line(e, "%s s = 0;", acc);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k0", .lo = "0", .hi = nk, .step = TL});
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k0", .lo = "0", .hi = nk, .step = G->tile});
   fsl_cg_open_scope(e);
-  fsl_cg_line(e, "ta_[ly_][lx_] = m < %lld && k0 + lx_ < %lld ? a[(b_ * %lld + m) * %lld + k0 + lx_] : (%s)0;", (long long)M,
-              (long long)K, (long long)M, (long long)K, T);
-  fsl_cg_line(e, "tb_[ly_][lx_] = k0 + ly_ < %lld && n < %lld ? w[(b_ * %lld + k0 + ly_) * %lld + n] : (%s)0;", (long long)K,
-              (long long)N, (long long)K, (long long)N, T);
+  load(e, ctx);
   fsl_cg_line(e, "%s", G->barrier);
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = ntl});
   fsl_cg_open_scope(e);
@@ -176,11 +178,37 @@ static void tiled_matmul(em *e, const char *T, const char *acc, int TL, int64_t 
   fsl_cg_line(e, "%s", G->barrier);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
+}
+
+typedef struct mm_dims {
+  const char *T;
+  int64_t M, K, N;
+} mm_dims;
+
+/* The matmul's tiles at k0: a's rows m, b's columns n of batch b_. */
+static void mm_load(em *e, const void *ctx) {
+  const mm_dims *m = ctx;
+  long long M = (long long)m->M, K = (long long)m->K, N = (long long)m->N;
+  fsl_cg_line(e, "ta_[ly_][lx_] = m < %lld && k0 + lx_ < %lld ? a[(b_ * %lld + m) * %lld + k0 + lx_] : (%s)0;", M, K, M, K,
+              m->T);
+  fsl_cg_line(e, "tb_[ly_][lx_] = k0 + ly_ < %lld && n < %lld ? w[(b_ * %lld + k0 + ly_) * %lld + n] : (%s)0;", K, N, K, N,
+              m->T);
+}
+
+/* The tiled matmul of a dialect with work-groups (codegen.h): a tile of
+ * c per work-group, row m = the work-item's ly_, column n = its lx_. */
+static void tiled_matmul(em *e, const char *T, const char *acc, int64_t batch, int64_t M, int64_t K, int64_t N) {
+  int TL = e->d->group->tile;
+  int64_t tm = (M + TL - 1) / TL, tn = (N + TL - 1) / TL;
+  fsl_cg_tiles_open(e, T, batch * tm * tn);
+  fsl_cg_line(e, "const int64_t b_ = t_ / %lld, m = (t_ / %lld) %% %lld * %d + ly_, n = t_ %% %lld * %d + lx_;",
+              (long long)(tm * tn), (long long)tn, (long long)tm, TL, (long long)tn, TL);
+  mm_dims md = {.T = T, .M = M, .K = K, .N = N};
+  fsl_cg_tiles_kloop(e, acc, K, mm_load, &md);
   fsl_cg_line(e, "if (m < %lld && n < %lld) c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, (long long)M,
               (long long)N, T);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
-  e->launch = (fsl_cg_launch){.group_size = TL * TL, .groups = batch * tm * tn};
 }
 
 fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b, fsl_cg_launch *launch) {
@@ -208,9 +236,8 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   snprintf(nm, sizeof nm, "%lld", (long long)M);
   snprintf(nn, sizeof nn, "%lld", (long long)N);
   snprintf(nk, sizeof nk, "%lld", (long long)K);
-  const fsl_cg_group *G = d->group;
-  if (G && G->tile > 0 && 2LL * G->tile * G->tile * (long long)fsl_dtype_size(dt) <= G->local_bytes) {
-    tiled_matmul(&e, T, acc, G->tile, batch, M, K, N);
+  if (fsl_cg_tiles_fit(d, dt)) {
+    tiled_matmul(&e, T, acc, batch, M, K, N);
   } else if (d->par_min == 0) {
     /* every thread runs the kernel (GPU dialects): one thread per element of c */
     char nt[32];

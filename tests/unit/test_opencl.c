@@ -71,19 +71,23 @@ static char *body_of(const char *src) {
   return s;
 }
 
-/* Renders all nodes of g as one kernel in dialect d (the matmul node alone
- * through fsl_codegen_matmul when there is one); *launch as reported. */
+/* Renders all nodes of g as one kernel in dialect d (a matmul or conv node
+ * alone through fsl_codegen_matmul / fsl_codegen_conv when there is one);
+ * *launch as reported. */
 static char *render(const fsl_dialect *d, fsl_graph *g, fsl_cg_launch *launch) {
   fsl_node *nodes[16];
-  const fsl_node *mm = NULL;
+  const fsl_node *lin = NULL;
   for (int i = 0; i < g->n_nodes; i++) {
     nodes[i] = g->nodes[i];
-    if (nodes[i]->op == FSL_OP_matmul) mm = nodes[i];
+    if (nodes[i]->op == FSL_OP_matmul || nodes[i]->op == FSL_OP_conv) lin = nodes[i];
   }
   fsl_cg_spec spec = {.g = g, .id = 7, .n_nodes = g->n_nodes, .nodes = nodes, .n_in = g->n_inputs, .in = g->inputs,
                       .n_out = g->n_outputs, .out = g->outputs};
   fsl_sbuf b = {0};
-  assert_int_equal(mm ? fsl_codegen_matmul(d, 7, mm, &b, launch) : fsl_codegen_kernel(d, &spec, &b, launch), FSL_OK);
+  fsl_status st = !lin                         ? fsl_codegen_kernel(d, &spec, &b, launch)
+                  : lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, 7, lin, &b, launch)
+                                               : fsl_codegen_conv(d, 7, lin, &b, launch);
+  assert_int_equal(st, FSL_OK);
   char *s = body_of(b.p);
   fsl_sbuf_free(&b);
   return s;
@@ -111,10 +115,18 @@ static void opencl_as_c(char *cl) {
 
 /* The test graphs: 0 a LOOP kernel, 1 a row sum, 2 softmax (max, sum of
  * exp, a row-space output) beside the row sum (a kept-space output), 3 a
- * batched matmul of odd sizes. */
+ * batched matmul of odd sizes, 4 a padded 3x3 convolution of 3 to 4
+ * channels over 5x5. */
 static fsl_graph *table_graph(int t) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
+  if (t == 4) {
+    int64_t xd[] = {1, 3, 5, 5}, wd[] = {4, 3, 3, 3}, one[] = {1, 1}, pads[] = {1, 1, 1, 1};
+    fsl_value *z = fsl_b_conv(&b, input(g, "x", 4, xd), input(g, "w", 4, wd), one, one, pads, 1, NULL);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, z);
+    return g;
+  }
   if (t == 3) {
     int64_t ad[] = {2, 7, 13}, bd[] = {2, 13, 5};
     fsl_value *z = fsl_b_matmul(&b, input(g, "a", 3, ad), input(g, "b", 3, bd));
@@ -139,8 +151,8 @@ static fsl_graph *table_graph(int t) {
   return g;
 }
 
-/* The same kernels in C and OpenCL C differ only where the dialect table
- * says.  Without work-groups (the OpenCL dialect with group NULL, one
+/* The same kernels (LOOP, REDUCE, matmul, conv) in C and OpenCL C differ
+ * only where the dialect table says.  Without work-groups (the OpenCL dialect with group NULL, one
  * thread per element or row): after opencl_as_c the texts are equal to
  * C's with OpenCL's par_min (0: every thread runs the kernel, PARALLEL
  * loops divide the work), OpenMP pragmas and the error report removed.
@@ -157,7 +169,7 @@ static void test_dialect_table(void **state) {
   o0.group = NULL;
   fsl_dialect c1 = c0;
   c1.group = &markers;
-  for (int t = 0; t < 4; t++)
+  for (int t = 0; t < 5; t++)
     for (int grp = 0; grp < 2; grp++) {
       fsl_graph *g = table_graph(t);
       fsl_cg_launch lc = {.group_size = -1}, lo = {.group_size = -1};
@@ -166,9 +178,11 @@ static void test_dialect_table(void **state) {
       assert_non_null(strstr(cl, grp && t ? "get_group_id(0)" : "get_global_id(0)"));
       assert_int_equal(lc.group_size, lo.group_size);
       assert_int_equal(lc.groups, lo.groups);
-      /* rows of 5 elements with 8 work-items each; the matmul's 7 x 5 in one 16 x 16 tile per batch */
-      assert_int_equal(lo.group_size, grp && t ? (t == 3 ? 256 : 8) : 0);
-      assert_int_equal(lo.groups, grp && t ? (t == 3 ? 2 : 3) : 0);
+      /* rows of 5 elements with 8 work-items each; the matmul's 7 x 5 in one 16 x 16 tile per batch; the
+       * conv's 4 channels x 25 positions in two */
+      int want_size[] = {0, 8, 8, 256, 256}, want_groups[] = {0, 3, 3, 2, 2};
+      assert_int_equal(lo.group_size, grp ? want_size[t] : 0);
+      assert_int_equal(lo.groups, grp ? want_groups[t] : 0);
       if (grp && t == 2) {
         assert_non_null(strstr(cl, "__local float lr1[8];")); /* the row max */
         assert_non_null(strstr(cl, "fsl_maxf(lr1[l_], lr1[l_ + s_])"));
@@ -322,23 +336,55 @@ static void test_matmul_sizes(void **state) {
   }
 }
 
+/* The convolution as an implicit matmul through local tiles: 2-D with
+ * pads and a 1x1 image, strides, dilations, groups (depthwise too),
+ * lhs dilation (ConvTranspose's form) and a 1-D case, with a bias + ReLU
+ * epilogue (greedy) and alone (unfused). */
+static void test_conv_tiles(void **state) {
+  (void)state;
+  if (!have_device()) skip();
+  /* N, C, M, group, spatial rank, input size, kernel size, stride, dilation, pad, lhs dilation */
+  int64_t cs[][11] = {{1, 3, 5, 1, 2, 7, 3, 1, 1, 1, 1},  {2, 4, 6, 2, 2, 9, 3, 2, 1, 0, 1}, {1, 8, 8, 8, 2, 5, 3, 1, 2, 2, 1},
+                      {1, 2, 3, 1, 2, 4, 3, 1, 1, 2, 2},  {1, 17, 33, 1, 2, 1, 1, 1, 1, 0, 1}, {3, 5, 7, 1, 1, 20, 4, 3, 1, 1, 1}};
+  for (int t = 0; t < 6; t++) {
+    const int64_t *c = cs[t];
+    int k = (int)c[4];
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t xd[4] = {c[0], c[1], c[5], c[5]}, wd[4] = {c[2], c[1] / c[3], c[6], c[6]}, bd[3] = {c[2], 1, 1};
+    int64_t st[2] = {c[7], c[7]}, dl[2] = {c[8], c[8]}, pads[4] = {c[9], c[9], c[9], c[9]}, ld[2] = {c[10], c[10]};
+    fsl_value *x = input(g, "x", 2 + k, xd), *w = input(g, "w", 2 + k, wd), *bias = input(g, "b", 1 + k, bd);
+    fsl_value *y = fsl_b_conv(&b, x, w, st, dl, pads, c[3], ld);
+    y = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, y, bias), 0.0);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    void *in[] = {random_data(x, -1, 1), random_data(w, -1, 1), random_data(bias, -1, 1)};
+    char what[64];
+    snprintf(what, sizeof what, "conv case %d", t);
+    check_on_device(g, in, FSL_STRATEGY_GREEDY, 1e-5, what);
+    check_on_device(g, in, FSL_STRATEGY_UNFUSED, 1e-5, what);
+    for (int i = 0; i < 3; i++) free(in[i]);
+    fsl_graph_free(g);
+  }
+}
+
 /* Work-group code only within the local memory the table allows: with
- * less than a row's accumulators or two matmul tiles need, the generator
- * falls back to one work-item per row / per output element (no launch
- * geometry, no __local array), and the kernel stays correct. */
+ * less than a row's accumulators or two matmul / conv tiles need, the
+ * generator falls back to one work-item per row / per output element (no
+ * launch geometry, no __local array). */
 static void test_local_memory_fallback(void **state) {
   (void)state;
   fsl_cg_group small = *fsl_dialect_opencl.group;
   fsl_dialect d = fsl_dialect_opencl;
   d.group = &small;
-  for (int t = 2; t < 4; t++) {
+  for (int t = 2; t < 5; t++) {
     fsl_graph *g = table_graph(t);
     for (int fits = 0; fits < 2; fits++) {
-      /* softmax + row sum: 8 work-items of two double and one float accumulators; the matmul: two 16 x 16 float tiles */
+      /* softmax + row sum: 8 work-items of two double and one float accumulators; matmul, conv: two 16 x 16 float tiles */
       small.local_bytes = t == 2 ? (fits ? 20 * 8 : 20 * 8 - 1) : (fits ? 2048 : 2047);
       fsl_cg_launch l = {.group_size = -1};
       char *cl = render(&d, g, &l);
-      assert_int_equal(l.group_size, fits ? (t == 3 ? 256 : 8) : 0);
+      assert_int_equal(l.group_size, fits ? (t == 2 ? 8 : 256) : 0);
       assert_int_equal(strstr(cl, "__local ") != NULL, fits);
       assert_int_equal(strstr(cl, "barrier(") != NULL, fits);
       free(cl);
@@ -459,6 +505,7 @@ int main(void) {
       cmocka_unit_test(test_odd_sizes),
       cmocka_unit_test(test_reduce_rows),
       cmocka_unit_test(test_matmul_sizes),
+      cmocka_unit_test(test_conv_tiles),
       cmocka_unit_test(test_local_memory_fallback),
       cmocka_unit_test(test_split_kernel),
       cmocka_unit_test(test_supports),

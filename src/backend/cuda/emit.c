@@ -82,7 +82,7 @@ static fsl_status gen_linear(fsl_cuda_emitter *e, const fsl_plan *p, int ki, con
     fsl_sbuf tmp = {0};
     bool mm = sp.lin->op == FSL_OP_matmul;
     st = mm ? fsl_codegen_matmul(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, NULL)
-         : sp.lin->op == FSL_OP_conv ? fsl_codegen_conv(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp)
+         : sp.lin->op == FSL_OP_conv ? fsl_codegen_conv(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, NULL)
                                      : fsl_errorf(FSL_ERR_UNSUPPORTED, "no generated code for %s",
                                                   fsl_op_get(sp.lin->op)->name);
     st = take(e, ki, sp.lin, mm ? "matmul" : "conv", st, &tmp);

@@ -207,7 +207,7 @@ static fsl_status add_linear(ocl_exe *x, int ki, fsl_node *lin, fsl_value *const
     fsl_sbuf tmp = {0};
     fsl_cg_launch launch = {0};
     fsl_status st = lin->op == FSL_OP_matmul ? fsl_codegen_matmul(&x->dia, x->next_fn, lin, &tmp, &launch)
-                                              : fsl_codegen_conv(&x->dia, x->next_fn, lin, &tmp);
+                                              : fsl_codegen_conv(&x->dia, x->next_fn, lin, &tmp, &launch);
     if (st == FSL_OK && !tmp.oom) {
       fsl_sbuf_puts(&x->src, tmp.p);
       fsl_sbuf_free(&tmp);
