@@ -4,9 +4,11 @@
  * compile lowers every kernel of a plan into steps, in plan order:
  *   - GEN: a kernel generated in the OpenCL C dialect (dialect_opencl.h):
  *     LOOP and REDUCE kernels whole (one generated kernel per node when
- *     the dialect cannot take them in one piece: multi-pass reductions);
+ *     the dialect cannot take them in one piece: multi-pass reductions;
+ *     a work-group per REDUCE row where the generator says so);
  *     a LINEAR kernel as a generated prologue, a generated matmul or
- *     direct convolution and a generated epilogue (codegen/linsplit.h);
+ *     convolution (tiled through local memory) and a generated epilogue
+ *     (codegen/linsplit.h);
  *   - HOST: the reference interpreter on the host for an opaque kernel (by
  *     design), and as the counted fallback for what the dialect cannot
  *     take (f16/bf16, scatters, integer convolutions): the
@@ -47,7 +49,7 @@ typedef struct ocl_exe {
   const fsl_plan *p;
   const fsl_ocl_device *d;
   fsl_dialect dia;         /* the OpenCL dialect, its work-groups narrowed to the device */
-  fsl_cg_group grp;
+  fsl_cg_group grp;        /* dia.group: sizes and local memory of this device */
   ocl_step *steps;
   int n_steps, cap_steps;
   bool *avail;             /* value id -> written by an earlier step (or input/constant) */
