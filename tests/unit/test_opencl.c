@@ -1,9 +1,12 @@
 /* test_opencl.c — the OpenCL C dialect and the OpenCL backend
  * (src/backend/opencl): the same kernel rendered in C and OpenCL C differs
- * only where the dialect table says; plans run on the device (PoCL in CI)
- * match the reference interpreter for odd thread counts (1, 7, 1023, 1025
- * elements) and for reductions over rows shorter than, as long as and
- * longer than a work-group (64); a program the device's compiler rejects
+ * only where the dialect table says (with and without work-groups); plans
+ * run on the device (PoCL in CI) match the reference interpreter for odd
+ * thread counts (1, 7, 1023, 1025 elements), for reductions over rows
+ * shorter than, as long as and longer than a work-group (64), and for
+ * matmuls and convolutions through local tiles at odd sizes; work-group
+ * code falls back to one work-item per row / element when local memory
+ * is short; a program the device's compiler rejects
  * is a clear error with the build log and leaves nothing in the cache.
  * The tests that need a device are skipped, with a message, when no
  * OpenCL platform is found. */
