@@ -94,6 +94,9 @@ typedef struct em {
   bool cache_on;
   coords cache_c;       /* the row coordinates of cache_vid */
   coords cache_oc;      /* the same element in output cache_out */
+  /* work-group REDUCE rows (dialect group, fused body): the launch */
+  bool grp;
+  fsl_cg_launch launch;
   fsl_status st;
 } em;
 
@@ -122,6 +125,21 @@ void fsl_cg_kernel_open(em *e, fsl_sbuf *body, const fsl_dialect *d, int id, int
 /* kernel.c — the end of a kernel written into body (the dialect's last
  * statement, "}"), appended to b; body and e are freed.  FSL_ERR_NOMEM. */
 fsl_status fsl_cg_kernel_close(em *e, fsl_sbuf *body, fsl_sbuf *b);
+
+/* kernel.c — tiled products in a dialect with work-groups (matmul, and
+ * convolution as an implicit matmul): C[m][n] = sum over k of A[m][k] *
+ * B[k][n], a TL x TL tile of C per work-group (TL = group->tile).
+ * tiles_fit: whether two TL x TL tiles of dt fit in the local memory.
+ * tiles_open: the local tiles ta_/tb_, l_ and the work-item's row ly_ and
+ * column lx_ in the tile, and a grid-stride loop over `tiles` tiles (t_)
+ * whose scope the caller closes; sets e->launch.  tiles_kloop: `acc s`
+ * and the loop over k0 = 0, TL, ... < K: load(e, ctx) writes
+ * ta_[ly_][lx_] = A[row ly_][k0 + lx_] and tb_[ly_][lx_] = B[k0 + ly_][column
+ * lx_] (zero outside), then the tile's TL multiply-adds into s in k order
+ * between barriers. */
+bool fsl_cg_tiles_fit(const fsl_dialect *d, fsl_dtype dt);
+void fsl_cg_tiles_open(em *e, const char *T, int64_t tiles);
+void fsl_cg_tiles_kloop(em *e, const char *acc, int64_t K, void (*load)(em *e, const void *ctx), const void *ctx);
 
 /* scope.c — emitter state: scopes, temporaries, loop-invariant hoisting, memo */
 bool fsl_cg_fail(em *e, fsl_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -41,6 +41,16 @@ typedef struct fsl_cg_spec {
   fsl_value *const *out;       /* values written (produced by `nodes`) */
 } fsl_cg_spec;
 
+/** How a generated kernel must be launched in a dialect with work-groups
+ *  (dialect.h, fsl_cg_group); C ignores it. */
+typedef struct fsl_cg_launch {
+  int group_size;   /* 0: any work-group size (grid-stride loops over threads, one
+                       per output element or row); else the code's work-items per
+                       group, which the local size must equal */
+  int64_t groups;   /* group_size > 0: work-groups that have work (a grid-stride
+                       loop over groups: fewer are correct too, more idle) */
+} fsl_cg_launch;
+
 /** Appends the dialect's prelude (includes, inline math and index
  *  helpers): once per source file, before any kernel. */
 void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b);
@@ -51,29 +61,49 @@ void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b);
  * when the nodes include reductions, a REDUCE body (fused rows when every
  * reduction shares one input shape and axes and every read of a reduction
  * result stays in its row, otherwise one pass per reduction through
- * scratch buffers).  Nothing is appended on failure.
+ * scratch buffers).  In a dialect with work-groups (d->group) a fused
+ * REDUCE body runs each kept-space row with one work-group when rows have
+ * more than one element, the reductions need at most d->group->local_bytes
+ * of local memory and none is an argmax/argmin (else one thread per row):
+ * each work-item reduces a strided part of the row, a tree in local memory
+ * combines the parts, and the row's outputs are written by the work-items
+ * in the same strided parts.  *launch (may be NULL) receives how to launch
+ * the kernel.  Nothing is appended on failure.
  * Errors: FSL_ERR_UNSUPPORTED (a dtype the dialect has no type for, e.g.
  * f16/bf16 in C; scatter, linear or opaque nodes; the caller falls back to
  * the reference interpreter), FSL_ERR_INVALID (an output the nodes do not
  * produce), FSL_ERR_NOMEM.
  */
-fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *spec, fsl_sbuf *b);
+fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *spec, fsl_sbuf *b, fsl_cg_launch *launch);
 
 /**
  * Appends fsl_k<id>(in = {a, b}, out = {c}) computing the matmul node mm
  * (docs/primitives.md: [batch.., M, K] x [batch.., K, N]) as a plain loop
- * nest: floats accumulate in double, integers in 64 bits (wrapping).
+ * nest: floats accumulate in double, integers in 64 bits (wrapping), over k
+ * in order.  In a dialect with matmul tiles (d->group->tile = TL > 0, and
+ * two TL x TL tiles of the element type within d->group->local_bytes) it is
+ * tiled instead: one work-group of TL*TL work-items per TL x TL tile of c,
+ * the K axis in steps of TL through two local-memory tiles of a and b
+ * (zero-padded past the edges of odd sizes), the same order of additions.
+ * *launch (may be NULL) receives how to launch the kernel.
  * FSL_ERR_UNSUPPORTED for f16/bf16/bool.
  */
-fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b);
+fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b, fsl_cg_launch *launch);
 
 /**
  * Appends fsl_k<id>(in = {x, w}, out = {y}) computing the conv node cv
  * (docs/primitives.md: x [N, C, s..], w [M, C/group, k..]; strides,
  * dilations, pads, group, lhs_dilation) as a direct convolution: one
- * PARALLEL iteration per output element, accumulated in double.  Float
- * dtypes only: FSL_ERR_UNSUPPORTED otherwise.
+ * PARALLEL iteration per output element, accumulated in double over the
+ * input channels of its group, then the window, in order.  In a dialect
+ * with matmul tiles (as fsl_codegen_matmul) it is an implicit matmul per
+ * image and group instead: the weights [M/group, C/group * window] times
+ * the input under the window [C/group * window, output positions], one
+ * work-group per TL x TL tile of output channels x positions, both
+ * operands through local tiles (zero in the padding and past the edges),
+ * the same order of additions.  *launch (may be NULL) receives how to
+ * launch the kernel.  Float dtypes only: FSL_ERR_UNSUPPORTED otherwise.
  */
-fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fsl_sbuf *b);
+fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fsl_sbuf *b, fsl_cg_launch *launch);
 
 #endif

@@ -18,6 +18,10 @@ typedef enum fsl_cg_loop_kind {
   FSL_CG_PARALLEL,   /* iterations are independent: spread over threads (OpenMP
                         parallel for; a grid-stride loop on a GPU) */
   FSL_CG_SIMD,       /* the reductions below may be reassociated: vectorize */
+  FSL_CG_GROUPS,     /* iterations spread over work-groups: the whole group runs
+                        each iteration together (dialects with `group` only) */
+  FSL_CG_LANES,      /* iterations spread over the work-items of one group
+                        (inside a FSL_CG_GROUPS loop; dialects with `group` only) */
 } fsl_cg_loop_kind;
 
 /** One loop of generated code, as data; the dialect prints its header. */
@@ -30,6 +34,20 @@ typedef struct fsl_cg_loop {
   int n_red;                /* reductions carried by the loop, "op:var" ("|:err_", "+:ps0", "max:a1") */
   const char *red[4];
 } fsl_cg_loop;
+
+/** Work-groups: what a dialect whose threads cooperate through local
+ *  (shared) memory and barriers prints for REDUCE kernels with one group
+ *  per kept-space row and tiled matmuls (OpenCL C).  The code generator
+ *  emits the same structure in every such dialect; only these strings
+ *  and the loop headers of FSL_CG_GROUPS / FSL_CG_LANES differ. */
+typedef struct fsl_cg_group {
+  int size;                 /* work-items per group of a REDUCE kernel (a power of two; shorter rows: fewer) */
+  int tile;                 /* matmul tile edge: tile x tile work-items per group (a power of two; 0: no tiled matmul) */
+  long long local_bytes;    /* local memory a kernel may use; more: the code falls back to one thread per row/element */
+  const char *local_kw;     /* qualifier of local-memory arrays at kernel scope ("__local ") */
+  const char *local_id;     /* this work-item's index in its group, as an int64 expression */
+  const char *barrier;      /* a statement: every work-item of the group waits here, local memory then agrees */
+} fsl_cg_group;
 
 typedef struct fsl_dialect {
   const char *name;                          /* "c", "cuda", "opencl" */
@@ -65,6 +83,10 @@ typedef struct fsl_dialect {
   /** The header of loop L: an optional annotation line (pragma; "" for
    *  none) and the loop line itself, ending in "{". */
   void (*loop_header)(const fsl_cg_loop *L, char *annot, size_t annot_cap, char *head, size_t head_cap);
+  /** Work-group cooperation, or NULL where every thread works alone (C,
+   *  CUDA for now): REDUCE rows then run one per thread, matmuls one
+   *  output element per thread. */
+  const fsl_cg_group *group;
 } fsl_dialect;
 
 /* ---- shared by the C-family dialects (cfamily.c) ---- */

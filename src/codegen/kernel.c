@@ -13,7 +13,8 @@ static void em_free(em *e) {
   free(e->dec);
 }
 
-static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mode mode, fsl_sbuf *out, bool *fused_fail) {
+static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mode mode, fsl_sbuf *out, bool *fused_fail,
+                            fsl_cg_launch *launch) {
   em e;
   memset(&e, 0, sizeof e);
   fsl_sbuf b = {0};
@@ -96,20 +97,21 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
     fsl_sbuf_puts(out, b.p ? b.p : "");
     if (out->oom) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   }
+  if (st == FSL_OK && launch) *launch = e.launch;
   fsl_sbuf_free(&b);
   em_free(&e);
   return st;
 }
 
-fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *s, fsl_sbuf *b) {
+fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *s, fsl_sbuf *b, fsl_cg_launch *launch) {
   if (!d || !s || !b || !s->g) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_kernel: NULL argument");
   bool has_red = false;
   for (int i = 0; i < s->n_nodes; i++) has_red = has_red || fsl_op_get(s->nodes[i]->op)->kind == FSL_KIND_REDUCE;
   bool ff = false;
-  fsl_status st = emit_with(d, s, has_red ? MODE_FUSED : MODE_LOOP, b, &ff);
+  fsl_status st = emit_with(d, s, has_red ? MODE_FUSED : MODE_LOOP, b, &ff, launch);
   if (st != FSL_OK && has_red && ff) {
     fsl_error_clear();
-    st = emit_with(d, s, MODE_PASSES, b, &ff);
+    st = emit_with(d, s, MODE_PASSES, b, &ff, launch);
   }
   return st;
 }
@@ -150,7 +152,75 @@ static void dot_product(em *e, const char *acc, const char *nk, int64_t N) {
   fsl_cg_line(e, "}");
 }
 
-fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b) {
+bool fsl_cg_tiles_fit(const fsl_dialect *d, fsl_dtype dt) {
+  const fsl_cg_group *G = d->group;
+  return G && G->tile > 0 && 2LL * G->tile * G->tile * (long long)fsl_dtype_size(dt) <= G->local_bytes;
+}
+
+void fsl_cg_tiles_open(em *e, const char *T, int64_t tiles) {
+  const fsl_cg_group *G = e->d->group;
+  int TL = G->tile;
+  fsl_cg_line(e, "%s%s ta_[%d][%d], tb_[%d][%d];", G->local_kw, T, TL, TL, TL, TL);
+  fsl_cg_line(e, "const int64_t l_ = %s, ly_ = l_ / %d, lx_ = l_ %% %d;", G->local_id, TL, TL);
+  char nt[32];
+  snprintf(nt, sizeof nt, "%lld", (long long)tiles);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_GROUPS, .var = "t_", .lo = "0", .hi = nt});
+  fsl_cg_open_scope(e);
+  e->launch = (fsl_cg_launch){.group_size = TL * TL, .groups = tiles};
+}
+
+void fsl_cg_tiles_kloop(em *e, const char *acc, int64_t K, void (*load)(em *e, const void *ctx), const void *ctx) {
+  const fsl_cg_group *G = e->d->group;
+  char nk[32], ntl[32];
+  snprintf(nk, sizeof nk, "%lld", (long long)K);
+  snprintf(ntl, sizeof ntl, "%d", G->tile);
+  fsl_cg_line(e, "%s s = 0;", acc);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k0", .lo = "0", .hi = nk, .step = G->tile});
+  fsl_cg_open_scope(e);
+  load(e, ctx);
+  fsl_cg_line(e, "%s", G->barrier);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = ntl});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "s += (%s)ta_[ly_][k] * (%s)tb_[k][lx_];", acc, acc);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_line(e, "%s", G->barrier);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
+typedef struct mm_dims {
+  const char *T;
+  int64_t M, K, N;
+} mm_dims;
+
+/* The matmul's tiles at k0: a's rows m, b's columns n of batch b_. */
+static void mm_load(em *e, const void *ctx) {
+  const mm_dims *m = ctx;
+  long long M = (long long)m->M, K = (long long)m->K, N = (long long)m->N;
+  fsl_cg_line(e, "ta_[ly_][lx_] = m < %lld && k0 + lx_ < %lld ? a[(b_ * %lld + m) * %lld + k0 + lx_] : (%s)0;", M, K, M, K,
+              m->T);
+  fsl_cg_line(e, "tb_[ly_][lx_] = k0 + ly_ < %lld && n < %lld ? w[(b_ * %lld + k0 + ly_) * %lld + n] : (%s)0;", K, N, K, N,
+              m->T);
+}
+
+/* The tiled matmul of a dialect with work-groups (codegen.h): a tile of
+ * c per work-group, row m = the work-item's ly_, column n = its lx_. */
+static void tiled_matmul(em *e, const char *T, const char *acc, int64_t batch, int64_t M, int64_t K, int64_t N) {
+  int TL = e->d->group->tile;
+  int64_t tm = (M + TL - 1) / TL, tn = (N + TL - 1) / TL;
+  fsl_cg_tiles_open(e, T, batch * tm * tn);
+  fsl_cg_line(e, "const int64_t b_ = t_ / %lld, m = (t_ / %lld) %% %lld * %d + ly_, n = t_ %% %lld * %d + lx_;",
+              (long long)(tm * tn), (long long)tn, (long long)tm, TL, (long long)tn, TL);
+  mm_dims md = {.T = T, .M = M, .K = K, .N = N};
+  fsl_cg_tiles_kloop(e, acc, K, mm_load, &md);
+  fsl_cg_line(e, "if (m < %lld && n < %lld) c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, (long long)M,
+              (long long)N, T);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
+fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b, fsl_cg_launch *launch) {
   if (!d || !mm || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_matmul: NULL argument");
   const fsl_value *A = mm->in[0], *W = mm->in[1], *C = mm->out[0];
   fsl_dtype dt = A->dtype;
@@ -171,7 +241,9 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   snprintf(nm, sizeof nm, "%lld", (long long)M);
   snprintf(nn, sizeof nn, "%lld", (long long)N);
   snprintf(nk, sizeof nk, "%lld", (long long)K);
-  if (d->par_min == 0) {
+  if (fsl_cg_tiles_fit(d, dt)) {
+    tiled_matmul(&e, T, acc, batch, M, K, N);
+  } else if (d->par_min == 0) {
     /* every thread runs the kernel (GPU dialects): one thread per element of c */
     char nt[32];
     snprintf(nt, sizeof nt, "%lld", (long long)(batch * M * N));
@@ -201,7 +273,10 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
       fsl_cg_line(&e, "}");
     }
   }
-  return fsl_cg_kernel_close(&e, &body, b);
+  fsl_cg_launch L = e.launch;
+  fsl_status st = fsl_cg_kernel_close(&e, &body, b);
+  if (st == FSL_OK && launch) *launch = L;
+  return st;
 }
 
 extern const char fsl_cg_helpers[]; /* helpers.h, embedded by cmake/embed.cmake */

@@ -51,6 +51,43 @@ static void acc_of(const fsl_dialect *d, const fsl_node *n, red_acc *a) {
   }
 }
 
+/* Bytes of reduce node n's accumulator (acc_of). */
+static int acc_bytes(const fsl_node *n) {
+  fsl_dtype dt = n->in[0]->dtype;
+  if (is_f(dt) && n->op != FSL_OP_reduce_sum && n->op != FSL_OP_reduce_prod) return (int)fsl_dtype_size(dt);
+  return 8;
+}
+
+/* Work-group rows (dialect group): combines the work-items' accumulators
+ * a<k> (and NaN flags n<k>) of reduce node n through lr<k>[] in local
+ * memory, a tree of halving strides with a barrier after each step;
+ * every work-item leaves with the row's a<k> (and n<k>).  A barrier after
+ * the read lets the next row write lr<k>[] again. */
+static void group_tree(em *e, const fsl_node *n, int k, const red_acc *a) {
+  const fsl_cg_group *G = e->d->group;
+  fsl_op op = n->op;
+  bool fl = is_f(n->in[0]->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
+  if (fl && mx) fsl_cg_line(e, "lr%d[l_] = n%d ? (%s)NAN : a%d;", k, k, a->type, k);
+  else fsl_cg_line(e, "lr%d[l_] = a%d;", k, k);
+  fsl_cg_line(e, "%s", G->barrier);
+  fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", e->launch.group_size / 2);
+  fsl_cg_open_scope(e);
+  if (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)
+    fsl_cg_line(e, "if (l_ < s_) lr%d[l_] %s= lr%d[l_ + s_];", k, op == FSL_OP_reduce_sum ? "+" : "*", k);
+  else if (fl) /* NaN-propagating (helpers.h) */
+    fsl_cg_line(e, "if (l_ < s_) lr%d[l_] = fsl_%s%s(lr%d[l_], lr%d[l_ + s_]);", k, op == FSL_OP_reduce_max ? "max" : "min",
+                n->in[0]->dtype == FSL_DT_F32 ? "f" : "d", k, k);
+  else
+    fsl_cg_line(e, "if (l_ < s_ && lr%d[l_ + s_] %s lr%d[l_]) lr%d[l_] = lr%d[l_ + s_];", k,
+                op == FSL_OP_reduce_max ? ">" : "<", k, k, k);
+  fsl_cg_line(e, "%s", G->barrier);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_line(e, "a%d = lr%d[0];", k, k);
+  if (fl && mx) fsl_cg_line(e, "n%d = a%d != a%d;", k, k, k);
+  fsl_cg_line(e, "%s", G->barrier);
+}
+
 #define SUM_BLOCK 256  /* f32 sums: elements per float partial sum (then added in double) */
 
 /* Emits, at the current position (inside a row with kept coordinates
@@ -74,7 +111,8 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   fsl_op op = n->op;
   bool arg = op == FSL_OP_argmax || op == FSL_OP_argmin;
   bool fl = is_f(x->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
-  bool fsum = fl && op == FSL_OP_reduce_sum && x->dtype == FSL_DT_F32 && inner >= 8;
+  /* a work-item's strided part of a group row adds straight into double */
+  bool fsum = !e->grp && fl && op == FSL_OP_reduce_sum && x->dtype == FSL_DT_F32 && inner >= 8;
   bool blocked = fsum && inner > SUM_BLOCK;
   red_acc a;
   const char *T = fsl_cg_ctype(e->d, x->dtype);
@@ -111,6 +149,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     if (r1[0]) jl.red[jl.n_red++] = r1;
     jl.red[jl.n_red++] = "|:e_";
   }
+  if (e->grp) jl = (fsl_cg_loop){.kind = FSL_CG_LANES, .var = "j_", .lo = "0", .hi = n_inner, .step = e->launch.group_size};
   fsl_cg_loop_open(e, &jl);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
@@ -162,6 +201,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   }
   fsl_cg_loop_end(e, &lc);
   if (!ok) return false;
+  if (e->grp) group_tree(e, n, k, &a);
   const char *Y = fsl_cg_ctype(e->d, n->out[0]->dtype);
   if (arg) fsl_cg_line(e, "const int64_t r%d = a%d;", k, k);
   else if (fl && mx) fsl_cg_line(e, "const %s r%d = n%d ? (%s)NAN : (%s)a%d;", Y, k, k, Y, Y, k);
@@ -196,16 +236,44 @@ static bool reaches(const em *e, const fsl_value *v, const fsl_value *x, int dep
 }
 
 /* Opens the loop over the `outer` kept-space rows of a reduction whose
- * rows have `inner` elements (parallel when the work is large), and the
- * row's error flag. */
+ * rows have `inner` elements (parallel when the work is large; one
+ * work-group per row in a group body), and the row's error flag. */
 static void row_loop_open(em *e, int64_t outer, int64_t inner) {
   char n_outer[32];
   snprintf(n_outer, sizeof n_outer, "%lld", (long long)outer);
   bool par = outer * inner > e->d->par_min && (outer > 1 || e->d->par_min == 0);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = par ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = e->grp ? FSL_CG_GROUPS : par ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
                                      .var = "o_", .lo = "0", .hi = n_outer, .n_red = 1, .red = {"|:err_"}});
   fsl_cg_open_scope(e);
   fsl_cg_line(e, "int e_ = 0;");
+}
+
+/* Whether the fused body runs its rows with work-groups (e->grp): the
+ * dialect has them, rows have more than one element, no reduction is an
+ * argmax/argmin (ties would need the index in the tree too) and the
+ * accumulators fit in local memory.  Then declares them at kernel scope,
+ * lr<k>[size], and l_, the work-item's index in its group, and sets the
+ * launch: one group per row, of the dialect's group size or, for shorter
+ * rows, the smallest power of two that covers a row. */
+static void group_open(em *e, const fsl_node **red, int nr, int64_t outer, int64_t inner) {
+  const fsl_cg_group *G = e->d->group;
+  if (!G || inner <= 1) return;
+  int gs = 1;
+  while (gs < G->size && gs < inner) gs *= 2;
+  long long bytes = 0;
+  for (int k = 0; k < nr; k++) {
+    if (red[k]->op == FSL_OP_argmax || red[k]->op == FSL_OP_argmin) return;
+    bytes += (long long)acc_bytes(red[k]) * gs;
+  }
+  if (bytes > G->local_bytes) return;
+  e->grp = true;
+  e->launch = (fsl_cg_launch){.group_size = gs, .groups = outer};
+  for (int k = 0; k < nr; k++) {
+    red_acc a;
+    acc_of(e->d, red[k], &a);
+    fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, a.type, k, gs);
+  }
+  fsl_cg_line(e, "const int64_t l_ = %s;", G->local_id);
 }
 
 /* Fused REDUCE body: one parallel loop over the kept space; per row every
@@ -270,6 +338,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
     }
   }
   if (ok) {
+    group_open(e, red, nr, outer, inner);
     row_loop_open(e, outer, inner);
     coords c;
     c.rank = r;
@@ -291,8 +360,19 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
       ok = reduce_row(e, red[k], k, &c, k == ck ? cj : -1, k == ck ? &oc[cj] : NULL);
       e->n_red = k + 1;
     }
+    /* kept-space outputs: once per row (the group's first work-item) */
+    bool any_kept = false;
+    for (int j = 0; j < s->n_out; j++) any_kept = any_kept || cls[j] == 1;
+    if (any_kept && e->grp) {
+      fsl_cg_line(e, "if (l_ == 0) {");
+      fsl_cg_open_scope(e);
+    }
     for (int j = 0; j < s->n_out && ok; j++)
       if (cls[j] == 1) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
+    if (any_kept && e->grp) {
+      fsl_cg_close_scope(e);
+      fsl_cg_line(e, "}");
+    }
     bool any_row = false;
     for (int j = 0; j < s->n_out; j++) any_row = any_row || cls[j] == 2;
     if (ok && any_row) {
@@ -303,7 +383,9 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
       fsl_cg_loop_begin(e, &lc, "j", "");
       char n_inner[32];
       snprintf(n_inner, sizeof n_inner, "%lld", (long long)inner);
-      fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "j_", .lo = "0", .hi = n_inner});
+      /* in a group row, each work-item writes the elements it reduced (the cached ones among them) */
+      fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = e->grp ? FSL_CG_LANES : FSL_CG_SERIAL, .var = "j_", .lo = "0",
+                                         .hi = n_inner, .step = e->grp ? e->launch.group_size : 1});
       fsl_cg_open_scope(e);
       e->body_depth = e->depth;
       coords jc = c;

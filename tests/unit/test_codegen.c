@@ -62,7 +62,7 @@ static void check_kernel(fsl_graph *g, double lo, double hi, const char *must, c
                       .in = g->inputs, .n_out = g->n_outputs, .out = g->outputs};
   fsl_sbuf src = {0};
   fsl_codegen_prelude(&fsl_dialect_c, &src);
-  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, &src);
+  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL);
   if (st != FSL_OK) fprintf(stderr, "%s: %s\n", what, fsl_last_error());
   assert_int_equal(st, FSL_OK);
   assert_false(src.oom);
@@ -189,7 +189,7 @@ static void test_unsupported_dtype(void **state) {
   fsl_cg_spec spec = {.g = g, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = g->n_inputs, .in = g->inputs,
                       .n_out = g->n_outputs, .out = g->outputs};
   fsl_sbuf src = {0};
-  assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src), FSL_ERR_UNSUPPORTED);
+  assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_ERR_UNSUPPORTED);
   assert_non_null(strstr(fsl_last_error(), "float16"));
   assert_null(src.p); /* nothing appended */
   fsl_graph_free(g);

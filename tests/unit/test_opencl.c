@@ -1,9 +1,12 @@
 /* test_opencl.c — the OpenCL C dialect and the OpenCL backend
  * (src/backend/opencl): the same kernel rendered in C and OpenCL C differs
- * only where the dialect table says; plans run on the device (PoCL in CI)
- * match the reference interpreter for odd thread counts (1, 7, 1023, 1025
- * elements) and for reductions over rows shorter than, as long as and
- * longer than a work-group (64); a program the device's compiler rejects
+ * only where the dialect table says (with and without work-groups); plans
+ * run on the device (PoCL in CI) match the reference interpreter for odd
+ * thread counts (1, 7, 1023, 1025 elements), for reductions over rows
+ * shorter than, as long as and longer than a work-group (64), and for
+ * matmuls and convolutions through local tiles at odd sizes; work-group
+ * code falls back to one work-item per row / element when local memory
+ * is short; a program the device's compiler rejects
  * is a clear error with the build log and leaves nothing in the cache.
  * The tests that need a device are skipped, with a message, when no
  * OpenCL platform is found. */
@@ -35,12 +38,19 @@ static bool have_device(void) {
   return false;
 }
 
-/* Removes every occurrence of pat from s (in place). */
-static void strip(char *s, const char *pat) {
-  size_t n = strlen(pat);
-  char *p;
-  while ((p = strstr(s, pat)) != NULL) memmove(p, p + n, strlen(p + n) + 1);
+/* Replaces every occurrence of pat in s by rep, no longer than pat (in place). */
+static void replace(char *s, const char *pat, const char *rep) {
+  size_t n = strlen(pat), m = strlen(rep);
+  char *p = s;
+  while ((p = strstr(p, pat)) != NULL) {
+    memcpy(p, rep, m);
+    memmove(p + m, p + n, strlen(p + n) + 1);
+    p += m;
+  }
 }
+
+/* Removes every occurrence of pat from s (in place). */
+static void strip(char *s, const char *pat) { replace(s, pat, ""); }
 
 /* Removes whole lines that start (after spaces) with prefix. */
 static void strip_lines(char *s, const char *prefix) {
@@ -64,63 +74,132 @@ static char *body_of(const char *src) {
   return s;
 }
 
-/* Renders all nodes of g as one kernel in dialect d. */
-static char *render(const fsl_dialect *d, fsl_graph *g) {
+/* Renders all nodes of g as one kernel in dialect d (a matmul or conv node
+ * alone through fsl_codegen_matmul / fsl_codegen_conv when there is one);
+ * *launch as reported. */
+static char *render(const fsl_dialect *d, fsl_graph *g, fsl_cg_launch *launch) {
   fsl_node *nodes[16];
-  for (int i = 0; i < g->n_nodes; i++) nodes[i] = g->nodes[i];
+  const fsl_node *lin = NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    nodes[i] = g->nodes[i];
+    if (nodes[i]->op == FSL_OP_matmul || nodes[i]->op == FSL_OP_conv) lin = nodes[i];
+  }
   fsl_cg_spec spec = {.g = g, .id = 7, .n_nodes = g->n_nodes, .nodes = nodes, .n_in = g->n_inputs, .in = g->inputs,
                       .n_out = g->n_outputs, .out = g->outputs};
   fsl_sbuf b = {0};
-  assert_int_equal(fsl_codegen_kernel(d, &spec, &b), FSL_OK);
+  fsl_status st = !lin                         ? fsl_codegen_kernel(d, &spec, &b, launch)
+                  : lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, 7, lin, &b, launch)
+                                               : fsl_codegen_conv(d, 7, lin, &b, launch);
+  assert_int_equal(st, FSL_OK);
   char *s = body_of(b.p);
   fsl_sbuf_free(&b);
   return s;
 }
 
-/* The same LOOP and REDUCE kernels in C and OpenCL C: after removing what
- * the table gives each dialect (signature, the in/out arrays OpenCL
- * builds, buf_space, OpenMP pragmas, the grid-stride form of PARALLEL
- * loops, the error report) the texts are equal.  par_min, which decides
- * the loop structure, is set to OpenCL's in the C dialect. */
+/* What the OpenCL table gives its kernels, removed or turned into the C
+ * dialect's text: the arrays of buffers and the address space, the
+ * grid-stride forms of PARALLEL, GROUPS and LANES loops, the error report,
+ * and the work-group strings (local_kw, local_id, barrier) into the
+ * markers of test_dialect_table's group table. */
+static void opencl_as_c(char *cl) {
+  strip_lines(cl, "__global const void *in[");
+  strip_lines(cl, "__global void *out[");
+  strip(cl, "__global ");
+  strip(cl, "__local ");
+  strip(cl, " + (int64_t)get_global_id(0)");
+  replace(cl, " += (int64_t)get_global_size(0)", "++");
+  strip(cl, " + (int64_t)get_group_id(0)");
+  replace(cl, " += (int64_t)get_num_groups(0)", "++");
+  strip(cl, " + (int64_t)get_local_id(0)");
+  replace(cl, "(int64_t)get_local_id(0)", "LID");
+  replace(cl, "barrier(CLK_LOCAL_MEM_FENCE);", "BARRIER;");
+  strip_lines(cl, "if (err_) atomic_or(err_buf + err_i, err_);");
+}
+
+/* The test graphs: 0 a LOOP kernel, 1 a row sum, 2 softmax (max, sum of
+ * exp, a row-space output) beside the row sum (a kept-space output), 3 a
+ * batched matmul of odd sizes, 4 a padded 3x3 convolution of 3 to 4
+ * channels over 5x5. */
+static fsl_graph *table_graph(int t) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  if (t == 4) {
+    int64_t xd[] = {1, 3, 5, 5}, wd[] = {4, 3, 3, 3}, one[] = {1, 1}, pads[] = {1, 1, 1, 1};
+    fsl_value *z = fsl_b_conv(&b, input(g, "x", 4, xd), input(g, "w", 4, wd), one, one, pads, 1, NULL);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, z);
+    return g;
+  }
+  if (t == 3) {
+    int64_t ad[] = {2, 7, 13}, bd[] = {2, 13, 5};
+    fsl_value *z = fsl_b_matmul(&b, input(g, "a", 3, ad), input(g, "b", 3, bd));
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, z);
+    return g;
+  }
+  int64_t dims[] = {3, 5}, axis = 1;
+  fsl_value *x = input(g, "x", 2, dims);
+  fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_mul, fsl_b_unary(&b, FSL_OP_tanh, x), 2.0);
+  if (t >= 1) {
+    fsl_value *sum = fsl_b_reduce(&b, FSL_OP_reduce_sum, y, &axis, 1, true);
+    if (t == 2) {
+      fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+      fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
+      fsl_graph_add_output(g, fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true)));
+    }
+    y = sum;
+  }
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  return g;
+}
+
+/* The same kernels (LOOP, REDUCE, matmul, conv) in C and OpenCL C differ
+ * only where the dialect table says.  Without work-groups (the OpenCL dialect with group NULL, one
+ * thread per element or row): after opencl_as_c the texts are equal to
+ * C's with OpenCL's par_min (0: every thread runs the kernel, PARALLEL
+ * loops divide the work), OpenMP pragmas and the error report removed.
+ * With work-groups (REDUCE rows, the tiled matmul): the same holds against
+ * the C dialect given a group table of markers (C prints GROUPS and LANES
+ * loops as plain loops): the tree, the tiles and the loop structure are
+ * the shared generator's.  The launch is reported for group kernels only. */
 static void test_dialect_table(void **state) {
   (void)state;
-  for (int t = 0; t < 2; t++) {
-    fsl_graph *g = fsl_graph_new();
-    fsl_builder b = B_INIT(g);
-    int64_t dims[] = {3, 5}, axis = 1;
-    fsl_value *x = input(g, "x", 2, dims);
-    fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_mul, fsl_b_unary(&b, FSL_OP_tanh, x), 2.0);
-    if (t == 1) y = fsl_b_reduce(&b, FSL_OP_reduce_sum, y, &axis, 1, true);
-    assert_int_equal(b.st, FSL_OK);
-    fsl_graph_add_output(g, y);
-    /* the C dialect with OpenCL's par_min (0: every thread runs the kernel,
-     * PARALLEL loops over elements / rows divide the work) */
-    fsl_dialect c0 = fsl_dialect_c;
-    c0.par_min = fsl_dialect_opencl.par_min;
-    char *c = render(&c0, g), *cl = render(&fsl_dialect_opencl, g);
-    /* OpenCL only: the arrays of buffers and the address space */
-    assert_non_null(strstr(cl, "__global const void *in[1] = {p0 + o0};"));
-    assert_non_null(strstr(cl, "get_global_id(0)"));
-    strip_lines(cl, "__global const void *in[");
-    strip_lines(cl, "__global void *out[");
-    strip(cl, "__global ");
-    /* the PARALLEL loop: an OpenMP pragma in C, a grid-stride loop in OpenCL */
-    strip(cl, " + (int64_t)get_global_id(0)");
-    strip_lines(c, "#pragma omp");
-    char *p;
-    while ((p = strstr(cl, " += (int64_t)get_global_size(0)")) != NULL) {
-      memcpy(p, "++", 2);
-      memmove(p + 2, p + strlen(" += (int64_t)get_global_size(0)"), strlen(p + strlen(" += (int64_t)get_global_size(0)")) + 1);
+  static const fsl_cg_group markers = {.size = 64, .tile = 16, .local_bytes = 32768, .local_kw = "", .local_id = "LID",
+                                       .barrier = "BARRIER;"};
+  fsl_dialect c0 = fsl_dialect_c, o0 = fsl_dialect_opencl;
+  c0.par_min = fsl_dialect_opencl.par_min;
+  o0.group = NULL;
+  fsl_dialect c1 = c0;
+  c1.group = &markers;
+  for (int t = 0; t < 5; t++)
+    for (int grp = 0; grp < 2; grp++) {
+      fsl_graph *g = table_graph(t);
+      fsl_cg_launch lc = {.group_size = -1}, lo = {.group_size = -1};
+      char *c = render(grp ? &c1 : &c0, g, &lc), *cl = render(grp ? &fsl_dialect_opencl : &o0, g, &lo);
+      if (t == 0) assert_non_null(strstr(cl, "__global const void *in[1] = {p0 + o0};"));
+      assert_non_null(strstr(cl, grp && t ? "get_group_id(0)" : "get_global_id(0)"));
+      assert_int_equal(lc.group_size, lo.group_size);
+      assert_int_equal(lc.groups, lo.groups);
+      /* rows of 5 elements with 8 work-items each; the matmul's 7 x 5 in one 16 x 16 tile per batch; the
+       * conv's 4 channels x 25 positions in two */
+      int want_size[] = {0, 8, 8, 256, 256}, want_groups[] = {0, 3, 3, 2, 2};
+      assert_int_equal(lo.group_size, grp ? want_size[t] : 0);
+      assert_int_equal(lo.groups, grp ? want_groups[t] : 0);
+      if (grp && t == 2) {
+        assert_non_null(strstr(cl, "__local float lr1[8];")); /* the row max */
+        assert_non_null(strstr(cl, "fsl_maxf(lr1[l_], lr1[l_ + s_])"));
+      }
+      opencl_as_c(cl);
+      strip_lines(c, "#pragma omp");
+      strip_lines(c, "return err_;");
+      strip_lines(c, "return 0;");
+      if (strcmp(c, cl)) fprintf(stderr, "C:\n%s\nOpenCL:\n%s\n", c, cl);
+      assert_string_equal(c, cl);
+      free(c);
+      free(cl);
+      fsl_graph_free(g);
     }
-    /* the last statement: the error report */
-    strip_lines(c, "return err_;");
-    strip_lines(cl, "if (err_) atomic_or(err_buf + err_i, err_);");
-    if (strcmp(c, cl)) fprintf(stderr, "C:\n%s\nOpenCL:\n%s\n", c, cl);
-    assert_string_equal(c, cl);
-    free(c);
-    free(cl);
-    fsl_graph_free(g);
-  }
 }
 
 /* Runs g's plan (strategy s) on the OpenCL backend and compares every
@@ -190,14 +269,17 @@ static void test_odd_sizes(void **state) {
     }
 }
 
-/* Sums, maxima and softmax over rows of 1, 63, 64, 65 and 1000 elements
- * (shorter than, as long as and longer than a 64-item work-group), with
- * 3 and 130 rows. */
+/* Sums, maxima, minima, an integer maximum and softmax over rows of 1, 5,
+ * 63, 64, 65 and 1000 elements (shorter than, as long as and longer than
+ * a 64-item work-group), with 3 and 130 rows: rows of more than one
+ * element run with one work-group each (of 8 work-items for rows of 5),
+ * in one kernel (greedy) and one kernel per node (unfused). */
 static void test_reduce_rows(void **state) {
   (void)state;
   if (!have_device()) skip();
-  int64_t lens[] = {1, 63, 64, 65, 1000}, rows[] = {3, 130};
-  for (int t = 0; t < 5; t++)
+  int64_t lens[] = {1, 5, 63, 64, 65, 1000}, rows[] = {3, 130};
+  int groups[] = {0, 8, 64, 64, 64, 64}; /* work-items per row: none (one work-item per row), a power of two up to 64 */
+  for (int t = 0; t < 6; t++)
     for (int r = 0; r < 2; r++) {
       fsl_graph *g = fsl_graph_new();
       fsl_builder b = B_INIT(g);
@@ -207,17 +289,111 @@ static void test_reduce_rows(void **state) {
       fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
       fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
       fsl_value *sm = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
+      /* the NaN-propagating min and an integer max in the same rows */
+      fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, true);
+      fsl_value *ix = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, x, 100.0), FSL_DT_I32);
+      fsl_value *im = fsl_b_reduce(&b, FSL_OP_reduce_max, ix, &axis, 1, true);
       assert_int_equal(b.st, FSL_OK);
       fsl_graph_add_output(g, s);
       fsl_graph_add_output(g, sm);
+      fsl_graph_add_output(g, mn);
+      fsl_graph_add_output(g, im);
       void *in[] = {random_data(x, -4, 4)};
       char what[64];
       snprintf(what, sizeof what, "reduce %lld rows of %lld", (long long)rows[r], (long long)lens[t]);
+      fsl_cg_launch l = {.group_size = -1};
+      free(render(&fsl_dialect_opencl, g, &l));
+      assert_int_equal(l.group_size, groups[t]);
       check_on_device(g, in, FSL_STRATEGY_GREEDY, 1e-4, what); /* f32 block sums (docs/primitives.md) */
       check_on_device(g, in, FSL_STRATEGY_UNFUSED, 1e-4, what);
       free(in[0]);
       fsl_graph_free(g);
     }
+}
+
+/* The tiled matmul (16 x 16 work-items per tile of the result, the K axis
+ * through local tiles) at odd sizes: 1x1x1, 7x13x5, 65x33x17 and a batch
+ * of 3 of 20x30x40 (M x K x N), alone (unfused) and with a bias + ReLU
+ * epilogue (greedy: one LINEAR kernel, the epilogue a second launch). */
+static void test_matmul_sizes(void **state) {
+  (void)state;
+  if (!have_device()) skip();
+  int64_t sz[][4] = {{1, 1, 1, 1}, {1, 7, 13, 5}, {1, 65, 33, 17}, {3, 20, 30, 40}};
+  for (int t = 0; t < 4; t++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t ad[] = {sz[t][0], sz[t][1], sz[t][2]}, bd[] = {sz[t][0], sz[t][2], sz[t][3]}, cd[] = {sz[t][3]};
+    fsl_value *a = input(g, "a", 3, ad), *w = input(g, "b", 3, bd), *c = input(g, "c", 1, cd);
+    fsl_value *z = fsl_b_matmul(&b, a, w);
+    fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, z, c), 0.0);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    void *in[] = {random_data(a, -1, 1), random_data(w, -1, 1), random_data(c, -1, 1)};
+    char what[64];
+    snprintf(what, sizeof what, "matmul %lld x %lldx%lldx%lld", (long long)sz[t][0], (long long)sz[t][1],
+             (long long)sz[t][2], (long long)sz[t][3]);
+    check_on_device(g, in, FSL_STRATEGY_GREEDY, 1e-5, what);
+    check_on_device(g, in, FSL_STRATEGY_UNFUSED, 1e-5, what);
+    for (int i = 0; i < 3; i++) free(in[i]);
+    fsl_graph_free(g);
+  }
+}
+
+/* The convolution as an implicit matmul through local tiles: 2-D with
+ * pads and a 1x1 image, strides, dilations, groups (depthwise too),
+ * lhs dilation (ConvTranspose's form) and a 1-D case, with a bias + ReLU
+ * epilogue (greedy) and alone (unfused). */
+static void test_conv_tiles(void **state) {
+  (void)state;
+  if (!have_device()) skip();
+  /* N, C, M, group, spatial rank, input size, kernel size, stride, dilation, pad, lhs dilation */
+  int64_t cs[][11] = {{1, 3, 5, 1, 2, 7, 3, 1, 1, 1, 1},  {2, 4, 6, 2, 2, 9, 3, 2, 1, 0, 1}, {1, 8, 8, 8, 2, 5, 3, 1, 2, 2, 1},
+                      {1, 2, 3, 1, 2, 4, 3, 1, 1, 2, 2},  {1, 17, 33, 1, 2, 1, 1, 1, 1, 0, 1}, {3, 5, 7, 1, 1, 20, 4, 3, 1, 1, 1}};
+  for (int t = 0; t < 6; t++) {
+    const int64_t *c = cs[t];
+    int k = (int)c[4];
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t xd[4] = {c[0], c[1], c[5], c[5]}, wd[4] = {c[2], c[1] / c[3], c[6], c[6]}, bd[3] = {c[2], 1, 1};
+    int64_t st[2] = {c[7], c[7]}, dl[2] = {c[8], c[8]}, pads[4] = {c[9], c[9], c[9], c[9]}, ld[2] = {c[10], c[10]};
+    fsl_value *x = input(g, "x", 2 + k, xd), *w = input(g, "w", 2 + k, wd), *bias = input(g, "b", 1 + k, bd);
+    fsl_value *y = fsl_b_conv(&b, x, w, st, dl, pads, c[3], ld);
+    y = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, y, bias), 0.0);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    void *in[] = {random_data(x, -1, 1), random_data(w, -1, 1), random_data(bias, -1, 1)};
+    char what[64];
+    snprintf(what, sizeof what, "conv case %d", t);
+    check_on_device(g, in, FSL_STRATEGY_GREEDY, 1e-5, what);
+    check_on_device(g, in, FSL_STRATEGY_UNFUSED, 1e-5, what);
+    for (int i = 0; i < 3; i++) free(in[i]);
+    fsl_graph_free(g);
+  }
+}
+
+/* Work-group code only within the local memory the table allows: with
+ * less than a row's accumulators or two matmul / conv tiles need, the
+ * generator falls back to one work-item per row / per output element (no
+ * launch geometry, no __local array). */
+static void test_local_memory_fallback(void **state) {
+  (void)state;
+  fsl_cg_group small = *fsl_dialect_opencl.group;
+  fsl_dialect d = fsl_dialect_opencl;
+  d.group = &small;
+  for (int t = 2; t < 5; t++) {
+    fsl_graph *g = table_graph(t);
+    for (int fits = 0; fits < 2; fits++) {
+      /* softmax + row sum: 8 work-items of two double and one float accumulators; matmul, conv: two 16 x 16 float tiles */
+      small.local_bytes = t == 2 ? (fits ? 20 * 8 : 20 * 8 - 1) : (fits ? 2048 : 2047);
+      fsl_cg_launch l = {.group_size = -1};
+      char *cl = render(&d, g, &l);
+      assert_int_equal(l.group_size, fits ? (t == 2 ? 8 : 256) : 0);
+      assert_int_equal(strstr(cl, "__local ") != NULL, fits);
+      assert_int_equal(strstr(cl, "barrier(") != NULL, fits);
+      free(cl);
+    }
+    fsl_graph_free(g);
+  }
 }
 
 /* A kernel the dialect cannot take in one piece (a reduction read outside
@@ -257,7 +433,7 @@ static void test_split_kernel(void **state) {
   fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = k->n_nodes, .nodes = k->nodes, .n_in = k->n_in, .in = k->in,
                       .n_out = k->n_out, .out = k->out};
   fsl_sbuf sb = {0};
-  assert_int_equal(fsl_codegen_kernel(&fsl_dialect_opencl, &spec, &sb), FSL_ERR_UNSUPPORTED);
+  assert_int_equal(fsl_codegen_kernel(&fsl_dialect_opencl, &spec, &sb, NULL), FSL_ERR_UNSUPPORTED);
   fsl_error_clear();
   fsl_sbuf_free(&sb);
   void *in[] = {random_data(x, -3, 3)};
@@ -331,6 +507,9 @@ int main(void) {
       cmocka_unit_test(test_dialect_table),
       cmocka_unit_test(test_odd_sizes),
       cmocka_unit_test(test_reduce_rows),
+      cmocka_unit_test(test_matmul_sizes),
+      cmocka_unit_test(test_conv_tiles),
+      cmocka_unit_test(test_local_memory_fallback),
       cmocka_unit_test(test_split_kernel),
       cmocka_unit_test(test_supports),
       cmocka_unit_test(test_build_failure),

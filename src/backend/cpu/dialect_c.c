@@ -16,7 +16,10 @@ static void c_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
 }
 
 /* "#pragma omp parallel for [collapse(N)] schedule(static) [reduction(..)]..."
- * for parallel loops, "#pragma omp simd reduction(..)..." for SIMD ones. */
+ * for parallel loops, "#pragma omp simd reduction(..)..." for SIMD ones;
+ * every other kind is a plain loop (GROUPS and LANES only come from a
+ * dialect with work-groups: the unit test of the OpenCL table gives C
+ * one). */
 static void c_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char *head, size_t hcap) {
   size_t o = 0;
   annot[0] = 0;
@@ -27,7 +30,7 @@ static void c_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char *
   } else if (L->kind == FSL_CG_SIMD) {
     o += (size_t)snprintf(annot + o, acap - o, "#pragma omp simd");
   }
-  for (int i = 0; L->kind != FSL_CG_SERIAL && i < L->n_red && o < acap; i++)
+  for (int i = 0; (L->kind == FSL_CG_PARALLEL || L->kind == FSL_CG_SIMD) && i < L->n_red && o < acap; i++)
     o += (size_t)snprintf(annot + o, acap - o, " reduction(%s)", L->red[i]);
   fsl_cg_for_line(L, head, hcap);
 }

@@ -100,7 +100,7 @@ static fsl_status add_gen(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_
   if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
   fsl_cg_spec spec = {.g = L->g, .id = L->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                       .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
-  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, &L->src);
+  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, &L->src, NULL);
   if (st == FSL_ERR_UNSUPPORTED) {
     note_fallback(L, ki, k, fsl_last_error());
     fsl_error_clear();
@@ -161,7 +161,7 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
   /* generated matmul over the (view-resolved) operands */
   if (lin->op == FSL_OP_matmul) {
     fsl_sbuf tmp = {0};
-    if (fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, &tmp) == FSL_OK && !tmp.oom) {
+    if (fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, &tmp, NULL) == FSL_OK && !tmp.oom) {
       fsl_sbuf_puts(&L->src, tmp.p);
       fsl_sbuf_free(&tmp);
       fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);

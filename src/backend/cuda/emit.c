@@ -63,7 +63,7 @@ static fsl_status gen_nodes(fsl_cuda_emitter *e, const fsl_plan *p, int ki, cons
   fsl_cg_spec spec = {.g = p->g, .id = e->next_id, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                       .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
   fsl_sbuf tmp = {0};
-  fsl_status st = take(e, ki, n ? nodes[0] : NULL, part, fsl_codegen_kernel(&fsl_dialect_cuda, &spec, &tmp), &tmp);
+  fsl_status st = take(e, ki, n ? nodes[0] : NULL, part, fsl_codegen_kernel(&fsl_dialect_cuda, &spec, &tmp, NULL), &tmp);
   free(ins.p);
   return st;
 }
@@ -81,8 +81,8 @@ static fsl_status gen_linear(fsl_cuda_emitter *e, const fsl_plan *p, int ki, con
   if (st == FSL_OK) {
     fsl_sbuf tmp = {0};
     bool mm = sp.lin->op == FSL_OP_matmul;
-    st = mm ? fsl_codegen_matmul(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp)
-         : sp.lin->op == FSL_OP_conv ? fsl_codegen_conv(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp)
+    st = mm ? fsl_codegen_matmul(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, NULL)
+         : sp.lin->op == FSL_OP_conv ? fsl_codegen_conv(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, NULL)
                                      : fsl_errorf(FSL_ERR_UNSUPPORTED, "no generated code for %s",
                                                   fsl_op_get(sp.lin->op)->name);
     st = take(e, ki, sp.lin, mm ? "matmul" : "conv", st, &tmp);

@@ -18,15 +18,39 @@ static void ocl_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
   fsl_sbuf_printf(b, "%s};\n", n_out ? "" : "0");
 }
 
-/* PARALLEL: a grid-stride loop; SERIAL and SIMD: a loop in the work-item. */
+/* PARALLEL: a grid-stride loop over work-items; GROUPS: the same over
+ * work-groups; LANES: over the work-items of the group (step: the group
+ * size); SERIAL and SIMD: a loop in the work-item. */
 static void ocl_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char *head, size_t hcap) {
   (void)acap;
   annot[0] = 0;
-  if (L->kind == FSL_CG_PARALLEL)
+  char step[32];
+  switch (L->kind) {
+  case FSL_CG_PARALLEL:
     fsl_cg_grid_stride_line(L, "(int64_t)get_global_id(0)", "(int64_t)get_global_size(0)", head, hcap);
-  else
-    fsl_cg_for_line(L, head, hcap);
+    break;
+  case FSL_CG_GROUPS:
+    fsl_cg_grid_stride_line(L, "(int64_t)get_group_id(0)", "(int64_t)get_num_groups(0)", head, hcap);
+    break;
+  case FSL_CG_LANES:
+    snprintf(step, sizeof step, "%lld", L->step);
+    fsl_cg_grid_stride_line(L, "(int64_t)get_local_id(0)", step, head, hcap);
+    break;
+  default: fsl_cg_for_line(L, head, hcap);
+  }
 }
+
+/* 64 work-items per REDUCE row, 16 x 16 matmul tiles, within the 32 KiB
+ * of local memory every OpenCL 1.2 GPU has; the backend narrows these to
+ * the device it runs on (opencl.c). */
+static const fsl_cg_group ocl_group = {
+    .size = 64,
+    .tile = 16,
+    .local_bytes = 32768,
+    .local_kw = "__local ",
+    .local_id = "(int64_t)get_local_id(0)",
+    .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
+};
 
 const fsl_dialect fsl_dialect_opencl = {
     .name = "opencl",
@@ -41,4 +65,5 @@ const fsl_dialect fsl_dialect_opencl = {
     .par_min = 0,
     .kernel_open = ocl_kernel_open,
     .loop_header = ocl_loop_header,
+    .group = &ocl_group,
 };

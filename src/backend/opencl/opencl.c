@@ -4,9 +4,11 @@
  * compile lowers every kernel of a plan into steps, in plan order:
  *   - GEN: a kernel generated in the OpenCL C dialect (dialect_opencl.h):
  *     LOOP and REDUCE kernels whole (one generated kernel per node when
- *     the dialect cannot take them in one piece: multi-pass reductions);
+ *     the dialect cannot take them in one piece: multi-pass reductions;
+ *     a work-group per REDUCE row where the generator says so);
  *     a LINEAR kernel as a generated prologue, a generated matmul or
- *     direct convolution and a generated epilogue (codegen/linsplit.h);
+ *     convolution (tiled through local memory) and a generated epilogue
+ *     (codegen/linsplit.h);
  *   - HOST: the reference interpreter on the host for an opaque kernel (by
  *     design), and as the counted fallback for what the dialect cannot
  *     take (f16/bf16, scatters, integer convolutions): the
@@ -35,6 +37,7 @@ typedef struct ocl_step {
   int kernel;              /* the plan kernel it belongs to */
   int fn_id;               /* GEN: fsl_k<fn_id> */
   cl_kernel k;             /* GEN */
+  fsl_cg_launch launch;    /* GEN: what the generated code needs (work-groups) */
   size_t gsize, lsize;     /* GEN: global and local work size */
   int n_in, n_out;
   fsl_value **in, **out;   /* read and written values */
@@ -45,6 +48,8 @@ typedef struct ocl_step {
 typedef struct ocl_exe {
   const fsl_plan *p;
   const fsl_ocl_device *d;
+  fsl_dialect dia;         /* the OpenCL dialect, its work-groups narrowed to the device */
+  fsl_cg_group grp;        /* dia.group: sizes and local memory of this device */
   ocl_step *steps;
   int n_steps, cap_steps;
   bool *avail;             /* value id -> written by an earlier step (or input/constant) */
@@ -120,21 +125,24 @@ static size_t work_items(const ocl_step *s) {
 }
 
 /* Generates the nodes as kernel fsl_k<id> into dst; *ins receives the
- * values they read (the caller frees ins->p). */
+ * values they read (the caller frees ins->p), *launch how to launch it. */
 static fsl_status gen_one(ocl_exe *x, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out, int id,
-                          fsl_sbuf *dst, fsl_vlist *ins) {
+                          fsl_sbuf *dst, fsl_vlist *ins, fsl_cg_launch *launch) {
   if (!fsl_vl_add_inputs(ins, nodes, n)) return oom();
   fsl_cg_spec spec = {.g = x->p->g, .id = id, .n_nodes = n, .nodes = nodes, .n_in = ins->n,
                       .in = (fsl_value *const *)ins->p, .n_out = n_out, .out = outs};
-  return fsl_codegen_kernel(&fsl_dialect_opencl, &spec, dst);
+  return fsl_codegen_kernel(&x->dia, &spec, dst, launch);
 }
 
 /* The GEN step of the function generated next (fsl_k<next_fn>). */
 static fsl_status gen_step(ocl_exe *x, int ki, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out,
-                           const fsl_vlist *ins) {
+                           const fsl_vlist *ins, const fsl_cg_launch *launch) {
   ocl_step *s = new_step(x, STEP_GEN, ki);
   fsl_status st = fill_step(x, s, (fsl_value *const *)ins->p, ins->n, outs, n_out, nodes, n);
-  if (st == FSL_OK) s->fn_id = x->next_fn++;
+  if (st == FSL_OK) {
+    s->fn_id = x->next_fn++;
+    s->launch = *launch;
+  }
   return st;
 }
 
@@ -146,13 +154,14 @@ static fsl_status gen_step(ocl_exe *x, int ki, fsl_node *const *nodes, int n, fs
 static fsl_status add_gen_split(ocl_exe *x, int ki, fsl_node *const *nodes, int n) {
   fsl_sbuf tmp = {0};
   fsl_vlist *ins = calloc((size_t)n, sizeof *ins);
-  fsl_status st = ins ? FSL_OK : oom();
+  fsl_cg_launch *launch = calloc((size_t)n, sizeof *launch);
+  fsl_status st = ins && launch ? FSL_OK : oom();
   for (int i = 0; i < n && st == FSL_OK; i++) {
     fsl_value *o[16];
     int no = 0;
     for (int k = 0; k < nodes[i]->n_out && no < 16; k++)
       if (nodes[i]->out[k]) o[no++] = nodes[i]->out[k];
-    st = gen_one(x, &nodes[i], 1, o, no, x->next_fn + i, &tmp, &ins[i]);
+    st = gen_one(x, &nodes[i], 1, o, no, x->next_fn + i, &tmp, &ins[i], &launch[i]);
   }
   if (st == FSL_OK && tmp.oom) st = oom();
   if (st == FSL_OK) fsl_sbuf_puts(&x->src, tmp.p ? tmp.p : "");
@@ -161,10 +170,11 @@ static fsl_status add_gen_split(ocl_exe *x, int ki, fsl_node *const *nodes, int 
     int no = 0;
     for (int k = 0; k < nodes[i]->n_out && no < 16; k++)
       if (nodes[i]->out[k]) o[no++] = nodes[i]->out[k];
-    st = gen_step(x, ki, &nodes[i], 1, o, no, &ins[i]);
+    st = gen_step(x, ki, &nodes[i], 1, o, no, &ins[i], &launch[i]);
   }
   for (int i = 0; ins && i < n; i++) free(ins[i].p);
   free(ins);
+  free(launch);
   fsl_sbuf_free(&tmp);
   return st;
 }
@@ -174,8 +184,9 @@ static fsl_status add_gen_split(ocl_exe *x, int ki, fsl_node *const *nodes, int 
 static fsl_status add_gen(ocl_exe *x, int ki, fsl_node *const *nodes, int n, fsl_value *const *outs, int n_out) {
   if (n_out == 0) return FSL_OK;
   fsl_vlist ins = {0};
-  fsl_status st = gen_one(x, nodes, n, outs, n_out, x->next_fn, &x->src, &ins);
-  if (st == FSL_OK) st = gen_step(x, ki, nodes, n, outs, n_out, &ins);
+  fsl_cg_launch launch;
+  fsl_status st = gen_one(x, nodes, n, outs, n_out, x->next_fn, &x->src, &ins, &launch);
+  if (st == FSL_OK) st = gen_step(x, ki, nodes, n, outs, n_out, &ins, &launch);
   free(ins.p);
   if (st != FSL_ERR_UNSUPPORTED) return st;
   char why[256];
@@ -196,14 +207,18 @@ static fsl_status add_gen(ocl_exe *x, int ki, fsl_node *const *nodes, int n, fsl
 static fsl_status add_linear(ocl_exe *x, int ki, fsl_node *lin, fsl_value *const *lin_in) {
   if (lin->op == FSL_OP_matmul || lin->op == FSL_OP_conv) {
     fsl_sbuf tmp = {0};
-    fsl_status st = lin->op == FSL_OP_matmul ? fsl_codegen_matmul(&fsl_dialect_opencl, x->next_fn, lin, &tmp)
-                                              : fsl_codegen_conv(&fsl_dialect_opencl, x->next_fn, lin, &tmp);
+    fsl_cg_launch launch = {0};
+    fsl_status st = lin->op == FSL_OP_matmul ? fsl_codegen_matmul(&x->dia, x->next_fn, lin, &tmp, &launch)
+                                              : fsl_codegen_conv(&x->dia, x->next_fn, lin, &tmp, &launch);
     if (st == FSL_OK && !tmp.oom) {
       fsl_sbuf_puts(&x->src, tmp.p);
       fsl_sbuf_free(&tmp);
       ocl_step *s = new_step(x, STEP_GEN, ki);
       st = fill_step(x, s, lin_in, 2, lin->out, 1, &lin, 1);
-      if (st == FSL_OK) s->fn_id = x->next_fn++;
+      if (st == FSL_OK) {
+        s->fn_id = x->next_fn++;
+        s->launch = launch;
+      }
       return st;
     }
     fsl_sbuf_free(&tmp);
@@ -322,6 +337,24 @@ static fsl_status setup_gen(ocl_exe *x, ocl_step *s, int si) {
                       s->kernel, n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
                       (unsigned long long)lmem, x->d->name, (unsigned long long)x->d->local_mem);
   }
+  if (s->launch.group_size > 0) {
+    /* work-groups of exactly the size the code was generated for, at most
+     * 2^16 of them (a grid-stride loop over groups) */
+    size_t gs = (size_t)s->launch.group_size;
+    if (gs > kwg) {
+      const fsl_kernel *k = x->p->kernels.k[s->kernel];
+      const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
+      return fsl_errorf(FSL_ERR_UNSUPPORTED,
+                        "opencl backend, kernel %d (from %s '%s'): needs work-groups of %zu work-items, '%s' allows %zu "
+                        "for it",
+                        s->kernel, n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
+                        gs, x->d->name, kwg);
+    }
+    int64_t ng = s->launch.groups < 1 ? 1 : s->launch.groups < 65536 ? s->launch.groups : 65536;
+    s->lsize = gs;
+    s->gsize = (size_t)ng * gs;
+    return FSL_OK;
+  }
   /* a kernel whose outputs are all scalars has no PARALLEL loop: every
    * work-item would run it, which is wrong when it writes in place */
   bool scalar = true;
@@ -369,6 +402,13 @@ static fsl_status ocl_compile(const fsl_plan *p, void **exe) {
   if (!x) return oom();
   x->p = p;
   x->d = d;
+  /* work-groups no larger than the device allows, within its local memory */
+  x->grp = *fsl_dialect_opencl.group;
+  while (x->grp.size > 1 && (size_t)x->grp.size > d->max_wg) x->grp.size /= 2;
+  while (x->grp.tile > 1 && (size_t)(x->grp.tile * x->grp.tile) > d->max_wg) x->grp.tile /= 2;
+  x->grp.local_bytes = (long long)d->local_mem;
+  x->dia = fsl_dialect_opencl;
+  x->dia.group = &x->grp;
   const fsl_graph *g = p->g;
   size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
   x->avail = calloc(nv, sizeof(bool));
@@ -604,6 +644,7 @@ static bool ocl_supports(const fsl_graph *g, const fsl_kernel *k) {
   ocl_exe x;
   memset(&x, 0, sizeof x);
   x.p = &p;
+  x.dia = fsl_dialect_opencl;
   x.avail = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(bool));
   x.fell_back = calloc(1, sizeof(bool));
   bool ok = x.avail && x.fell_back;
