@@ -24,11 +24,11 @@ extern char **environ;
 
 /* The compiler flags of generated code: the one place they are set.
  * flags[1] is the target ISA's -march (isa.h). */
-#define N_FLAGS 6
+#define N_FLAGS 7
 static fsl_status cc_flags(const char *flags[N_FLAGS]) {
   fsl_cpu_isa isa;
   FSL_TRY(fsl_cpu_isa_get(&isa));
-  const char *f[N_FLAGS] = {"-O3", isa.march, "-fno-math-errno", "-fopenmp", "-fPIC", "-shared"};
+  const char *f[N_FLAGS] = {"-O3", isa.march, "-fno-math-errno", "-fno-trapping-math", "-fopenmp", "-fPIC", "-shared"};
   memcpy(flags, f, sizeof f);
   return FSL_OK;
 }

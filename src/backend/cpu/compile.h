@@ -3,7 +3,7 @@
  * (docs/cpu-backend.md), and the CPU backend's statistics.
  *
  * The source is compiled with
- *     $FSL_CC -O3 -march=M -fno-math-errno -fopenmp -fPIC -shared -o X.so X.c -lm
+ *     $FSL_CC -O3 -march=M -fno-math-errno -fno-trapping-math -fopenmp -fPIC -shared -o X.so X.c -lm
  * (M from the target ISA, FSL_CPU_ISA: native by default; isa.h)
  * (FSL_CC default "cc"; it may hold extra words, e.g. "ccache gcc") into
  *     $FSL_CACHE_DIR/<hash>.so, or ($XDG_CACHE_HOME or ~/.cache)/fissile/kernels/<hash>.so
