@@ -175,8 +175,46 @@ bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c);
 bool fsl_cg_same_shape(const fsl_value *a, const fsl_value *b);
 bool fsl_cg_output_loops(em *e, bool *done);
 
-/* reduce.c — REDUCE kernels: fused rows or passes through scratch buffers */
+/* reduce.c — REDUCE kernels: fused rows or passes through scratch buffers.
+ * red_mask: the reduced axes of reduce node n as a bit mask.  red_acc_of:
+ * the accumulator type and initial value of n (double for float sums and
+ * products, 64-bit for integers).  row_loop_open: the loop over `outer`
+ * kept-space rows of `inner` elements each (parallel when the work is
+ * large; one work-group per row in a group body) and the row's error flag
+ * e_, whose scope the caller closes. */
+typedef struct fsl_cg_red_acc {
+  const char *type; /* accumulator type */
+  char init[CLEN];
+} fsl_cg_red_acc;
 bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr);
 bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr);
+unsigned fsl_cg_red_mask(const fsl_node *n);
+void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a);
+void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner);
+
+/* window.c — reductions over sliding windows (pooling).
+ * win_plan: whether reduce node n (reduced axes `axes`, na of them; the
+ * row's kept coordinates oc) reads a window view and runs as a window row:
+ * nested loops, one per reduced axis of more than one element, outermost
+ * first.  Where it reads window(pad(X)) and the pad's constant is the
+ * reduction's identity, the loops are clamped to the window positions
+ * inside X (their bounds declared at the current position) and w->src is
+ * X; then win_ev reads X at the row's coordinates with no bounds test.
+ * win_cols: the whole fused body as window columns on dialects with
+ * SIMD loops (par_min > 0): per row of the kept space without its
+ * innermost axis, an accumulator per element of that axis, updated by a
+ * SIMD loop across it inside the loops over the window; *used false (and
+ * nothing emitted) where the kernel does not qualify (row-space outputs,
+ * argmax, no window view, a short innermost axis). */
+typedef struct fsl_cg_win_row {
+  int nn;                                                               /* loops */
+  int axis[FSL_MAX_RANK];                                               /* the reduced axis of each */
+  char var[FSL_MAX_RANK][CLEN], lo[FSL_MAX_RANK][CLEN], hi[FSL_MAX_RANK][CLEN];
+  const fsl_node *win; /* with src: the window node */
+  const fsl_value *src; /* X, or NULL: the row reads through the views */
+} fsl_cg_win_row;
+bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const coords *oc, fsl_cg_win_row *w);
+bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v);
+bool fsl_cg_win_cols(em *e, const fsl_node **red, int nr, const int *cls, const coords *oc, bool *used);
 
 #endif

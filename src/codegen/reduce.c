@@ -4,8 +4,7 @@
  */
 #include "codegen/cg.h"
 
-/* Reduced axes of a reduce node as a bit mask. */
-static unsigned red_mask(const fsl_node *n) {
+unsigned fsl_cg_red_mask(const fsl_node *n) {
   unsigned m = 0;
   if (n->op == FSL_OP_argmax || n->op == FSL_OP_argmin) return 1u << fsl_attr_int(n, "axis", 0);
   const int64_t *ax = NULL;
@@ -14,12 +13,7 @@ static unsigned red_mask(const fsl_node *n) {
   return m;
 }
 
-typedef struct red_acc {
-  const char *type;  /* accumulator C type */
-  char init[CLEN];
-} red_acc;
-
-static void acc_of(const fsl_dialect *d, const fsl_node *n, red_acc *a) {
+void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a) {
   fsl_dtype dt = n->in[0]->dtype;
   fsl_op op = n->op;
   int bits = (int)fsl_dtype_size(dt) * 8;
@@ -51,7 +45,7 @@ static void acc_of(const fsl_dialect *d, const fsl_node *n, red_acc *a) {
   }
 }
 
-/* Bytes of reduce node n's accumulator (acc_of). */
+/* Bytes of reduce node n's accumulator (fsl_cg_red_acc_of). */
 static int acc_bytes(const fsl_node *n) {
   fsl_dtype dt = n->in[0]->dtype;
   if (is_f(dt) && n->op != FSL_OP_reduce_sum && n->op != FSL_OP_reduce_prod) return (int)fsl_dtype_size(dt);
@@ -63,7 +57,7 @@ static int acc_bytes(const fsl_node *n) {
  * memory, a tree of halving strides with a barrier after each step;
  * every work-item leaves with the row's a<k> (and n<k>).  A barrier after
  * the read lets the next row write lr<k>[] again. */
-static void group_tree(em *e, const fsl_node *n, int k, const red_acc *a) {
+static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a) {
   const fsl_cg_group *G = e->d->group;
   fsl_op op = n->op;
   bool fl = is_f(n->in[0]->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
@@ -100,7 +94,7 @@ static void group_tree(em *e, const fsl_node *n, int k, const red_acc *a) {
  * (the row-space loop then reads it back instead of recomputing it). */
 static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int cache_out, const coords *cache_oc) {
   const fsl_value *x = n->in[0];
-  unsigned m = red_mask(n);
+  unsigned m = fsl_cg_red_mask(n);
   int axes[FSL_MAX_RANK], na = 0;
   int64_t inner = 1;
   for (int i = 0; i < x->rank; i++)
@@ -111,17 +105,20 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   fsl_op op = n->op;
   bool arg = op == FSL_OP_argmax || op == FSL_OP_argmin;
   bool fl = is_f(x->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
-  /* a work-item's strided part of a group row adds straight into double */
-  bool fsum = !e->grp && fl && op == FSL_OP_reduce_sum && x->dtype == FSL_DT_F32 && inner >= 8;
-  bool blocked = fsum && inner > SUM_BLOCK;
-  red_acc a;
+  fsl_cg_red_acc a;
   const char *T = fsl_cg_ctype(e->d, x->dtype);
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "j", "");
+  fsl_cg_win_row w;
+  bool nested = fsl_cg_win_plan(e, n, axes, na, oc, &w);
+  /* a work-item's strided part of a group row adds straight into double,
+   * as does a window row */
+  bool fsum = !e->grp && !nested && fl && op == FSL_OP_reduce_sum && x->dtype == FSL_DT_F32 && inner >= 8;
+  bool blocked = fsum && inner > SUM_BLOCK;
   if (arg) {
     fsl_cg_line(e, "%s b%d = 0; int64_t a%d = 0;", T, k, k);
   } else {
-    acc_of(e->d, n, &a);
+    fsl_cg_red_acc_of(e->d, n, &a);
     fsl_cg_line(e, "%s a%d = %s;", a.type, k, a.init);
   }
   if (fl && mx) fsl_cg_line(e, "int n%d = 0;", k);
@@ -143,6 +140,25 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   else if (mx && inner >= 8)
     snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_max ? "max" : "min", k);
   if (r0[0] && mx && fl) snprintf(r1, sizeof r1, "|:n%d", k);
+  coords c = *oc;
+  c.rank = x->rank;
+  if (nested) {
+    /* the window's innermost loop is a SIMD loop whatever its extent */
+    if (!r0[0] && (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod || mx)) {
+      snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_sum ? "+" : op == FSL_OP_reduce_prod ? "*" :
+                                        op == FSL_OP_reduce_max ? "max" : "min", k);
+      if (mx && fl) snprintf(r1, sizeof r1, "|:n%d", k);
+    }
+    for (int q = 0; q < na; q++) snprintf(c.c[axes[q]], CLEN, "0");
+    for (int q = 0; q < w.nn; q++) memcpy(c.c[w.axis[q]], w.var[q], CLEN);
+    for (int q = 0; q + 1 < w.nn; q++) {
+      fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = w.var[q], .lo = w.lo[q], .hi = w.hi[q]});
+      fsl_cg_open_scope(e);
+    }
+    jl.var = w.var[w.nn - 1];
+    jl.lo = w.lo[w.nn - 1];
+    jl.hi = w.hi[w.nn - 1];
+  }
   if (r0[0]) {
     jl.kind = FSL_CG_SIMD;
     jl.red[jl.n_red++] = r0;
@@ -153,11 +169,9 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   fsl_cg_loop_open(e, &jl);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
-  coords c = *oc;
-  c.rank = x->rank;
-  fsl_cg_decompose(e, "j_", na, axes, x->dims, "j", &c);
+  if (!nested) fsl_cg_decompose(e, "j_", na, axes, x->dims, "j", &c);
   char v[CLEN];
-  bool ok = fsl_cg_ev(e, x, &c, v);
+  bool ok = nested && w.src ? fsl_cg_win_ev(e, &w, &c, v) : fsl_cg_ev(e, x, &c, v);
   if (ok && cache_out >= 0) {
     char idx[CLEN];
     fsl_cg_flat_index(e, e->s->out[cache_out]->rank, e->s->out[cache_out]->dims, cache_oc, idx);
@@ -192,6 +206,10 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
+  for (int q = 0; nested && q + 1 < w.nn; q++) {
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+  }
   if (blocked) {
     fsl_cg_line(e, "a%d += (double)ps%d;", k, k);
     fsl_cg_close_scope(e);
@@ -235,10 +253,7 @@ static bool reaches(const em *e, const fsl_value *v, const fsl_value *x, int dep
   return false;
 }
 
-/* Opens the loop over the `outer` kept-space rows of a reduction whose
- * rows have `inner` elements (parallel when the work is large; one
- * work-group per row in a group body), and the row's error flag. */
-static void row_loop_open(em *e, int64_t outer, int64_t inner) {
+void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner) {
   char n_outer[32];
   snprintf(n_outer, sizeof n_outer, "%lld", (long long)outer);
   bool par = outer * inner > e->d->par_min && (outer > 1 || e->d->par_min == 0);
@@ -269,8 +284,8 @@ static void group_open(em *e, const fsl_node **red, int nr, int64_t outer, int64
   e->grp = true;
   e->launch = (fsl_cg_launch){.group_size = gs, .groups = outer};
   for (int k = 0; k < nr; k++) {
-    red_acc a;
-    acc_of(e->d, red[k], &a);
+    fsl_cg_red_acc a;
+    fsl_cg_red_acc_of(e->d, red[k], &a);
     fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, a.type, k, gs);
   }
   fsl_cg_line(e, "const int64_t l_ = %s;", G->local_id);
@@ -281,9 +296,9 @@ static void group_open(em *e, const fsl_node **red, int nr, int64_t outer, int64
 bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
   const fsl_cg_spec *s = e->s;
   const fsl_value *x0 = red[0]->in[0];
-  unsigned m0 = red_mask(red[0]);
+  unsigned m0 = fsl_cg_red_mask(red[0]);
   for (int k = 1; k < nr; k++)
-    if (!fsl_cg_same_shape(red[k]->in[0], x0) || red_mask(red[k]) != m0) {
+    if (!fsl_cg_same_shape(red[k]->in[0], x0) || fsl_cg_red_mask(red[k]) != m0) {
       e->fused_fail = true;
       return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "reductions over different spaces");
     }
@@ -337,9 +352,12 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
       ok = fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "output '%s' is neither in the kept nor the row space", v->name ? v->name : "?");
     }
   }
-  if (ok) {
+  bool cols = false;
+  if (ok) ok = fsl_cg_win_cols(e, red, nr, cls, oc, &cols);
+  if (ok && cols) e->n_red = nr;
+  if (ok && !cols) {
     group_open(e, red, nr, outer, inner);
-    row_loop_open(e, outer, inner);
+    fsl_cg_row_loop_open(e, outer, inner);
     coords c;
     c.rank = r;
     for (int i = 0; i < r; i++) snprintf(c.c[i], CLEN, "0");
@@ -444,7 +462,7 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
   for (int k = 0; k < nr && ok; k++) {
     const fsl_node *n = red[k];
     const fsl_value *x = n->in[0], *y = n->out[0];
-    unsigned m = red_mask(n);
+    unsigned m = fsl_cg_red_mask(n);
     int kept[FSL_MAX_RANK], nk = 0;
     int64_t outer = fsl_value_numel(y), inner = 1;
     for (int i = 0; i < x->rank; i++) {
@@ -454,7 +472,7 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
     if (outer == 0) continue;
     fsl_cg_line(e, "{");
     fsl_cg_open_scope(e);
-    row_loop_open(e, outer, inner);
+    fsl_cg_row_loop_open(e, outer, inner);
     coords c;
     c.rank = x->rank;
     for (int i = 0; i < x->rank; i++) snprintf(c.c[i], CLEN, "0");
