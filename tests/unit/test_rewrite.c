@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "eval/eval.h"
+#include "orchestrate/orchestrate.h"
 #include "rewrite/rewrite.h"
 #include "test_graph.h"
 
@@ -243,6 +244,91 @@ static void test_search_skips_what_does_not_fit(void **state) {
   fsl_graph_free(g);
 }
 
+/* four sibling matmuls over one input, their results multiplied together:
+ * the graph of the search tests */
+static fsl_graph *four_siblings(void) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t xd[2] = {8, 64}, wd[2] = {64, 64};
+  fsl_value *x = input(g, "x", 2, xd), *y = NULL;
+  for (int i = 0; i < 4; i++) {
+    fsl_value *m = fsl_b_prim(&b, FSL_OP_matmul, (fsl_value *[]){x, const_f32(&b, 2, wd, 20 + (uint32_t)i)}, 2, NULL, 0);
+    y = y ? fsl_b_binary(&b, FSL_OP_mul, y, m) : m;
+  }
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  y->is_output = true;
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  return g;
+}
+
+static double greedy_cost(const fsl_graph *g) {
+  fsl_device dev;
+  fsl_device_default(&dev);
+  fsl_plan p;
+  if (fsl_plan_build(g, FSL_STRATEGY_GREEDY, &dev, &p) != FSL_OK) fail_msg("%s", fsl_last_error());
+  double c = p.predicted_s;
+  fsl_plan_free(&p);
+  return c;
+}
+
+/* TASO's relaxed search: alpha = 1 queues only new best graphs; alpha =
+ * 1.05 also passes through graphs up to 5% costlier, so it costs more of
+ * them, never ends worse, and keeps the answer; the budget of cost
+ * evaluations holds; alpha comes from the options, else FSL_REWRITE_ALPHA */
+static void test_search_alpha(void **state) {
+  (void)state;
+  double cost[2];
+  int evals[2];
+  void *want, *got;
+  for (int a = 0; a < 2; a++) {
+    fsl_graph *g = four_siblings();
+    run_graph(g, &want, 9);
+    double before = greedy_cost(g);
+    fsl_rewrite_search_opts o = {.alpha = a ? 1.05 : 1.0};
+    fsl_rewrite_stats st = {0};
+    if (fsl_rewrite_search(&g, fsl_ruleset_builtin(), &o, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+    cost[a] = greedy_cost(g);
+    evals[a] = st.n_evals;
+    assert_true(cost[a] < before);
+    assert_true(st.n_applied >= 1 && st.n_expanded >= 1);
+    assert_true(count_op(g, FSL_OP_matmul) < 4);
+    run_graph(g, &got, 9);
+    expect_close(want, got, 8 * 64);
+    free(want);
+    free(got);
+    free(st.fired);
+    fsl_graph_free(g);
+  }
+  assert_true(cost[1] <= cost[0]);
+  assert_true(evals[1] > evals[0]);
+
+  /* the budget: at most 3 graphs costed, the answer still right */
+  fsl_graph *g = four_siblings();
+  run_graph(g, &want, 4);
+  fsl_rewrite_search_opts o = {.max_evals = 3, .alpha = 2.0};
+  fsl_rewrite_stats st = {0};
+  if (fsl_rewrite_search(&g, fsl_ruleset_builtin(), &o, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+  assert_true(st.n_evals <= 3);
+  run_graph(g, &got, 4);
+  expect_close(want, got, 8 * 64);
+  free(want);
+  free(got);
+  free(st.fired);
+  fsl_graph_free(g);
+
+  assert_true(fsl_rewrite_search_alpha(&(fsl_rewrite_search_opts){.alpha = 1.2}) == 1.2);
+  assert_int_equal(setenv("FSL_REWRITE_ALPHA", "1.5", 1), 0);
+  assert_true(fsl_rewrite_search_alpha(NULL) == 1.5);
+  assert_true(fsl_rewrite_search_alpha(&(fsl_rewrite_search_opts){.alpha = 1.0}) == 1.0);
+  assert_int_equal(setenv("FSL_REWRITE_ALPHA", "fast", 1), 0);
+  assert_true(fsl_rewrite_search_alpha(NULL) == 1.05);
+  assert_int_equal(setenv("FSL_REWRITE_ALPHA", "100", 1), 0);
+  assert_true(fsl_rewrite_search_alpha(NULL) == 4.0);
+  assert_int_equal(unsetenv("FSL_REWRITE_ALPHA"), 0);
+  assert_true(fsl_rewrite_search_alpha(NULL) == 1.05);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtin_rules_hold),
@@ -251,6 +337,7 @@ int main(void) {
       cmocka_unit_test(test_rewrite_real_patterns),
       cmocka_unit_test(test_rewrite_keeps_shared_values),
       cmocka_unit_test(test_search_skips_what_does_not_fit),
+      cmocka_unit_test(test_search_alpha),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
