@@ -217,7 +217,7 @@ typedef enum fsl_rewrite_mode {
   FSL_REWRITE_OFF = 0,    /**< orchestrate the graph exactly as fission made it */
   FSL_REWRITE_RULES = 1,  /**< apply the verified rewrite rules wherever a match removes what it replaces */
   FSL_REWRITE_SEARCH = 2, /**< the rules, then the cost rules (sibling merges) where the predicted
-                               plan gets faster: a greedy cost-guided search */
+                               plan gets faster: TASO's cost-guided search with alpha relaxation */
   FSL_REWRITE_MODE_COUNT
 } fsl_rewrite_mode;
 
@@ -229,8 +229,11 @@ typedef enum fsl_rewrite_mode {
  * algebraic identities; docs/rewrite.md) to the primitive graph after
  * fission, each rule proved by random testing on every build;
  * FSL_REWRITE_SEARCH also tries the rules whose benefit depends on the plan
- * (sibling merges), keeping those that make the greedy plan's predicted
- * time on the default device smaller (at most 256 tries or 10 s).  The
+ * (sibling merges): TASO's backtracking search, which passes through
+ * graphs up to alpha times costlier than the best (alpha 1.05, or
+ * $FSL_REWRITE_ALPHA) and keeps the graph whose greedy plan's predicted
+ * time on the default device is smallest (at most 256 graphs costed or
+ * 10 s; docs/rewrite.md).  The
  * default is FSL_REWRITE_RULES.  The answer changes only by float rounding
  * (reassociation).  fsl_plan_info.n_rewrites and fsl_model_rewrite_fired
  * say what fired.  Errors: FSL_ERR_ARG (NULL model, unknown mode).

@@ -338,8 +338,12 @@ static fsl_status build_plan(fsl_model *m) {
   const fsl_backend *be = fsl_backend_find(m->backend); /* NULL: "ref" */
   /* the device the plan is costed for: the backend's own, else the host's */
   const fsl_backend *dev = be && be->calibrate ? be : fsl_backend_host();
-  /* calibration failing is not fatal: the documented default device is used */
-  if (!dev || dev->calibrate(&m->dev, g_threads, false) != FSL_OK) {
+  /* calibration failing is not fatal: the documented default device is used;
+   * FSL_DEVICE=default asks for it (predictions then are the same on every
+   * machine: the device the rewrite search costs graphs on) */
+  const char *want = getenv("FSL_DEVICE");
+  bool use_default = want && !strcmp(want, "default");
+  if (use_default || !dev || dev->calibrate(&m->dev, g_threads, false) != FSL_OK) {
     fsl_device_default(&m->dev);
     fsl_error_clear();
   }

@@ -340,8 +340,9 @@ fsl_status fsl_rw_apply(fsl_graph *g, const fsl_rw_match *m) {
   for (int i = 0; i < r->n_to; i++) {
     fsl_value *old = m->roots[i];
     if (to[i] == old) continue;
+    bool was_output = old->is_output; /* fsl_graph_replace_uses moves the flag */
     fsl_graph_replace_uses(g, old, to[i]);
-    if (old->is_output) {
+    if (was_output) {
       const char *name = old->name;
       char tmp[256];
       snprintf(tmp, sizeof tmp, "%s~replaced", name ? name : "");

@@ -187,6 +187,8 @@ typedef struct fsl_rewrite_stats {
   int n_rules;              /* rules in the set */
   int *fired;               /* per rule of the set: times applied (malloc'd; NULL if none) */
   double seconds;
+  int n_evals;              /* fsl_rewrite_search: graphs costed (the caller's not counted) */
+  int n_expanded;           /* fsl_rewrite_search: graphs whose neighbours were made */
 } fsl_rewrite_stats;
 
 /**
@@ -205,23 +207,38 @@ fsl_status fsl_rewrite(fsl_graph *g, const fsl_ruleset *rs, fsl_rewrite_stats *s
 typedef struct fsl_rewrite_search_opts {
   int max_evals;        /* cost evaluations (0: 256) */
   double max_seconds;   /* wall seconds (0: 10) */
+  double alpha;         /* relaxation, >= 1 (0: $FSL_REWRITE_ALPHA, else 1.05); capped at 4 */
 } fsl_rewrite_search_opts;
 
 /**
- * fsl_rewrite, then a greedy descent over the cost rules (TASO's search
- * with alpha = 1 and no backtracking): each closed match of a cost rule is
- * tried on a clone of the graph (the rewrite, then fsl_rewrite's rules),
- * costed as the predicted seconds of the graph's greedy plan on the
- * documented default device (fsl_device_default: the same roofline the
- * optimal strategy uses, deterministic on every machine so that a compiled
- * model file rebuilds the same graph), and kept when it is at least 0.1%
- * cheaper; the scan restarts after each kept rewrite, within o's budget
- * (o may be NULL).  On return *g may be a new graph that owns the old one
+ * fsl_rewrite, then TASO's backtracking search over the cost rules
+ * (Jia et al., SOSP'19, Algorithm 2): candidate graphs in a priority queue
+ * by cost (at most 64; the costliest dropped); the cheapest is taken out
+ * and each closed match of a cost rule in it is tried on a clone (the
+ * rewrite, then fsl_rewrite's rules), costed as the predicted seconds of
+ * the clone's greedy plan on the documented default device
+ * (fsl_device_default: the same roofline the optimal strategy uses,
+ * deterministic on every machine so that a compiled model file rebuilds
+ * the same graph) and queued when it costs less than alpha times the best
+ * cost so far, less 0.1%.  A graph is told apart by a structural hash
+ * (ops, attributes, wiring, shapes; not value ids), so one reached twice
+ * is costed once.  The answer is the best graph seen, kept only when at
+ * least 0.1% cheaper than the previous best; the search stops when the
+ * queue is empty or o's budget of cost evaluations or seconds is spent
+ * (o may be NULL).  alpha = 1 queues only new best graphs (no
+ * relaxation).  On return *g may be a new graph that owns the old one
  * (fsl_graph_free frees both).  stats as fsl_rewrite's, with both phases'
- * counts.  Errors: as fsl_rewrite, FSL_ERR_NOMEM.
+ * counts, n_evals and n_expanded.  Errors: as fsl_rewrite,
+ * FSL_ERR_NOMEM; on error *g is the caller's graph (rewritten by
+ * fsl_rewrite's rules, in place).
  */
 fsl_status fsl_rewrite_search(fsl_graph **g, const fsl_ruleset *rs, const fsl_rewrite_search_opts *o,
                               fsl_rewrite_stats *stats);
+
+/** The alpha fsl_rewrite_search uses under o (may be NULL): o->alpha when
+ *  set, else $FSL_REWRITE_ALPHA when it is a number >= 1, else 1.05;
+ *  capped at 4. */
+double fsl_rewrite_search_alpha(const fsl_rewrite_search_opts *o);
 
 /* ---- verification (check.c) ---- */
 /**

@@ -4,14 +4,35 @@
  * them: merging sibling matmuls or convolutions trades kernels against
  * fused epilogues).  The cost of a graph is the predicted time of its
  * greedy plan (src/orchestrate) on the default device.
+ *
+ * The search is TASO's (Jia et al., SOSP'19, Algorithm 2): a priority
+ * queue of candidate graphs ordered by cost; the cheapest is taken out and
+ * every closed match of every cost rule in it makes a neighbour; a
+ * neighbour is queued when it costs less than alpha times the best cost
+ * seen (alpha > 1 lets the search pass through a slightly worse graph to a
+ * better one: backtracking with relaxation), and the best graph seen is
+ * the answer.  Graphs are told apart by a structural hash, so a graph
+ * reached twice (two rewrites applied in either order) is costed once.
+ *
+ * Memory: a neighbour is a clone (fsl_graph_clone) that shares what its
+ * parent owns (constants, names, attributes), so a graph lives while it is
+ * queued, is the best, or has a live child; the queue holds at most
+ * MAX_QUEUE graphs (the costliest is dropped).  The answer's chain of
+ * parents down to the caller's graph is handed over with owns_base set.
  */
 #include "rewrite/rewrite.h"
 #include "orchestrate/orchestrate.h"
 #include "passes/passes.h"
 
+#include <stdlib.h>
+
 #define DEFAULT_EVALS 256
 #define DEFAULT_SECONDS 10.0
-#define MIN_GAIN 1e-3 /* a kept rewrite makes the plan at least 0.1% faster */
+#define DEFAULT_ALPHA 1.05 /* TASO's (SOSP'19, section 6) */
+#define MAX_ALPHA 4.0
+#define MIN_GAIN 1e-3 /* a new best graph is at least 0.1% cheaper than the last */
+#define MAX_QUEUE 64
+#define CONST_SAMPLES 64 /* elements of a constant that its hash reads */
 
 static fsl_status cost_of(const fsl_graph *g, const fsl_device *dev, double *cost) {
   fsl_plan p;
@@ -21,31 +42,227 @@ static fsl_status cost_of(const fsl_graph *g, const fsl_device *dev, double *cos
   return FSL_OK;
 }
 
-static void add_fired(fsl_rewrite_stats *to, const fsl_rewrite_stats *from) {
-  to->n_applied += from->n_applied;
-  for (int i = 0; i < to->n_rules && from->fired; i++) to->fired[i] += from->fired[i];
+/* ---- a structural hash of a graph, blind to value and node ids ---- */
+
+static bool commutative(fsl_op op) {
+  switch (op) {
+  case FSL_OP_add: case FSL_OP_mul: case FSL_OP_max: case FSL_OP_min: case FSL_OP_and: case FSL_OP_or:
+  case FSL_OP_xor: case FSL_OP_eq:
+    return true;
+  default: return false;
+  }
 }
 
-/* Rule r at node index i of cur, tried on a clone: the clone (with the
- * other rules applied after it) and its cost, or NULL when the rewrite
- * does not apply there. */
-static fsl_status try_at(fsl_graph *cur, int i, const fsl_rule *r, const fsl_ruleset *rs, const fsl_device *dev,
-                         fsl_graph **out, double *cost, fsl_rewrite_stats *sub) {
+static uint64_t hash_type(uint64_t h, const fsl_value *v) {
+  int32_t head[2] = {(int32_t)v->dtype, v->rank};
+  h = fsl_hash(h, head, sizeof head);
+  return v->rank > 0 ? fsl_hash(h, v->dims, sizeof(int64_t) * (size_t)v->rank) : h;
+}
+
+/* A constant: its type and CONST_SAMPLES elements spread over it (a
+ * collision only makes the search skip a graph, never changes one). */
+static uint64_t hash_const(const fsl_value *v) {
+  uint64_t h = hash_type(fsl_hash(FSL_HASH_INIT, "const", 5), v);
+  int64_t n = fsl_value_numel(v), nb = fsl_value_nbytes(v);
+  if (n <= 0 || nb <= 0) return h;
+  size_t es = (size_t)(nb / n);
+  int64_t step = n > CONST_SAMPLES ? n / CONST_SAMPLES : 1;
+  for (int64_t i = 0; i < n; i += step) h = fsl_hash(h, (const char *)v->data + (size_t)i * es, es);
+  return fsl_hash(h, (const char *)v->data + (size_t)(n - 1) * es, es);
+}
+
+static uint64_t hash_attr(const fsl_attr *a) {
+  uint64_t h = fsl_hash(FSL_HASH_INIT, a->name, strlen(a->name));
+  int32_t ty = (int32_t)a->type;
+  h = fsl_hash(h, &ty, sizeof ty);
+  switch (a->type) {
+  case FSL_ATTR_INT: return fsl_hash(h, &a->i, sizeof a->i);
+  case FSL_ATTR_FLOAT: return fsl_hash(h, &a->f, sizeof a->f);
+  case FSL_ATTR_STRING: return a->s ? fsl_hash(h, a->s, strlen(a->s)) : h;
+  case FSL_ATTR_INTS: return a->n > 0 ? fsl_hash(h, a->ints, sizeof(int64_t) * (size_t)a->n) : h;
+  case FSL_ATTR_FLOATS: return a->n > 0 ? fsl_hash(h, a->floats, sizeof(double) * (size_t)a->n) : h;
+  default: return fsl_hash(h, &a, sizeof a); /* tensors, graphs, strings: by identity */
+  }
+}
+
+/* Every value hashed from what computes it (op, attributes, operands'
+ * hashes; commutative operands in either order), the graph from its
+ * outputs' hashes in order and the sum of its nodes' (two equal
+ * computations count twice).  0 on out of memory. */
+static uint64_t graph_hash(const fsl_graph *g) {
+  int n_ids = 0;
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i]->id >= n_ids) n_ids = g->values[i]->id + 1;
+  uint64_t *vh = calloc((size_t)n_ids + 1, sizeof *vh);
+  if (!vh) return 0;
+  for (int i = 0; i < g->n_values; i++) {
+    const fsl_value *v = g->values[i];
+    if (!v->producer && v->data) vh[v->id] = hash_const(v);
+    else if (!v->producer) vh[v->id] = fsl_hash(FSL_HASH_INIT, &v->id, sizeof v->id); /* inputs: by id */
+  }
+  for (int i = 0; i < g->n_inputs; i++) {
+    uint64_t h = hash_type(fsl_hash(FSL_HASH_INIT, "input", 5), g->inputs[i]);
+    vh[g->inputs[i]->id] = fsl_hash(h, &i, sizeof i);
+  }
+  uint64_t sum = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const fsl_node *n = g->nodes[i];
+    int32_t head[3] = {(int32_t)n->op, n->n_in, n->n_out};
+    uint64_t h = fsl_hash(FSL_HASH_INIT, head, sizeof head), ah = 0;
+    for (int k = 0; k < n->n_attrs; k++) ah += hash_attr(&n->attrs[k]); /* in any order */
+    h = fsl_hash(h, &ah, sizeof ah);
+    uint64_t in[2];
+    if (commutative(n->op) && n->n_in == 2 && n->in[0] && n->in[1]) {
+      in[0] = vh[n->in[0]->id];
+      in[1] = vh[n->in[1]->id];
+      if (in[0] > in[1]) in[0] ^= in[1], in[1] ^= in[0], in[0] ^= in[1];
+      h = fsl_hash(h, in, sizeof in);
+    } else {
+      for (int k = 0; k < n->n_in; k++) {
+        uint64_t x = n->in[k] ? vh[n->in[k]->id] : 0;
+        h = fsl_hash(h, &x, sizeof x);
+      }
+    }
+    for (int k = 0; k < n->n_out; k++) {
+      uint64_t x = hash_type(fsl_hash(h, &k, sizeof k), n->out[k]);
+      vh[n->out[k]->id] = x;
+      sum += x;
+    }
+  }
+  uint64_t h = fsl_hash(FSL_HASH_INIT, &sum, sizeof sum);
+  for (int i = 0; i < g->n_outputs; i++) h = fsl_hash(h, &vh[g->outputs[i]->id], sizeof(uint64_t));
+  free(vh);
+  return h ? h : 1;
+}
+
+/* ---- the graphs seen: an open-addressing set of hashes ---- */
+typedef struct seen_set {
+  uint64_t *slot; /* 0: empty */
+  size_t cap, n;
+} seen_set;
+
+/* Whether h was seen before; adds it.  -1 on out of memory. */
+static int seen_add(seen_set *s, uint64_t h) {
+  if (2 * (s->n + 1) > s->cap) {
+    size_t nc = s->cap ? 2 * s->cap : 256;
+    uint64_t *ns = calloc(nc, sizeof *ns);
+    if (!ns) return -1;
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->slot[i])
+        for (size_t j = s->slot[i] & (nc - 1);; j = (j + 1) & (nc - 1))
+          if (!ns[j]) {
+            ns[j] = s->slot[i];
+            break;
+          }
+    free(s->slot);
+    s->slot = ns;
+    s->cap = nc;
+  }
+  for (size_t j = h & (s->cap - 1);; j = (j + 1) & (s->cap - 1)) {
+    if (s->slot[j] == h) return 1;
+    if (!s->slot[j]) {
+      s->slot[j] = h;
+      s->n++;
+      return 0;
+    }
+  }
+}
+
+/* ---- candidates ---- */
+typedef struct cand {
+  fsl_graph *g;
+  double cost;
+  struct cand *parent; /* g is a clone of parent->g (NULL: the caller's graph) */
+  int refs;            /* queued, the best, being expanded, and one per live child */
+  int *fired;          /* per rule: applications from the caller's graph to g */
+  int n_applied;
+} cand;
+
+/* Drops one reference; a candidate nothing holds is freed, then its parent
+ * loses the reference the child held (the caller's graph is never freed). */
+static void release(cand *c) {
+  while (c && --c->refs == 0) {
+    cand *p = c->parent;
+    if (p) fsl_graph_free(c->g);
+    free(c->fired);
+    free(c);
+    c = p;
+  }
+}
+
+/* The queue: at most MAX_QUEUE candidates sorted by cost (ties: the one
+ * queued first comes first, so the search is the same on every run). */
+typedef struct queue {
+  cand *c[MAX_QUEUE];
+  int n;
+} queue;
+
+static void push(queue *q, cand *c) {
+  if (q->n == MAX_QUEUE) {
+    if (c->cost >= q->c[q->n - 1]->cost) return; /* costlier than everything kept */
+    release(q->c[--q->n]);
+  }
+  int i = q->n;
+  while (i > 0 && q->c[i - 1]->cost > c->cost) i--;
+  memmove(&q->c[i + 1], &q->c[i], sizeof *q->c * (size_t)(q->n - i));
+  q->c[i] = c;
+  q->n++;
+  c->refs++;
+}
+
+static cand *pop(queue *q) {
+  cand *c = q->c[0];
+  memmove(&q->c[0], &q->c[1], sizeof *q->c * (size_t)--q->n);
+  return c; /* the queue's reference passes to the caller */
+}
+
+/* Rule r at node index i of parent's graph, on a clone (with fsl_rewrite's
+ * rules applied after it): the new candidate, not yet costed, with its
+ * hash; *out NULL when the rewrite does not apply there. */
+static fsl_status neighbour(cand *parent, int i, int k, const fsl_ruleset *rs, cand **out, uint64_t *hash) {
   *out = NULL;
-  fsl_graph *g = fsl_graph_clone(cur);
-  if (!g) return fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
+  cand *c = calloc(1, sizeof *c);
+  int *fired = calloc((size_t)rs->n_rules + 1, sizeof *fired);
+  fsl_graph *g = c && fired ? fsl_graph_clone(parent->g) : NULL;
+  if (!g) {
+    free(c);
+    free(fired);
+    return fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
+  }
   fsl_rw_match m;
-  fsl_status st = fsl_rw_match_at(r, g->nodes[i], &m) ? fsl_rw_apply(g, &m) : FSL_ERR_UNSUPPORTED;
+  fsl_rewrite_stats sub = {0};
+  fsl_status st = fsl_rw_match_at(&rs->rules[k], g->nodes[i], &m) ? fsl_rw_apply(g, &m) : FSL_ERR_UNSUPPORTED;
   if (st == FSL_OK) st = fsl_graph_toposort(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);
-  if (st == FSL_OK) st = fsl_rewrite(g, rs, sub);
-  if (st == FSL_OK) st = cost_of(g, dev, cost);
+  if (st == FSL_OK) st = fsl_rewrite(g, rs, &sub);
+  if (st == FSL_OK && !(*hash = graph_hash(g))) st = fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
   if (st != FSL_OK) {
     fsl_graph_free(g);
+    free(c);
+    free(fired);
+    free(sub.fired);
     return st == FSL_ERR_UNSUPPORTED ? FSL_OK : st;
   }
-  *out = g;
+  memcpy(fired, parent->fired, sizeof *fired * (size_t)rs->n_rules);
+  fired[k]++;
+  for (int r = 0; r < rs->n_rules && sub.fired; r++) fired[r] += sub.fired[r];
+  free(sub.fired);
+  c->g = g;
+  c->parent = parent;
+  c->fired = fired;
+  c->n_applied = parent->n_applied + 1 + sub.n_applied;
+  parent->refs++;
+  *out = c;
   return FSL_OK;
+}
+
+double fsl_rewrite_search_alpha(const fsl_rewrite_search_opts *o) {
+  if (o && o->alpha >= 1.0) return o->alpha < MAX_ALPHA ? o->alpha : MAX_ALPHA;
+  const char *e = getenv("FSL_REWRITE_ALPHA");
+  char *end;
+  double a = e && *e ? strtod(e, &end) : 0;
+  if (e && *e && !*end && a >= 1.0) return a < MAX_ALPHA ? a : MAX_ALPHA;
+  return DEFAULT_ALPHA;
 }
 
 fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_rewrite_search_opts *o,
@@ -54,58 +271,87 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
   double t0 = fsl_now_s();
   int max_evals = o && o->max_evals > 0 ? o->max_evals : DEFAULT_EVALS;
   double max_s = o && o->max_seconds > 0 ? o->max_seconds : DEFAULT_SECONDS;
+  double alpha = fsl_rewrite_search_alpha(o);
   FSL_TRY(fsl_rewrite(*gp, rs, stats));
   fsl_device dev;
   fsl_device_default(&dev);
-  fsl_graph *cur = *gp;
-  double cur_cost;
-  fsl_status st = cost_of(cur, &dev, &cur_cost);
-  int evals = 0;
-  bool improved = st == FSL_OK;
-  while (improved && st == FSL_OK) {
-    improved = false;
-    for (int i = 0; i < cur->n_nodes && !improved && st == FSL_OK; i++) {
-      for (int k = 0; k < rs->n_rules && !improved && st == FSL_OK; k++) {
+  queue q = {.n = 0};
+  seen_set seen = {0};
+  cand *root = calloc(1, sizeof *root), *best = root;
+  if (root) root->refs = 1; /* the best */
+  fsl_status st = root && (root->fired = calloc((size_t)rs->n_rules + 1, sizeof *root->fired))
+                      ? FSL_OK
+                      : fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
+  uint64_t h0 = st == FSL_OK ? graph_hash(*gp) : 0;
+  if (st == FSL_OK && (!h0 || seen_add(&seen, h0) < 0)) st = fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
+  if (st == FSL_OK) {
+    root->g = *gp;
+    st = cost_of(root->g, &dev, &root->cost);
+  }
+  if (st == FSL_OK) push(&q, root);
+  int evals = 0, expanded = 0;
+  bool out_of_budget = false;
+  while (st == FSL_OK && q.n && !out_of_budget) {
+    cand *cur = pop(&q);
+    expanded++;
+    for (int i = 0; i < cur->g->n_nodes && st == FSL_OK && !out_of_budget; i++) {
+      for (int k = 0; k < rs->n_rules && st == FSL_OK; k++) {
         const fsl_rule *r = &rs->rules[k];
         fsl_rw_match m;
-        if (!r->cost || r->from[0]->op != cur->nodes[i]->op || !fsl_rw_match_at(r, cur->nodes[i], &m) ||
+        if (!r->cost || r->from[0]->op != cur->g->nodes[i]->op || !fsl_rw_match_at(r, cur->g->nodes[i], &m) ||
             !fsl_rw_match_is_closed(&m))
           continue;
-        if (evals >= max_evals || fsl_now_s() - t0 > max_s) goto out;
-        fsl_graph *next;
-        double cost;
-        fsl_rewrite_stats sub = {0};
-        st = try_at(cur, i, r, rs, &dev, &next, &cost, &sub);
-        evals++;
-        if (st == FSL_OK && next && cost < cur_cost * (1.0 - MIN_GAIN)) {
-          next->owns_base = true; /* the chain of kept graphs owns its bases, down to the caller's */
-          cur = next;
-          cur_cost = cost;
-          stats->fired[k]++;
-          stats->n_applied++;
-          add_fired(stats, &sub);
-          improved = true;
-        } else {
-          fsl_graph_free(next);
+        if (evals >= max_evals || fsl_now_s() - t0 > max_s) {
+          out_of_budget = true;
+          break;
         }
-        free(sub.fired);
+        cand *next;
+        uint64_t h;
+        st = neighbour(cur, i, k, rs, &next, &h);
+        if (st != FSL_OK || !next) continue;
+        int was_seen = seen_add(&seen, h);
+        if (was_seen < 0) st = fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
+        if (st == FSL_OK && !was_seen) {
+          st = cost_of(next->g, &dev, &next->cost);
+          evals++;
+        }
+        next->refs = 1; /* while it is looked at here */
+        if (st == FSL_OK && !was_seen) {
+          /* queued when within alpha of the best so far (alpha = 1: only a new best) */
+          bool keep = next->cost < alpha * best->cost * (1.0 - MIN_GAIN);
+          if (next->cost < best->cost * (1.0 - MIN_GAIN)) {
+            next->refs++;
+            release(best);
+            best = next;
+          }
+          if (keep) push(&q, next);
+        }
+        release(next);
       }
     }
+    release(cur);
   }
-out:
+  while (q.n) release(pop(&q));
+  free(seen.slot);
+  stats->n_evals = evals;
+  stats->n_expanded = expanded;
   if (st != FSL_OK) {
-    /* the caller's graph is the chain's root: detach it, free the rest */
-    fsl_graph *c = cur;
-    while (c != *gp && c->base != *gp) c = c->base;
-    if (c != *gp) {
-      c->owns_base = false;
-      fsl_graph_free(cur);
-    }
+    release(best); /* frees every clone: the caller's graph stays */
     free(stats->fired);
     stats->fired = NULL;
     return fsl_error_context(st, "rewrite search");
   }
-  *gp = cur;
+  /* hand the best graph over with its chain of parents, each owning the next */
+  for (int r = 0; r < rs->n_rules && stats->fired; r++) stats->fired[r] += best->fired[r];
+  stats->n_applied += best->n_applied;
+  *gp = best->g;
+  for (cand *c = best; c; c = c->parent) c->g->owns_base = c->parent != NULL;
+  while (best) { /* free the candidates, not their graphs */
+    cand *p = best->parent;
+    free(best->fired);
+    free(best);
+    best = p;
+  }
   stats->seconds = fsl_now_s() - t0;
   return FSL_OK;
 }

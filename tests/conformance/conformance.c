@@ -12,7 +12,8 @@
  *
  * By default the model runs on the reference interpreter; --backend and
  * --strategy choose another backend ("plan-ref", "cpu", "opencl") and the strategy its
- * plan is built with (fsl_model_set_backend, fsl_model_set_strategy).
+ * plan is built with (fsl_model_set_backend, fsl_model_set_strategy); --rewrite
+ * the rewrite mode of the primitive graph (fsl_model_set_rewrite).
  *
  * Each case runs in its own forked child with a time limit, so a crash or a
  * hang is reported as a failure of that case.  With --list the run fails if
@@ -381,6 +382,7 @@ static bool freezes_more(const tensor_list *in, int from, int to) {
  * plan). */
 static const char *g_backend;
 static int g_strategy = -1;
+static int g_rewrite = -1; /* --rewrite; -1: the library's default (rules) */
 
 /* Loads the model, chooses the backend and strategy, and binds every runtime
  * input to the shape of its test input; inputs frozen_at(level) become
@@ -402,6 +404,11 @@ static fsl_status prepare(const char *model_path, tensor_list *in, int level, fs
   }
   if (g_strategy >= 0 && (s = fsl_model_set_strategy(m, g_strategy)) != FSL_OK) {
     snprintf(why, whycap, "set_strategy(%d): %s: %.700s", g_strategy, fsl_status_name(s), fsl_last_error());
+    fsl_model_free(m);
+    return s;
+  }
+  if (g_rewrite >= 0 && (s = fsl_model_set_rewrite(m, (fsl_rewrite_mode)g_rewrite)) != FSL_OK) {
+    snprintf(why, whycap, "set_rewrite(%d): %s: %.700s", g_rewrite, fsl_status_name(s), fsl_last_error());
     fsl_model_free(m);
     return s;
   }
@@ -881,6 +888,7 @@ static void usage(FILE *f) {
           "  --backend B      run on backend B: ref (default), plan-ref, cpu or opencl\n"
           "  --strategy S     build the plan with strategy S: unfused, opfuse, greedy or optimal\n"
           "                   (default with a plan backend: optimal)\n"
+          "  --rewrite MODE   rewrite the primitive graph: off, rules (default) or search\n"
           "  --no-fork        run cases in this process (for a debugger; no crash isolation)\n"
           "  --list FILE      expected-pass list: exit 1 if a listed case does not pass\n"
           "  --write-list F   write the names of the cases that pass to F\n"
@@ -920,6 +928,15 @@ int main(int argc, char **argv) {
         return 2;
       }
       g_strategy = (int)st;
+    }
+    else if (!strcmp(a, "--rewrite") && has_next) {
+      const char *v = argv[++i];
+      for (int k = 0; k < FSL_REWRITE_MODE_COUNT; k++)
+        if (!strcmp(v, fsl_rewrite_mode_name((fsl_rewrite_mode)k))) g_rewrite = k;
+      if (g_rewrite < 0) {
+        fprintf(stderr, "fsl_conformance: --rewrite expects off, rules or search, got '%s'\n", v);
+        return 2;
+      }
     }
     else if (a[0] == '-') { fprintf(stderr, "fsl_conformance: unknown or incomplete option %s\n", a); usage(stderr); return 2; }
     else paths[n_paths++] = a;

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "eval/eval.h"
+#include "orchestrate/orchestrate.h"
 #include "rewrite/rewrite.h"
 #include "test_graph.h"
 
@@ -74,6 +75,18 @@ static void test_wrong_rule_is_caught(void **state) {
                    FSL_OK);
   assert_false(rs.rules[0].multilinear);
   assert_int_equal(fsl_rule_check(&rs.rules[0], TRIALS, 7), FSL_ERR_INVALID);
+  fsl_ruleset_free(&rs);
+
+  /* operands paired across the wrong halves of a concatenation (equal
+   * shapes, so only the values tell) */
+  assert_int_equal(parse_one(&rs, "rule wrong-concat-pairs cost\n"
+                                  "  from (concat (add x y) (add z w) :axis k)\n"
+                                  "  to   (add (concat x z :axis k) (concat w y :axis k))\n"
+                                  "  test x:[a,b] y:[a,b] z:[a,b] w:[a,b] k=1\n"),
+                   FSL_OK);
+  assert_true(rs.rules[0].multilinear && rs.rules[0].cost);
+  assert_int_equal(fsl_rule_check(&rs.rules[0], TRIALS, 7), FSL_ERR_INVALID);
+  assert_non_null(strstr(fsl_last_error(), "before the rewrite"));
   fsl_ruleset_free(&rs);
 
   /* a right rule with a test instance its conditions reject */
@@ -243,6 +256,162 @@ static void test_search_skips_what_does_not_fit(void **state) {
   fsl_graph_free(g);
 }
 
+/* four sibling matmuls over one input, their results multiplied together:
+ * the graph of the search tests */
+static fsl_graph *four_siblings(void) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t xd[2] = {8, 64}, wd[2] = {64, 64};
+  fsl_value *x = input(g, "x", 2, xd), *y = NULL;
+  for (int i = 0; i < 4; i++) {
+    fsl_value *m = fsl_b_prim(&b, FSL_OP_matmul, (fsl_value *[]){x, const_f32(&b, 2, wd, 20 + (uint32_t)i)}, 2, NULL, 0);
+    y = y ? fsl_b_binary(&b, FSL_OP_mul, y, m) : m;
+  }
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  y->is_output = true;
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  return g;
+}
+
+static double greedy_cost(const fsl_graph *g) {
+  fsl_device dev;
+  fsl_device_default(&dev);
+  fsl_plan p;
+  if (fsl_plan_build(g, FSL_STRATEGY_GREEDY, &dev, &p) != FSL_OK) fail_msg("%s", fsl_last_error());
+  double c = p.predicted_s;
+  fsl_plan_free(&p);
+  return c;
+}
+
+/* TASO's relaxed search: alpha = 1 queues only new best graphs; alpha =
+ * 1.05 also passes through graphs up to 5% costlier, so it costs more of
+ * them, never ends worse, and keeps the answer; the budget of cost
+ * evaluations holds; alpha comes from the options, else FSL_REWRITE_ALPHA */
+static void test_search_alpha(void **state) {
+  (void)state;
+  double cost[2];
+  int evals[2];
+  void *want, *got;
+  for (int a = 0; a < 2; a++) {
+    fsl_graph *g = four_siblings();
+    run_graph(g, &want, 9);
+    double before = greedy_cost(g);
+    fsl_rewrite_search_opts o = {.alpha = a ? 1.05 : 1.0};
+    fsl_rewrite_stats st = {0};
+    if (fsl_rewrite_search(&g, fsl_ruleset_builtin(), &o, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+    cost[a] = greedy_cost(g);
+    evals[a] = st.n_evals;
+    assert_true(cost[a] < before);
+    assert_true(st.n_applied >= 1 && st.n_expanded >= 1);
+    assert_true(count_op(g, FSL_OP_matmul) < 4);
+    run_graph(g, &got, 9);
+    expect_close(want, got, 8 * 64);
+    free(want);
+    free(got);
+    free(st.fired);
+    fsl_graph_free(g);
+  }
+  assert_true(cost[1] <= cost[0]);
+  assert_true(evals[1] > evals[0]);
+
+  /* the budget: at most 3 graphs costed, the answer still right */
+  fsl_graph *g = four_siblings();
+  run_graph(g, &want, 4);
+  fsl_rewrite_search_opts o = {.max_evals = 3, .alpha = 2.0};
+  fsl_rewrite_stats st = {0};
+  if (fsl_rewrite_search(&g, fsl_ruleset_builtin(), &o, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+  assert_true(st.n_evals <= 3);
+  run_graph(g, &got, 4);
+  expect_close(want, got, 8 * 64);
+  free(want);
+  free(got);
+  free(st.fired);
+  fsl_graph_free(g);
+
+  assert_true(fsl_rewrite_search_alpha(&(fsl_rewrite_search_opts){.alpha = 1.2}) == 1.2);
+  assert_int_equal(setenv("FSL_REWRITE_ALPHA", "1.5", 1), 0);
+  assert_true(fsl_rewrite_search_alpha(NULL) == 1.5);
+  assert_true(fsl_rewrite_search_alpha(&(fsl_rewrite_search_opts){.alpha = 1.0}) == 1.0);
+  assert_int_equal(setenv("FSL_REWRITE_ALPHA", "fast", 1), 0);
+  assert_true(fsl_rewrite_search_alpha(NULL) == 1.05);
+  assert_int_equal(setenv("FSL_REWRITE_ALPHA", "100", 1), 0);
+  assert_true(fsl_rewrite_search_alpha(NULL) == 4.0);
+  assert_int_equal(unsetenv("FSL_REWRITE_ALPHA"), 0);
+  assert_true(fsl_rewrite_search_alpha(NULL) == 1.05);
+}
+
+/* SqueezeNet's fire module after fission: a squeeze 1x1 and its ReLU,
+ * then expand 1x1 and expand 3x3 (pad 1) over its result, each with a
+ * bias and a ReLU, concatenated */
+static fsl_graph *fire_module(bool fold) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g, .fold = fold, .fold_limit = 1 << 20};
+  int64_t xd[4] = {1, 16, 14, 14}, wsd[4] = {8, 16, 1, 1}, sd[4] = {1, 8, 14, 14}, w1d[4] = {16, 8, 1, 1},
+          w3d[4] = {16, 8, 3, 3}, bd[4] = {1, 16, 1, 1}, od[4] = {1, 16, 14, 14}, zd[4] = {1, 1, 1, 1};
+  int64_t pads[4] = {1, 1, 1, 1};
+  fsl_attr pad = fsl_attr_make_ints(g, "pads", pads, 4);
+  fsl_value *zero = fsl_b_const(&b, FSL_DT_F32, 4, zd, (float[]){0});
+  /* the squeeze 1x1 and its ReLU */
+  fsl_value *x = fsl_b_prim(&b, FSL_OP_conv, (fsl_value *[]){input(g, "x", 4, xd), const_f32(&b, 4, wsd, 30)}, 2, NULL, 0);
+  x = fsl_b_binary(&b, FSL_OP_max, x, fsl_b_expand(&b, zero, sd));
+  fsl_value *e1 = fsl_b_prim(&b, FSL_OP_conv, (fsl_value *[]){x, const_f32(&b, 4, w1d, 31)}, 2, NULL, 0);
+  fsl_value *e3 = fsl_b_prim(&b, FSL_OP_conv, (fsl_value *[]){x, const_f32(&b, 4, w3d, 32)}, 2, &pad, 1);
+  e1 = fsl_b_binary(&b, FSL_OP_add, e1, fsl_b_expand(&b, const_f32(&b, 4, bd, 33), od));
+  e3 = fsl_b_binary(&b, FSL_OP_add, e3, fsl_b_expand(&b, const_f32(&b, 4, bd, 34), od));
+  e1 = fsl_b_binary(&b, FSL_OP_max, e1, fsl_b_expand(&b, zero, od));
+  e3 = fsl_b_binary(&b, FSL_OP_max, e3, fsl_b_expand(&b, zero, od));
+  fsl_value *y = fsl_b_prim(&b, FSL_OP_concat, (fsl_value *[]){e1, e3}, 2,
+                            (fsl_attr[]){fsl_attr_make_int("axis", 1)}, 1);
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  y->is_output = true;
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  return g;
+}
+
+/* Where greedy descent is stuck and the relaxation is not: with the
+ * bias and the ReLU's zero folded into full-size constants (fission does
+ * so at small sizes), merging the fire module's expand convolutions (the
+ * 1x1 enlarged to 3x3) alone costs more (9x the 1x1's FLOPs, the same
+ * kernels), and so does moving the bias across the concatenation alone;
+ * after both (conv-siblings-enlarge, concat-of-add, concat-of-max) the
+ * ops read the merged conv whole and the plan is cheaper than the start.
+ * alpha = 1 never queues the costlier first step; alpha = 1.05 goes
+ * through it.  With the broadcasts left as views both searches get there. */
+static void test_search_alpha_escapes(void **state) {
+  (void)state;
+  for (int fold = 0; fold < 2; fold++) {
+    double cost[2];
+    int convs[2];
+    for (int a = 0; a < 2; a++) {
+      fsl_graph *g = fire_module(fold);
+      void *want, *got;
+      run_graph(g, &want, 3);
+      fsl_rewrite_search_opts o = {.alpha = a ? 1.05 : 1.0};
+      fsl_rewrite_stats st = {0};
+      if (fsl_rewrite_search(&g, fsl_ruleset_builtin(), &o, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+      cost[a] = greedy_cost(g);
+      convs[a] = count_op(g, FSL_OP_conv);
+      assert_string_equal(g->outputs[0]->name, "y"); /* the output keeps its name through the rewrites */
+      run_graph(g, &got, 3);
+      expect_close(want, got, 32 * 14 * 14);
+      free(want);
+      free(got);
+      free(st.fired);
+      fsl_graph_free(g);
+    }
+    if (fold) { /* the small sizes of the Python test's fire module */
+      assert_int_equal(convs[0], 3); /* the squeeze conv and both expand convs */
+      assert_int_equal(convs[1], 2);
+      assert_true(cost[1] < 0.9 * cost[0]);
+    } else { /* moving the ReLU first pays already: both get there */
+      assert_int_equal(convs[1], 2);
+      assert_true(cost[1] <= cost[0]);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtin_rules_hold),
@@ -251,6 +420,8 @@ int main(void) {
       cmocka_unit_test(test_rewrite_real_patterns),
       cmocka_unit_test(test_rewrite_keeps_shared_values),
       cmocka_unit_test(test_search_skips_what_does_not_fit),
+      cmocka_unit_test(test_search_alpha),
+      cmocka_unit_test(test_search_alpha_escapes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
