@@ -94,6 +94,10 @@ typedef struct em {
   bool cache_on;
   coords cache_c;       /* the row coordinates of cache_vid */
   coords cache_oc;      /* the same element in output cache_out */
+  /* a LOOP nest over one input of a concat along an outer axis (loops.c):
+   * reads of concat node pin_node take input pin_k, with no test */
+  const fsl_node *pin_node;
+  int pin_k;
   /* work-group REDUCE rows (dialect group, fused body): the launch */
   bool grp;
   fsl_cg_launch launch;

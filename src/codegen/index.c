@@ -285,8 +285,11 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
     for (int k = 0; k < n->n_in; k++) {
       const fsl_value *xk = n->in[k];
       int64_t len = xk->dims[axis];
-      if (len == 0) continue;
-      if (k == last) fsl_cg_line(e, first ? "{" : "else {");
+      if (len == 0 || (e->pin_node == n && k != e->pin_k)) {
+        off += len;
+        continue;
+      }
+      if (k == last || e->pin_node == n) fsl_cg_line(e, first ? "{" : "else {");
       else fsl_cg_line(e, "%sif (%s < %lld) {", first ? "" : "else ", c->c[axis], (long long)(off + len));
       first = false;
       fsl_cg_open_scope(e);

@@ -26,11 +26,17 @@ static void nest_end(em *e) {
   fsl_cg_line(e, "}");
 }
 
-/* One loop nest over the shape of out[outs[0]], writing every listed output. */
-static bool loop_nest(em *e, int n, const int *outs) {
+/* One loop nest over the shape of out[outs[0]], writing every listed
+ * output; with seg_len >= 0, only over coordinates seg_lo .. seg_lo +
+ * seg_len - 1 of axis seg_axis (not the innermost). */
+static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo, int64_t seg_len) {
   const fsl_value *v = e->s->out[outs[0]];
   int r = v->rank;
-  int64_t total = fsl_value_numel(v);
+  int64_t dims[FSL_MAX_RANK], total = 1;
+  for (int i = 0; i < r; i++) {
+    dims[i] = seg_len >= 0 && i == seg_axis ? seg_len : v->dims[i];
+    total *= dims[i];
+  }
   if (total == 0) return true;
   coords c;
   c.rank = r;
@@ -55,12 +61,12 @@ static bool loop_nest(em *e, int n, const int *outs) {
     fsl_cg_line(e, "int e_ = 0;");
     int axes[FSL_MAX_RANK] = {0};
     for (int i = 0; i < r; i++) axes[i] = i;
-    fsl_cg_decompose(e, "r_", r, axes, v->dims, "c", &c);
+    fsl_cg_decompose(e, "r_", r, axes, dims, "c", &c);
     if (!fsl_cg_store_outputs(e, n, outs, &c)) return false;
     nest_end(e);
     return true;
   }
-  int64_t L = v->dims[r - 1], rows = total / L, B = L, nblk = 1;
+  int64_t L = dims[r - 1], rows = total / L, B = L, nblk = 1;
   if (rows < 64 && L > 8192) {
     B = (L + 63) / 64;
     if (B < 2048) B = 2048;
@@ -81,8 +87,13 @@ static bool loop_nest(em *e, int n, const int *outs) {
   }
   int axes[FSL_MAX_RANK] = {0};
   for (int i = 0; i < r - 1; i++) axes[i] = i;
-  fsl_cg_decompose(e, "rr_", r - 1, axes, v->dims, "c", &c);
+  fsl_cg_decompose(e, "rr_", r - 1, axes, dims, "c", &c);
   fsl_cg_line(e, "(void)rr_;");
+  if (seg_len >= 0 && seg_lo > 0) {
+    /* the segment's coordinate along its axis, in the whole output */
+    fsl_cg_line(e, "const int64_t g%d = c%d + %lld;", seg_axis, seg_axis, (long long)seg_lo);
+    snprintf(c.c[seg_axis], CLEN, "g%d", seg_axis);
+  }
   char lv[CLEN];
   snprintf(lv, CLEN, "c%d", r - 1);
   loop_ctx lc;
@@ -102,6 +113,28 @@ static bool loop_nest(em *e, int n, const int *outs) {
   if (!ok) return false;
   nest_end(e);
   return true;
+}
+
+/* One loop nest over the shape of out[outs[0]].  Where that output is a
+ * concat along an outer axis inside the kernel (on a dialect with SIMD
+ * loops), one nest per concat input, each reading only its input: the
+ * innermost loop holds no branch on the row and vectorizes. */
+static bool loop_nest(em *e, int n, const int *outs) {
+  const fsl_value *v = e->s->out[outs[0]];
+  const fsl_node *cat = v->producer;
+  int axis = cat && cat->op == FSL_OP_concat ? (int)fsl_attr_int(cat, "axis", 0) : -1;
+  if (n != 1 || e->d->par_min == 0 || !e->inside[v->id] || axis < 0 || axis >= v->rank - 1 || e->pin_node)
+    return nest_box(e, n, outs, -1, 0, -1);
+  int64_t off = 0;
+  bool ok = true;
+  e->pin_node = cat;
+  for (int k = 0; k < cat->n_in && ok; k++) {
+    e->pin_k = k;
+    ok = nest_box(e, n, outs, axis, off, cat->in[k]->dims[axis]);
+    off += cat->in[k]->dims[axis];
+  }
+  e->pin_node = NULL;
+  return ok;
 }
 
 bool fsl_cg_same_shape(const fsl_value *a, const fsl_value *b) {
