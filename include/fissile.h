@@ -476,6 +476,11 @@ typedef struct fsl_cuda_function {
   const char *onnx_op;       /**< op_type of the ONNX node of its first primitive ("?" if none) */
   const char *onnx_name;     /**< that node's name (untrusted model data); both live in the model
                                   until its next compile or free */
+  int block_threads;         /**< threads per block the code assumes, one dimension (a REDUCE row or
+                                  matmul/conv tile per block: blockDim.x must equal it); 0: any
+                                  (grid-stride loops over threads) */
+  int64_t blocks;            /**< block_threads > 0: blocks with work (rows or tiles; a grid-stride
+                                  loop over blocks, so fewer are correct too and more idle); else 0 */
   fsl_cuda_usage usage[FSL_CUDA_MAX_ARCHS];  /**< per fsl_cuda_emit_result.archs */
 } fsl_cuda_function;
 

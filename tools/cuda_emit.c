@@ -18,7 +18,7 @@ static void num(char *buf, size_t len, long long v) {
 }
 
 static void print_table(FILE *f, const fsl_cuda_emit_result *r) {
-  fprintf(f, "%-7s %-9s %-9s %-28s", "kernel", "function", "part", "onnx node");
+  fprintf(f, "%-7s %-9s %-9s %5s %8s %-28s", "kernel", "function", "part", "block", "grid", "onnx node");
   for (int a = 0; a < r->n_archs; a++) fprintf(f, " | %-5s %4s %5s %5s %6s %6s %5s", r->archs[a], "regs", "spst", "spld",
                                                "stack", "smem", "cmem");
   fprintf(f, "\n");
@@ -29,7 +29,15 @@ static void print_table(FILE *f, const fsl_cuda_emit_result *r) {
     snprintf(node, sizeof node, "%s %s", fn->onnx_op, fn->onnx_name);
     for (char *p = node; *p; p++)
       if ((unsigned char)*p < 32) *p = '?';
-    fprintf(f, "%-7d %-9s %-9s %-28s", fn->kernel, name, fn->part, node);
+    char block[16], grid[24];
+    if (fn->block_threads > 0) {
+      snprintf(block, sizeof block, "%d", fn->block_threads);
+      snprintf(grid, sizeof grid, "%lld", (long long)fn->blocks);
+    } else {
+      snprintf(block, sizeof block, "any");
+      snprintf(grid, sizeof grid, "-");
+    }
+    fprintf(f, "%-7d %-9s %-9s %5s %8s %-28s", fn->kernel, name, fn->part, block, grid, node);
     for (int a = 0; a < r->n_archs; a++) {
       const fsl_cuda_usage *u = &fn->usage[a];
       char c[6][24];
@@ -54,7 +62,8 @@ static void print_summary(FILE *f, const fsl_cuda_emit_result *r) {
   fprintf(f, ": no errors, no warnings\n");
   for (int i = 0; i < r->n_refused; i++) fprintf(f, "refused: %s\n", r->refused[i]);
   if (r->n_functions == 0) return;
-  fprintf(f, "resources per generated function (ptxas -v): registers per thread, spill stores/loads and stack "
+  fprintf(f, "launch and resources per generated function: threads per block the code assumes (any: grid-stride "
+             "over threads) and blocks with work; ptxas -v: registers per thread, spill stores/loads and stack "
              "(bytes per thread), static shared memory per block and constant banks (bytes):\n");
   print_table(f, r);
 }

@@ -66,8 +66,10 @@ void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b);
  * more than one element, the reductions need at most d->group->local_bytes
  * of local memory and none is an argmax/argmin (else one thread per row):
  * each work-item reduces a strided part of the row, a tree in local memory
- * combines the parts, and the row's outputs are written by the work-items
- * in the same strided parts.  *launch (may be NULL) receives how to launch
+ * combines the parts (in a dialect with warps, d->group->warp: register
+ * shuffles inside each warp first, then the warps' partials through local
+ * memory, none for a row of one warp), and the row's outputs are written
+ * by the work-items in the same strided parts.  *launch (may be NULL) receives how to launch
  * the kernel.  Nothing is appended on failure.
  * Errors: FSL_ERR_UNSUPPORTED (a dtype the dialect has no type for, e.g.
  * f16/bf16 in C; scatter, linear or opaque nodes; the caller falls back to

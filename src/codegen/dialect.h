@@ -37,9 +37,11 @@ typedef struct fsl_cg_loop {
 
 /** Work-groups: what a dialect whose threads cooperate through local
  *  (shared) memory and barriers prints for REDUCE kernels with one group
- *  per kept-space row and tiled matmuls (OpenCL C).  The code generator
- *  emits the same structure in every such dialect; only these strings
- *  and the loop headers of FSL_CG_GROUPS / FSL_CG_LANES differ. */
+ *  per kept-space row and tiled matmuls (OpenCL C; CUDA C, where a group
+ *  is a thread block and local memory is __shared__).  The code generator
+ *  emits the same structure in every such dialect; only these strings,
+ *  the warp shuffle and the loop headers of FSL_CG_GROUPS / FSL_CG_LANES
+ *  differ. */
 typedef struct fsl_cg_group {
   int size;                 /* work-items per group of a REDUCE kernel (a power of two; shorter rows: fewer) */
   int tile;                 /* matmul tile edge: tile x tile work-items per group (a power of two; 0: no tiled matmul) */
@@ -47,6 +49,19 @@ typedef struct fsl_cg_group {
   const char *local_kw;     /* qualifier of local-memory arrays at kernel scope ("__local ") */
   const char *local_id;     /* this work-item's index in its group, as an int64 expression */
   const char *barrier;      /* a statement: every work-item of the group waits here, local memory then agrees */
+  /** Work-items that run in lock-step and exchange registers without
+   *  local memory or a barrier (CUDA: a warp of 32 lanes, the group's
+   *  work-items 0..31, 32..63, ...; a power of two); 0 or 1: none, a
+   *  REDUCE row's partial results meet in local memory only (OpenCL). */
+  int warp;
+  /** With warp > 1: the expression (into dst[cap]) of accumulator v as
+   *  held by the work-item whose index in the group is this one's XOR
+   *  `mask` (an int expression below `lanes`), exchanged among aligned
+   *  runs of `lanes` work-items (a power of two, at most warp; the group
+   *  has at least that many, and every one of them evaluates the
+   *  expression: it is a convergence point).  v is a double, float,
+   *  int64_t or uint64_t variable.  CUDA: __shfl_xor_sync. */
+  void (*warp_xor)(char *dst, size_t cap, const char *v, const char *mask, int lanes);
 } fsl_cg_group;
 
 typedef struct fsl_dialect {
@@ -83,9 +98,9 @@ typedef struct fsl_dialect {
   /** The header of loop L: an optional annotation line (pragma; "" for
    *  none) and the loop line itself, ending in "{". */
   void (*loop_header)(const fsl_cg_loop *L, char *annot, size_t annot_cap, char *head, size_t head_cap);
-  /** Work-group cooperation, or NULL where every thread works alone (C,
-   *  CUDA for now): REDUCE rows then run one per thread, matmuls one
-   *  output element per thread. */
+  /** Work-group cooperation, or NULL where every thread works alone (C):
+   *  REDUCE rows then run one per thread, matmuls one output element per
+   *  thread. */
   const fsl_cg_group *group;
 } fsl_dialect;
 

@@ -52,34 +52,85 @@ static int acc_bytes(const fsl_node *n) {
   return 8;
 }
 
-/* Work-group rows (dialect group): combines the work-items' accumulators
- * a<k> (and NaN flags n<k>) of reduce node n through lr<k>[] in local
- * memory, a tree of halving strides with a barrier after each step;
- * every work-item leaves with the row's a<k> (and n<k>).  A barrier after
- * the read lets the next row write lr<k>[] again. */
-static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a) {
-  const fsl_cg_group *G = e->d->group;
+/* Work-items of a group of gs that exchange accumulators directly
+ * (group->warp; 1: none). */
+static int warp_lanes(const fsl_cg_group *G, int gs) { return G->warp > 1 ? (gs < G->warp ? gs : G->warp) : 1; }
+
+/* Partial results of a group row that meet in local memory: one per
+ * warp (per work-item without warps); 1: none, no local memory. */
+static int group_partials(const fsl_cg_group *G, int gs) { return gs / warp_lanes(G, gs); }
+
+/* Combines accumulator a<k> of reduce node n across the work-items whose
+ * indices differ in bits `from`, from/2, ..., 1 (aligned runs of `lanes`
+ * work-items exchanging registers: group->warp_xor), in the order of the
+ * local-memory tree below; every work-item of a run leaves with the run's
+ * result.  Float max/min: a<k> already holds NaN where n<k> was set. */
+static void warp_steps(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a, int from, int lanes) {
   fsl_op op = n->op;
-  bool fl = is_f(n->in[0]->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
-  if (fl && mx) fsl_cg_line(e, "lr%d[l_] = n%d ? (%s)NAN : a%d;", k, k, a->type, k);
-  else fsl_cg_line(e, "lr%d[l_] = a%d;", k, k);
-  fsl_cg_line(e, "%s", G->barrier);
-  fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", e->launch.group_size / 2);
+  bool fl = is_f(n->in[0]->dtype);
+  char av[16], sh[160];
+  snprintf(av, sizeof av, "a%d", k);
+  e->d->group->warp_xor(sh, sizeof sh, av, "s_", lanes);
+  fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", from);
   fsl_cg_open_scope(e);
   if (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)
-    fsl_cg_line(e, "if (l_ < s_) lr%d[l_] %s= lr%d[l_ + s_];", k, op == FSL_OP_reduce_sum ? "+" : "*", k);
+    fsl_cg_line(e, "a%d %s= %s;", k, op == FSL_OP_reduce_sum ? "+" : "*", sh);
   else if (fl) /* NaN-propagating (helpers.h) */
-    fsl_cg_line(e, "if (l_ < s_) lr%d[l_] = fsl_%s%s(lr%d[l_], lr%d[l_ + s_]);", k, op == FSL_OP_reduce_max ? "max" : "min",
-                n->in[0]->dtype == FSL_DT_F32 ? "f" : "d", k, k);
+    fsl_cg_line(e, "a%d = fsl_%s%s(a%d, %s);", k, op == FSL_OP_reduce_max ? "max" : "min",
+                n->in[0]->dtype == FSL_DT_F32 ? "f" : "d", k, sh);
   else
-    fsl_cg_line(e, "if (l_ < s_ && lr%d[l_ + s_] %s lr%d[l_]) lr%d[l_] = lr%d[l_ + s_];", k,
-                op == FSL_OP_reduce_max ? ">" : "<", k, k, k);
-  fsl_cg_line(e, "%s", G->barrier);
+    fsl_cg_line(e, "const %s v_ = %s; if (v_ %s a%d) a%d = v_;", a->type, sh, op == FSL_OP_reduce_max ? ">" : "<", k, k);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
-  fsl_cg_line(e, "a%d = lr%d[0];", k, k);
+}
+
+/* Work-group rows (dialect group): combines the work-items' accumulators
+ * a<k> (and NaN flags n<k>) of reduce node n of a group of gs work-items;
+ * every work-item leaves with the row's a<k> (and n<k>).  With warps of W
+ * lanes (group->warp): the lanes of each warp combine theirs by W/2, W/4,
+ * ..., 1 (XOR butterfly, registers only); then, when the group has P =
+ * gs/W > 1 warps, lane 0 of each writes lr<k>[warp], a barrier, and every
+ * aligned run of P lanes combines the P partials the same way.  Without
+ * warps (P = gs): the partials meet in lr<k>[] in local memory, a tree of
+ * halving strides with a barrier after each step (work-item l takes l +
+ * s: the same pairs as the butterfly's), read back from lr<k>[0].  A
+ * barrier after the read lets the next row write lr<k>[] again. */
+static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a) {
+  const fsl_cg_group *G = e->d->group;
+  int gs = e->launch.group_size, W = warp_lanes(G, gs), P = group_partials(G, gs);
+  fsl_op op = n->op;
+  bool fl = is_f(n->in[0]->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
+  if (W > 1) {
+    if (fl && mx) fsl_cg_line(e, "if (n%d) a%d = (%s)NAN;", k, k, a->type);
+    warp_steps(e, n, k, a, W / 2, W);
+  }
+  if (P > 1) {
+    if (W > 1) fsl_cg_line(e, "if ((l_ & %d) == 0) lr%d[l_ / %d] = a%d;", W - 1, k, W, k);
+    else if (fl && mx) fsl_cg_line(e, "lr%d[l_] = n%d ? (%s)NAN : a%d;", k, k, a->type, k);
+    else fsl_cg_line(e, "lr%d[l_] = a%d;", k, k);
+    fsl_cg_line(e, "%s", G->barrier);
+    if (W > 1 && P <= W) {
+      fsl_cg_line(e, "a%d = lr%d[l_ & %d];", k, k, P - 1);
+      warp_steps(e, n, k, a, P / 2, W);
+    } else {
+      fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", P / 2);
+      fsl_cg_open_scope(e);
+      if (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)
+        fsl_cg_line(e, "if (l_ < s_) lr%d[l_] %s= lr%d[l_ + s_];", k, op == FSL_OP_reduce_sum ? "+" : "*", k);
+      else if (fl) /* NaN-propagating (helpers.h) */
+        fsl_cg_line(e, "if (l_ < s_) lr%d[l_] = fsl_%s%s(lr%d[l_], lr%d[l_ + s_]);", k,
+                    op == FSL_OP_reduce_max ? "max" : "min", n->in[0]->dtype == FSL_DT_F32 ? "f" : "d", k, k);
+      else
+        fsl_cg_line(e, "if (l_ < s_ && lr%d[l_ + s_] %s lr%d[l_]) lr%d[l_] = lr%d[l_ + s_];", k,
+                    op == FSL_OP_reduce_max ? ">" : "<", k, k, k);
+      fsl_cg_line(e, "%s", G->barrier);
+      fsl_cg_close_scope(e);
+      fsl_cg_line(e, "}");
+      fsl_cg_line(e, "a%d = lr%d[0];", k, k);
+    }
+  }
   if (fl && mx) fsl_cg_line(e, "n%d = a%d != a%d;", k, k, k);
-  fsl_cg_line(e, "%s", G->barrier);
+  if (P > 1) fsl_cg_line(e, "%s", G->barrier);
 }
 
 #define SUM_BLOCK 256  /* f32 sums: elements per float partial sum (then added in double) */
@@ -267,26 +318,29 @@ void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner) {
  * dialect has them, rows have more than one element, no reduction is an
  * argmax/argmin (ties would need the index in the tree too) and the
  * accumulators fit in local memory.  Then declares them at kernel scope,
- * lr<k>[size], and l_, the work-item's index in its group, and sets the
- * launch: one group per row, of the dialect's group size or, for shorter
- * rows, the smallest power of two that covers a row. */
+ * lr<k>[P] with P partials per row (group_tree: one per warp, or per
+ * work-item without warps; none when a row is one warp), and l_, the
+ * work-item's index in its group, and sets the launch: one group per row,
+ * of the dialect's group size or, for shorter rows, the smallest power of
+ * two that covers a row. */
 static void group_open(em *e, const fsl_node **red, int nr, int64_t outer, int64_t inner) {
   const fsl_cg_group *G = e->d->group;
   if (!G || inner <= 1) return;
   int gs = 1;
   while (gs < G->size && gs < inner) gs *= 2;
+  int P = group_partials(G, gs);
   long long bytes = 0;
   for (int k = 0; k < nr; k++) {
     if (red[k]->op == FSL_OP_argmax || red[k]->op == FSL_OP_argmin) return;
-    bytes += (long long)acc_bytes(red[k]) * gs;
+    bytes += P > 1 ? (long long)acc_bytes(red[k]) * P : 0;
   }
   if (bytes > G->local_bytes) return;
   e->grp = true;
   e->launch = (fsl_cg_launch){.group_size = gs, .groups = outer};
-  for (int k = 0; k < nr; k++) {
+  for (int k = 0; k < nr && P > 1; k++) {
     fsl_cg_red_acc a;
     fsl_cg_red_acc_of(e->d, red[k], &a);
-    fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, a.type, k, gs);
+    fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, a.type, k, P);
   }
   fsl_cg_line(e, "const int64_t l_ = %s;", G->local_id);
 }

@@ -1,7 +1,7 @@
 """`fissile compile MODEL --backend cuda --emit-only` and `fissile explain
 MODEL --backend cuda`: the CUDA C of every kernel of a plan, compiled by
-NVRTC for sm_90 and sm_80 without a GPU, with ptxas's resources per
-kernel (docs/gpu-backend.md, "CUDA").  There is no CUDA runtime yet
+NVRTC for sm_90 and sm_80 without a GPU, with the launch (block size,
+blocks) and ptxas's resources per kernel (docs/gpu-backend.md, "CUDA").  There is no CUDA runtime yet
 (issue 11): `--backend cuda` without --emit-only is a clear error.
 Skipped only when the build has no CUDA C dialect (NVRTC not found at
 configure), which the command itself says.
@@ -39,6 +39,26 @@ def conv_silu_model():
     return helper.make_model(g, opset_imports=OPSET, ir_version=8)
 
 
+def layernorm_model():
+    """LayerNormalization over the last axis of [2, 128, 768] with scale and bias: one REDUCE kernel."""
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 128, 768])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 128, 768])
+    s = numpy_helper.from_array(rng.standard_normal(768).astype(np.float32), "s")
+    b = numpy_helper.from_array(rng.standard_normal(768).astype(np.float32), "b")
+    g = helper.make_graph([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)], "layernorm",
+                          [x], [y], [s, b])
+    return helper.make_model(g, opset_imports=OPSET, ir_version=8)
+
+
+def short_rows_model():
+    """ReduceMax over rows of 16 elements (64 rows): a row fits in half a warp."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 1])
+    g = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["y"], axes=[1])], "short_rows", [x], [y])
+    return helper.make_model(g, opset_imports=OPSET, ir_version=8)
+
+
 def half_model():
     """An f16 Add: the dialect has no half type yet, so the kernel is refused (listed, not an error)."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, 4])
@@ -59,13 +79,16 @@ def emit(fissile, path, *extra):
 
 
 def usage_rows(text):
-    """{function: (part, [(regs, spill st, spill ld, stack, smem, cmem) per arch])} from the resource table."""
+    """{function: (part, block, grid, [(regs, spill st, spill ld, stack, smem, cmem) per arch])} from the
+    resource table; block and grid are None where any block size does (grid-stride over threads)."""
     rows = {}
     for line in text.splitlines():
-        m = re.match(r"(\d+)\s+(fsl_k\d+)\s+(\w+)\s.*?\|(.*)$", line)
+        m = re.match(r"(\d+)\s+(fsl_k\d+)\s+(\w+)\s+(\d+|any)\s+(\d+|-)\s.*?\|(.*)$", line)
         if m:
-            archs = [tuple(int(v) for v in part.split()) for part in m.group(4).split("|")]
-            rows[m.group(2)] = (m.group(3), archs)
+            archs = [tuple(int(v) for v in part.split()) for part in m.group(6).split("|")]
+            block = None if m.group(4) == "any" else int(m.group(4))
+            grid = None if m.group(5) == "-" else int(m.group(5))
+            rows[m.group(2)] = (m.group(3), block, grid, archs)
     return rows
 
 
@@ -82,17 +105,48 @@ def test_emit_only_compiles_every_kernel(fissile, tmp_path, model):
     assert 'extern "C" __global__ void fsl_k0(' in src
     rows = usage_rows(proc.stdout)
     assert rows, proc.stdout
-    for fn, (part, archs) in rows.items():
+    for fn, (part, block, grid, archs) in rows.items():
         assert fn in src
         assert len(archs) == 2
         for regs, spst, spld, stack, smem, cmem in archs:
             assert regs > 0 and cmem > 0 and min(spst, spld, stack, smem) >= 0
-    parts = {part for part, _ in rows.values()}
+    parts = {part: (block, grid, archs) for part, block, grid, archs in rows.values()}
     if model is conv_silu_model:
-        assert {"conv", "epilogue"} <= parts
+        assert {"conv", "epilogue"} <= set(parts)
         assert "fsl_expf" in src  # the sigmoid of SiLU, fused after the convolution
+        # an implicit matmul through two 16 x 16 tiles of float in shared memory, a block per tile
+        block, grid, archs = parts["conv"]
+        assert block == 256 and grid == 32 * 32 * 32 // 256
+        assert all(smem >= 2 * 16 * 16 * 4 for *_, smem, _ in archs)
+        assert parts["epilogue"][:2] == (None, None)
     else:
-        assert parts == {"reduce"}
+        assert set(parts) == {"reduce"}
+
+
+@pytest.mark.parametrize("model,block,rows", [(softmax_model, 256, 8), (layernorm_model, 256, 256),
+                                              (short_rows_model, 16, 64)])
+def test_reduce_rows_run_a_block_each(fissile, tmp_path, model, block, rows):
+    """A REDUCE kernel runs a thread block per kept-space row (docs/gpu-backend.md, "CUDA"): the table
+    reports the block size the code assumes and a block per row; rows longer than a warp combine the
+    warps' partial results through shared memory (ptxas reports it on both architectures), a row of a
+    warp or less combines in registers only (warp shuffles, no shared memory)."""
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model().SerializeToString())
+    cu = tmp_path / "m.cu"
+    proc = emit(fissile, path, "-o", cu)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no errors, no warnings" in proc.stdout and "0 refused" in proc.stdout
+    src = cu.read_text()
+    rows_ = usage_rows(proc.stdout)
+    assert [part for part, *_ in rows_.values()] == ["reduce"], proc.stdout
+    (_, got_block, grid, archs), = rows_.values()
+    assert (got_block, grid) == (block, rows)
+    assert "__shfl_xor_sync(" in src and "blockIdx.x; o_ < %d; o_ += (int64_t)gridDim.x" % rows in src
+    assert "j_ += %d)" % block in src  # each thread its strided part of the row
+    for regs, spst, spld, stack, smem, cmem in archs:
+        assert spst == spld == stack == 0
+        assert (smem > 0) == (block > 32)
+    assert ("__syncthreads();" in src) == (block > 32) and ("__shared__" in src) == (block > 32)
 
 
 def test_refused_kernels_are_listed_not_errors(fissile, tmp_path):

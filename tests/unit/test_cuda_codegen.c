@@ -6,10 +6,14 @@
  * as prologue + matmul/conv + epilogue) and compiled by NVRTC to CUBINs
  * for sm_90 (H100) and sm_80 (A100) with no warning and no register
  * spills; ptxas's resource report is checked on kernels whose resources
- * are known.  Kernels the
+ * are known.  REDUCE rows with a thread block each (warp shuffles and
+ * __shared__ memory) and the tiled matmul and convolution are checked for
+ * their launch and resources, and run on the CPU through a small emulation
+ * of CUDA's device side (cuda_emu/: a POSIX thread per CUDA thread, g++)
+ * against the reference interpreter.  Kernels the
  * dialect refuses (f16/bf16, multi-pass reductions: counted) are not
  * compiled; a kernel NVRTC rejects or warns about fails the test with its
- * log.  Running the kernels is the CUDA runtime's job (issue 11).
+ * log.  Running the kernels on a GPU is the CUDA runtime's job (issue 11).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,12 +23,21 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <dlfcn.h>
+#include <math.h>
+#include <unistd.h>
+
 #include "backend/cuda/dialect_cuda.h"
 #include "backend/cuda/emit.h"
+#include "eval/eval.h"
+#include "fission/builder.h"
 #include "fission/fission.h"
 #include "onnx/onnx_import.h"
 #include "orchestrate/orchestrate.h"
 #include "passes/passes.h"
+#include "test_graph.h"
+
+#define B_INIT(g) {.g = (g), .st = FSL_OK, .fold = false}
 
 #define DEBIAN_NODE "/usr/share/libonnx-testdata/data/node"
 #define BATCH_KERNELS 400   /* kernels per NVRTC compile */
@@ -158,6 +171,235 @@ static void test_resources(void **state) {
   }
 }
 
+/* ---- group kernels: launch, resources, and a run on the CPU ---- */
+
+typedef struct gcase {
+  fsl_graph *g;
+  const fsl_node *lin;   /* the matmul or conv rendered alone, or NULL: every node as one kernel */
+  int id;
+  fsl_cg_launch launch;
+  void *in[4];
+  char what[64];
+  int want_block;        /* block size the code must assume (0: any) */
+} gcase;
+
+/* Renders case c as function fsl_k<c->id> into b. */
+static void gcase_render(gcase *c, fsl_sbuf *b) {
+  fsl_graph *g = c->g;
+  fsl_node *nodes[32];
+  assert_true(g->n_nodes <= 32);
+  for (int i = 0; i < g->n_nodes; i++) nodes[i] = g->nodes[i];
+  fsl_cg_spec spec = {.g = g, .id = c->id, .n_nodes = g->n_nodes, .nodes = nodes, .n_in = g->n_inputs, .in = g->inputs,
+                      .n_out = g->n_outputs, .out = g->outputs};
+  c->launch.group_size = -1;
+  fsl_status st = !c->lin                         ? fsl_codegen_kernel(&fsl_dialect_cuda, &spec, b, &c->launch)
+                  : c->lin->op == FSL_OP_matmul ? fsl_codegen_matmul(&fsl_dialect_cuda, c->id, c->lin, b, &c->launch)
+                                                  : fsl_codegen_conv(&fsl_dialect_cuda, c->id, c->lin, b, &c->launch);
+  if (st != FSL_OK) fail_msg("%s: %s", c->what, fsl_last_error());
+  if (c->launch.group_size != c->want_block)
+    fail_msg("%s: block of %d threads, want %d", c->what, c->launch.group_size, c->want_block);
+}
+
+/* Reductions as test_opencl's test_reduce_rows: a sum (kept-space
+ * output), softmax (max, sum of exp, a row-space output), the
+ * NaN-propagating min and an int32 max over `rows` rows of `len`. */
+static void reduce_case(gcase *c, int64_t rows, int64_t len) {
+  fsl_graph *g = c->g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dims[] = {rows, len}, axis = 1;
+  fsl_value *x = input(g, "x", 2, dims);
+  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
+  fsl_value *sm = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
+  fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, true);
+  fsl_value *ix = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, x, 100.0), FSL_DT_I32);
+  fsl_value *im = fsl_b_reduce(&b, FSL_OP_reduce_max, ix, &axis, 1, true);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, s);
+  fsl_graph_add_output(g, sm);
+  fsl_graph_add_output(g, mn);
+  fsl_graph_add_output(g, im);
+  c->in[0] = random_data(x, -4, 4);
+  if (len == 33) ((float *)c->in[0])[rows * len - 2] = NAN; /* the last row's max and min are NaN */
+  snprintf(c->what, sizeof c->what, "reduce %lld rows of %lld", (long long)rows, (long long)len);
+}
+
+/* A batched matmul [bt, m, k] x [bt, k, n] alone (rendered as the matmul
+ * primitive; the builder's reshapes around it move no data). */
+static void matmul_case(gcase *c, int64_t bt, int64_t m, int64_t k, int64_t n) {
+  fsl_graph *g = c->g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t ad[] = {bt, m, k}, bd[] = {bt, k, n};
+  fsl_value *a = input(g, "a", 3, ad), *w = input(g, "b", 3, bd);
+  fsl_value *z = fsl_b_matmul(&b, a, w);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, z);
+  /* the matmul primitive between reshapes (batch dims folded; the same data) */
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->op == FSL_OP_matmul) c->lin = g->nodes[i];
+  assert_non_null(c->lin);
+  assert_int_equal(fsl_value_numel(c->lin->in[0]), fsl_value_numel(a));
+  assert_int_equal(fsl_value_numel(c->lin->in[1]), fsl_value_numel(w));
+  c->in[0] = random_data(a, -1, 1);
+  c->in[1] = random_data(w, -1, 1);
+  snprintf(c->what, sizeof c->what, "matmul %lld x %lldx%lldx%lld", (long long)bt, (long long)m, (long long)k, (long long)n);
+}
+
+/* A 2-D convolution alone: n images, ci -> co channels in `group` groups,
+ * size x size input, kernel ks, stride, pad. */
+static void conv_case(gcase *c, int64_t n, int64_t ci, int64_t co, int64_t group, int64_t size, int64_t ks, int64_t stride,
+                      int64_t pad) {
+  fsl_graph *g = c->g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t xd[4] = {n, ci, size, size}, wd[4] = {co, ci / group, ks, ks};
+  int64_t st[2] = {stride, stride}, dl[2] = {1, 1}, pads[4] = {pad, pad, pad, pad};
+  fsl_value *x = input(g, "x", 4, xd), *w = input(g, "w", 4, wd);
+  fsl_value *y = fsl_b_conv(&b, x, w, st, dl, pads, group, NULL);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  assert_int_equal(g->n_nodes, 1);
+  c->lin = g->nodes[0];
+  c->in[0] = random_data(x, -1, 1);
+  c->in[1] = random_data(w, -1, 1);
+  snprintf(c->what, sizeof c->what, "conv %lldx%lld->%lld group %lld", (long long)n, (long long)ci, (long long)co,
+           (long long)group);
+}
+
+typedef void (*emu_kernel)(const void *const *in, void *const *out, int *err);
+typedef int (*emu_launch_fn)(emu_kernel k, unsigned grid, unsigned block, const void *const *in, void *const *out,
+                             int *err, int *bad);
+
+/* Compiles src (CUDA C of the generated functions) with the host's C++
+ * compiler against cuda_emu/ into a shared object in dir; NULL when there
+ * is no C++ compiler (the caller skips), failing on any other error. */
+static void *emu_build(const char *dir, const char *src) {
+  if (system("c++ --version > /dev/null 2>&1") != 0) {
+    fprintf(stderr, "test_cuda_codegen: no C++ compiler (c++): the emulated runs are skipped\n");
+    return NULL;
+  }
+  char path[512], lib[512], cmd[2048];
+  snprintf(path, sizeof path, "%s/k.cc", dir);
+  snprintf(lib, sizeof lib, "%s/k.so", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "#include \"cuda_emu.h\"\n%s", src);
+  assert_int_equal(fclose(f), 0);
+  snprintf(cmd, sizeof cmd,
+           "c++ -std=c++17 -O1 -w -shared -fPIC -pthread -I%s/tests/unit/cuda_emu %s %s/tests/unit/cuda_emu/launch.cc -o %s",
+           FSL_SOURCE_DIR, path, FSL_SOURCE_DIR, lib);
+  if (system(cmd) != 0) fail_msg("the emulation does not compile: %s", cmd);
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h) fail_msg("dlopen %s: %s", lib, dlerror());
+  unlink(path);
+  unlink(lib);
+  return h;
+}
+
+/* Runs case c in the emulation with the launch the generator reported
+ * (at most 5 blocks: the rest of the rows or tiles through the
+ * grid-stride loop over blocks; a kernel for any block size with 2
+ * blocks of 33 threads) and compares every output with the reference. */
+static void emu_check(void *h, gcase *c, double tol) {
+  emu_launch_fn launch = (emu_launch_fn)(uintptr_t)dlsym(h, "fsl_emu_launch");
+  char name[32];
+  snprintf(name, sizeof name, "fsl_k%d", c->id);
+  emu_kernel k = (emu_kernel)(uintptr_t)dlsym(h, name);
+  assert_true(launch && k);
+  fsl_graph *g = c->g;
+  void *want[4] = {0}, *got[4] = {0};
+  assert_int_equal(fsl_ref_run(g, (const void *const *)c->in, want), FSL_OK);
+  for (int o = 0; o < g->n_outputs; o++) {
+    got[o] = calloc(1, (size_t)fsl_value_nbytes(g->outputs[o]) + 1);
+    assert_non_null(got[o]);
+  }
+  int err = 0, bad = 0;
+  unsigned block = c->launch.group_size > 0 ? (unsigned)c->launch.group_size : 33;
+  unsigned grid = c->launch.group_size > 0 ? (unsigned)(c->launch.groups < 5 ? c->launch.groups : 5) : 2;
+  assert_int_equal(launch(k, grid, block, (const void *const *)c->in, got, &err, &bad), 0);
+  if (bad) fail_msg("%s: a shuffle names lanes outside the block or leaves this one out", c->what);
+  assert_int_equal(err, 0);
+  for (int o = 0; o < g->n_outputs; o++) {
+    const fsl_value *v = g->outputs[o];
+    int nbad = 0;
+    for (int64_t i = 0; i < fsl_value_numel(v); i++) {
+      double a = fsl_load_f64(v->dtype, got[o], i), b = fsl_load_f64(v->dtype, want[o], i);
+      bool ok = (a != a && b != b) || fabs(a - b) <= tol * fmax(1.0, fabs(b));
+      if (!ok && nbad++ < 5)
+        fprintf(stderr, "%s: output %d [%lld] got %.9g want %.9g\n", c->what, o, (long long)i, a, b);
+    }
+    if (nbad) fail_msg("%s: output %d: %d elements differ", c->what, o, nbad);
+    free(got[o]);
+    free(want[o]);
+  }
+}
+
+/* REDUCE rows of 1 to 1000 elements (one thread per row for rows of one
+ * element; a block of the smallest power of two covering the row up to a
+ * warp, no shared memory and no barrier; beyond a warp up to 256 threads,
+ * the warps' partials through __shared__ memory), over 3 and 130 rows,
+ * and the tiled matmul and convolution at odd sizes: the launch each
+ * reports, ptxas's shared memory and barriers on sm_90 and sm_80, and a
+ * run of each in the CPU emulation against the reference (the f32 sums
+ * in double: 1e-4, as test_opencl's). */
+static void test_group_kernels(void **state) {
+  (void)state;
+  int64_t lens[] = {1, 5, 16, 31, 32, 33, 64, 255, 256, 257, 1000}, rows[] = {3, 130};
+  int blocks[] = {0, 8, 16, 32, 32, 64, 64, 256, 256, 256, 256};
+  enum { NR = 11 * 2, NC = NR + 4 };
+  gcase cs[NC];
+  memset(cs, 0, sizeof cs);
+  int n = 0;
+  for (int t = 0; t < 11; t++)
+    for (int r = 0; r < 2; r++) {
+      reduce_case(&cs[n], rows[r], lens[t]);
+      cs[n++].want_block = blocks[t];
+    }
+  matmul_case(&cs[n++], 1, 65, 33, 17);
+  matmul_case(&cs[n++], 2, 7, 13, 5);
+  conv_case(&cs[n++], 1, 3, 4, 1, 5, 3, 1, 1);
+  conv_case(&cs[n++], 2, 4, 6, 2, 9, 3, 2, 0);
+  for (int i = NR; i < NC; i++) cs[i].want_block = 256;
+  fsl_sbuf src = {0};
+  fsl_codegen_prelude(&fsl_dialect_cuda, &src);
+  for (int i = 0; i < NC; i++) {
+    cs[i].id = i;
+    gcase_render(&cs[i], &src);
+  }
+  assert_false(src.oom);
+  assert_non_null(strstr(src.p, "__shfl_xor_sync(0xffffffffu, a0, s_, 32)"));
+  assert_non_null(strstr(src.p, "__shfl_xor_sync(0xffu, a0, s_, 8)"));
+  /* ptxas: shared memory and barriers exactly where a row spans more than a warp, or a tile */
+  for (size_t a = 0; a < FSL_ARRAY_LEN(k_archs); a++) {
+    fsl_cuda_build b;
+    if (fsl_cuda_compile(src.p, k_archs[a], &b) != FSL_OK) fail_msg("%s", fsl_last_error());
+    for (int i = 0; i < NC; i++) {
+      char name[32];
+      snprintf(name, sizeof name, "fsl_k%d", i);
+      const fsl_cuda_usage *u = fsl_cuda_build_find(&b, name);
+      assert_non_null(u);
+      bool multi_warp = cs[i].want_block > 32;
+      if ((u->shared_bytes > 0) != multi_warp || (u->barriers > 0) != multi_warp)
+        fail_msg("%s (%s): %lld bytes of shared memory, %d barriers", cs[i].what, k_archs[a], (long long)u->shared_bytes,
+                 u->barriers);
+      if (i >= NR) assert_true(u->shared_bytes >= 2 * 16 * 16 * 4);
+      assert_int_equal(u->spill_store_bytes, 0);
+    }
+    fsl_cuda_build_free(&b);
+  }
+  char dir[] = "/tmp/fsl_cuda_emu_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  void *h = emu_build(dir, src.p);
+  rmdir(dir);
+  for (int i = 0; i < NC; i++) {
+    if (h) emu_check(h, &cs[i], i < NR ? 1e-4 : 1e-5);
+    for (int j = 0; j < 4; j++) free(cs[i].in[j]);
+    fsl_graph_free(cs[i].g);
+  }
+  if (h) dlclose(h);
+  fsl_sbuf_free(&src);
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void test_node_tests_compile(void **state) {
@@ -207,6 +449,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvrtc_smoke),
       cmocka_unit_test(test_resources),
+      cmocka_unit_test(test_group_kernels),
       cmocka_unit_test(test_node_tests_compile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

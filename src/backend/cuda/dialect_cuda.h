@@ -16,9 +16,18 @@
  * the C dialect's arguments) and err a device int that receives the OR of
  * every thread's FSL_KERR_* bits (atomicOr).  A PARALLEL loop is a
  * grid-stride loop over blockIdx/threadIdx (one thread per iteration of
- * the outer loop: an element of a LOOP kernel, a row of a REDUCE kernel);
- * SERIAL and SIMD loops run inside a thread, unrolled at most 4 times.  Reductions that need several
- * dependent passes are refused (no grid-wide barrier inside one launch).
+ * the outer loop: an element of a LOOP kernel); SERIAL and SIMD loops run
+ * inside a thread, unrolled at most 4 times.  Work-groups are thread
+ * blocks (group table: __shared__ memory, threadIdx.x, __syncthreads(),
+ * warps of 32 lanes with __shfl_xor_sync): a REDUCE row per block of up
+ * to 256 threads (a warp or less for rows of at most 32 elements), matmul
+ * and convolution tiles of 16 x 16 per block.  Such a function must be
+ * launched with exactly the block size the generator reports
+ * (fsl_cg_launch.group_size, one dimension) and any number of blocks
+ * (grid-stride over rows/tiles; fsl_cg_launch.groups have work); other
+ * functions with any one-dimensional launch.  Reductions that need
+ * several dependent passes are refused (no grid-wide barrier inside one
+ * launch).
  */
 extern const fsl_dialect fsl_dialect_cuda;
 

@@ -31,11 +31,11 @@ static fsl_status refuse(fsl_cuda_emitter *e, int ki, const fsl_kernel *k) {
 }
 
 /* Appends what gen made in tmp as function fsl_k<e->next_id>, part `part`
- * of kernel ki whose first node is n0.  st is gen's status:
- * FSL_ERR_UNSUPPORTED is passed on (nothing appended), another error names
- * the kernel. */
+ * of kernel ki whose first node is n0, to be launched as *L says.  st is
+ * gen's status: FSL_ERR_UNSUPPORTED is passed on (nothing appended),
+ * another error names the kernel. */
 static fsl_status take(fsl_cuda_emitter *e, int ki, const fsl_node *n0, const char *part, fsl_status st,
-                       fsl_sbuf *tmp) {
+                       fsl_sbuf *tmp, const fsl_cg_launch *L) {
   if (st == FSL_OK && tmp->oom) st = oom();
   if (st == FSL_OK && !fsl_grow((void **)&e->fn, &e->cap_fn, e->n_fn + 1, sizeof *e->fn)) st = oom();
   if (st == FSL_OK) {
@@ -46,6 +46,8 @@ static fsl_status take(fsl_cuda_emitter *e, int ki, const fsl_node *n0, const ch
     f->part = part;
     f->onnx_op = node_op(n0);
     f->onnx_name = node_name(n0);
+    f->block_threads = L->group_size;
+    f->blocks = L->group_size > 0 ? L->groups : 0;
     fsl_sbuf_puts(&e->src, tmp->p ? tmp->p : "");
     if (e->src.oom) st = oom();
   } else if (st != FSL_ERR_UNSUPPORTED && st != FSL_ERR_NOMEM) {
@@ -63,7 +65,8 @@ static fsl_status gen_nodes(fsl_cuda_emitter *e, const fsl_plan *p, int ki, cons
   fsl_cg_spec spec = {.g = p->g, .id = e->next_id, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                       .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
   fsl_sbuf tmp = {0};
-  fsl_status st = take(e, ki, n ? nodes[0] : NULL, part, fsl_codegen_kernel(&fsl_dialect_cuda, &spec, &tmp, NULL), &tmp);
+  fsl_cg_launch L = {0};
+  fsl_status st = take(e, ki, n ? nodes[0] : NULL, part, fsl_codegen_kernel(&fsl_dialect_cuda, &spec, &tmp, &L), &tmp, &L);
   free(ins.p);
   return st;
 }
@@ -80,12 +83,13 @@ static fsl_status gen_linear(fsl_cuda_emitter *e, const fsl_plan *p, int ki, con
                    sp.pre_out.n);
   if (st == FSL_OK) {
     fsl_sbuf tmp = {0};
+    fsl_cg_launch L = {0};
     bool mm = sp.lin->op == FSL_OP_matmul;
-    st = mm ? fsl_codegen_matmul(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, NULL)
-         : sp.lin->op == FSL_OP_conv ? fsl_codegen_conv(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, NULL)
+    st = mm ? fsl_codegen_matmul(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, &L)
+         : sp.lin->op == FSL_OP_conv ? fsl_codegen_conv(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, &L)
                                      : fsl_errorf(FSL_ERR_UNSUPPORTED, "no generated code for %s",
                                                   fsl_op_get(sp.lin->op)->name);
-    st = take(e, ki, sp.lin, mm ? "matmul" : "conv", st, &tmp);
+    st = take(e, ki, sp.lin, mm ? "matmul" : "conv", st, &tmp, &L);
   }
   fsl_vlist post = {0}, post_out = {0};
   if (st == FSL_OK)

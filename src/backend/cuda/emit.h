@@ -16,7 +16,7 @@
 typedef struct fsl_cuda_emitter {
   fsl_sbuf src;              /* the prelude, then every generated function */
   int next_id;               /* the next function is fsl_k<next_id> */
-  fsl_cuda_function *fn;     /* generated functions, in source order (usage unset) */
+  fsl_cuda_function *fn;     /* generated functions, in source order (launch set, usage unset) */
   int n_fn, cap_fn;
   char **refused;            /* "kernel K (OP 'NODE'): why", one per refused plan kernel */
   int n_refused, cap_refused;
@@ -32,7 +32,10 @@ typedef struct fsl_cuda_emitter {
  * backend splits it).  Opaque kernels are counted, not generated; a kernel
  * (or part) the dialect refuses (f16/bf16, scatters, multi-pass
  * reductions, integer conv) is listed in e->refused with its ONNX node,
- * not an error.  Function `kernel` fields index p's kernels.
+ * not an error.  Function `kernel` fields index p's kernels; their
+ * block_threads/blocks say how to launch them (a REDUCE row per block, a
+ * tiled matmul or convolution: the block size the code assumes;
+ * fsl_cg_launch from the code generator).
  * Errors: FSL_ERR_NOMEM, a code generator error other than
  * FSL_ERR_UNSUPPORTED (a bug: names the kernel and its node).
  */
