@@ -91,7 +91,7 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
   fsl_cg_line(e, "(void)rr_;");
   if (seg_len >= 0 && seg_lo > 0) {
     /* the segment's coordinate along its axis, in the whole output */
-    fsl_cg_line(e, "const int64_t g%d = c%d + %lld;", seg_axis, seg_axis, (long long)seg_lo);
+    fsl_cg_line(e, "const int64_t g%d = %s + %lld;", seg_axis, c.c[seg_axis], (long long)seg_lo);
     snprintf(c.c[seg_axis], CLEN, "g%d", seg_axis);
   }
   char lv[CLEN];

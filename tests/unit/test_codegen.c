@@ -162,6 +162,46 @@ static void test_concat(void **state) {
   fsl_graph_free(g);
 }
 
+/* concat of [2, 3, 5], [2, 1, 5] and [2, 4, 5] (f32) on axis 1 as the
+ * kernel's only output: one loop nest per input (the middle one a single
+ * row), each reading its input with no branch. */
+static void test_concat_rows(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d0[] = {2, 3, 5}, d1[] = {2, 1, 5}, d2[] = {2, 4, 5};
+  fsl_value *parts[] = {fsl_b_unary(&b, FSL_OP_neg, input_dt(g, FSL_DT_F32, 3, d0)), input_dt(g, FSL_DT_F32, 3, d1),
+                        input_dt(g, FSL_DT_F32, 3, d2)};
+  fsl_value *c = fsl_b_concat(&b, parts, 3, 1);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, c);
+  check_kernel(g, -5, 5, "const int64_t g1 = 0 + 3;", "concat rows");
+  fsl_graph_free(g);
+}
+
+/* Pooling as pad + window + reduce: a 3x3 max pool (pad 1 with -inf) over
+ * [1, 3, 12, 12] runs as window columns (an accumulator per output
+ * column); a 3x3 sum pool with stride 2 (pad 1 with 0) over [2, 2, 9, 9],
+ * 5 output columns, as window rows clamped to the input. */
+static void pool_graph(fsl_op op, const int64_t *dims, int64_t stride, double fill, const char *must, const char *what) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t pads[8] = {0, 0, 1, 1, 0, 0, 1, 1}, k[2] = {3, 3}, st[2] = {stride, stride}, dl[2] = {1, 1}, axes[2] = {4, 5};
+  fsl_value *x = fsl_b_pad(&b, input_dt(g, FSL_DT_F32, 4, dims), pads, 0, fill);
+  fsl_value *y = fsl_b_reduce(&b, op, fsl_b_window(&b, x, 2, k, st, dl), axes, 2, false);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -5, 5, must, what);
+  fsl_graph_free(g);
+}
+
+static void test_window_pool(void **state) {
+  (void)state;
+  int64_t d0[] = {1, 3, 12, 12}, d1[] = {2, 2, 9, 9};
+  pool_graph(FSL_OP_reduce_max, d0, 1, -INFINITY, "a0[o3] = -INFINITY;", "max pool (columns)");
+  pool_graph(FSL_OP_reduce_sum, d1, 2, 0.0, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "sum pool (clamped rows)");
+}
+
 /* gather rows of a [10, 6] table with int64 indices [3, 4] (negative ones
  * wrap): the index is checked and wrapped in the generated code. */
 static void test_gather(void **state) {
@@ -198,7 +238,8 @@ static void test_unsupported_dtype(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
-      cmocka_unit_test(test_concat),        cmocka_unit_test(test_gather),      cmocka_unit_test(test_unsupported_dtype),
+      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_window_pool),
+      cmocka_unit_test(test_gather),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
