@@ -122,6 +122,16 @@ static void col_update(em *e, const fsl_node *n, int k, const char *o, const cha
   }
 }
 
+/* Whether v depends on value y through the kernel's nodes. */
+static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int depth) {
+  if (v == y) return true;
+  if (!e->inside[v->id] || depth > 64) return false;
+  const fsl_node *n = v->producer;
+  for (int i = 0; i < n->n_in; i++)
+    if (depends(e, n->in[i], y, depth + 1)) return true;
+  return false;
+}
+
 #define COL_MIN 8               /* the innermost kept axis: at least a vector */
 #define COL_BYTES (32 * 1024)   /* accumulators of a row: in L1 */
 
@@ -144,6 +154,8 @@ bool fsl_cg_win_cols(em *e, const fsl_node **red, int nr, const int *cls, const 
     if ((op != FSL_OP_reduce_sum && op != FSL_OP_reduce_prod && op != FSL_OP_reduce_max && op != FSL_OP_reduce_min) ||
         !windowed(e, red[k]->in[0], 0))
       return true;
+    for (int j = 0; j < nr; j++)
+      if (depends(e, red[k]->in[0], red[j]->out[0], 0)) return true; /* a row's reductions one after another */
     bytes += (long long)L * ((is_f(x0->dtype) && (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)) ? 8 : 12);
   }
   if (bytes > COL_BYTES) return true;

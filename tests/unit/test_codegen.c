@@ -195,6 +195,24 @@ static void pool_graph(fsl_op op, const int64_t *dims, int64_t stride, double fi
   fsl_graph_free(g);
 }
 
+/* Two reductions of one window row where the second reads the first
+ * (the softmax denominator over each 3x3 window, sum of exp(x - max)):
+ * one after the other, as rows. */
+static void test_window_chain(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {1, 2, 10, 10}, pads[8] = {0, 0, 1, 1, 0, 0, 1, 1}, k[2] = {3, 3}, one[2] = {1, 1}, axes[2] = {4, 5};
+  fsl_value *w = fsl_b_window(&b, fsl_b_pad(&b, input_dt(g, FSL_DT_F32, 4, d), pads, 0, -INFINITY), 2, k, one, one);
+  fsl_value *m = w ? fsl_b_expand(&b, fsl_b_reduce(&b, FSL_OP_reduce_max, w, axes, 2, true), w->dims) : NULL;
+  fsl_value *y = fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, w, m)), axes,
+                              2, false);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -5, 5, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "window reductions in a chain");
+  fsl_graph_free(g);
+}
+
 static void test_window_pool(void **state) {
   (void)state;
   int64_t d0[] = {1, 3, 12, 12}, d1[] = {2, 2, 9, 9};
@@ -238,7 +256,7 @@ static void test_unsupported_dtype(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
-      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_window_pool),
+      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
