@@ -174,6 +174,13 @@ bool fsl_cg_ev_gather(em *e, const fsl_node *n, const coords *c, char *res);
 bool fsl_cg_supported_dtype(em *e, const fsl_value *v);
 bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res);
 
+/* probe.c — tile_axis: for a LOOP nest over value v, an outer axis
+ * (of 8 or more elements) along which some input read of v is contiguous
+ * while it strides along v's innermost axis (a transpose), found by
+ * following the kernel's elementwise and movement nodes at concrete
+ * coordinates; -1: none, or a node the probe does not follow. */
+int fsl_cg_tile_axis(const em *e, const fsl_value *v);
+
 /* loops.c — LOOP kernels: one loop nest per output shape */
 bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c);
 bool fsl_cg_same_shape(const fsl_value *a, const fsl_value *b);
@@ -196,20 +203,16 @@ unsigned fsl_cg_red_mask(const fsl_node *n);
 void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a);
 void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner);
 
-/* window.c — reductions over sliding windows (pooling).
- * win_plan: whether reduce node n (reduced axes `axes`, na of them; the
- * row's kept coordinates oc) reads a window view and runs as a window row:
- * nested loops, one per reduced axis of more than one element, outermost
- * first.  Where it reads window(pad(X)) and the pad's constant is the
- * reduction's identity, the loops are clamped to the window positions
- * inside X (their bounds declared at the current position) and w->src is
- * X; then win_ev reads X at the row's coordinates with no bounds test.
- * win_cols: the whole fused body as window columns on dialects with
- * SIMD loops (par_min > 0): per row of the kept space without its
- * innermost axis, an accumulator per element of that axis, updated by a
- * SIMD loop across it inside the loops over the window; *used false (and
- * nothing emitted) where the kernel does not qualify (row-space outputs,
- * argmax, no window view, a short innermost axis). */
+/* window.c — REDUCE rows over sliding windows (pooling).  windowed:
+ * whether v reads a window view through the kernel's elementwise and
+ * movement nodes.  win_plan: whether reduce node n (reduced axes `axes`,
+ * na of them; the row's kept coordinates oc) reads a window view and runs
+ * as a window row: nested loops, one per reduced axis of more than one
+ * element, outermost first.  Where it reads window(pad(X)) and the pad's
+ * constant is the reduction's identity, the loops are clamped to the
+ * window positions inside X (their bounds declared at the current
+ * position) and w->src is X; then win_ev reads X at the row's coordinates
+ * with no bounds test. */
 typedef struct fsl_cg_win_row {
   int nn;                                                               /* loops */
   int axis[FSL_MAX_RANK];                                               /* the reduced axis of each */
@@ -219,6 +222,18 @@ typedef struct fsl_cg_win_row {
 } fsl_cg_win_row;
 bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const coords *oc, fsl_cg_win_row *w);
 bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v);
-bool fsl_cg_win_cols(em *e, const fsl_node **red, int nr, const int *cls, const coords *oc, bool *used);
+bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth);
+
+/* columns.c — REDUCE kernels as columns on dialects with SIMD loops
+ * (par_min > 0): per row of the kept space without its innermost axis, an
+ * accumulator per element of that axis, updated by a SIMD loop across it
+ * inside the loops over the reduced axes, where that axis comes after
+ * every reduced one (a column sum: rows would read with a stride) or the
+ * reductions read sliding windows.  red: nr reductions over one space, no
+ * one reading another.  cls/oc: the fused body's outputs, every one in the
+ * kept space (fsl_cg_fused_body), written per element; cls NULL: a pass,
+ * writing r<k> into scratch buffer s<s0 + k> (flat over the kept space).
+ * *used false (and nothing emitted) where the kernel does not qualify. */
+bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coords *oc, int s0, bool *used);
 
 #endif

@@ -26,6 +26,66 @@ static void nest_end(em *e) {
   fsl_cg_line(e, "}");
 }
 
+#define TILE 16 /* a tile of a transposing nest: TILE x TILE elements */
+
+/* A nest over TILE x TILE tiles of output axes ta and the innermost one,
+ * for a read that is contiguous along ta and strided along the innermost
+ * axis (fsl_cg_tile_axis): the tile's reads touch TILE cache lines, which
+ * stay in L1 while the tile is written row by row.  Opened inside the
+ * nest's block (nest_box). */
+static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
+  const fsl_value *v = e->s->out[outs[0]];
+  int r = v->rank, axes[FSL_MAX_RANK], na = 0;
+  int64_t bd[FSL_MAX_RANK], blocks = 1;
+  for (int i = 0; i < r; i++) {
+    bd[i] = i == ta || i == r - 1 ? (v->dims[i] + TILE - 1) / TILE : v->dims[i];
+    blocks *= bd[i];
+    if (i != ta && i != r - 1) axes[na++] = i;
+  }
+  axes[na++] = ta;
+  axes[na++] = r - 1;
+  char hi[32];
+  snprintf(hi, sizeof hi, "%lld", (long long)blocks);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_",
+                                     .lo = "0", .hi = hi, .n_red = 1, .red = {"|:err_"}});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "int e_ = 0;");
+  coords c;
+  c.rank = r;
+  /* b<ta> and b<r-1> are tile indices, the other b<i> coordinates */
+  fsl_cg_decompose(e, "r_", na, axes, bd, "b", &c);
+  char lo[2][CLEN], hv[2][CLEN], var[2][CLEN];
+  int ax[2] = {ta, r - 1};
+  for (int q = 0; q < 2; q++) {
+    int a = ax[q];
+    snprintf(var[q], CLEN, "c%d", a);
+    snprintf(lo[q], CLEN, "%s*%d", bd[a] == 1 ? "0" : c.c[a], TILE);
+    snprintf(hv[q], CLEN, "%s*%d + %d < %lld ? %s*%d + %d : %lld", bd[a] == 1 ? "0" : c.c[a], TILE, TILE,
+             (long long)v->dims[a], bd[a] == 1 ? "0" : c.c[a], TILE, TILE, (long long)v->dims[a]);
+    snprintf(c.c[a], CLEN, "%s", var[q]);
+  }
+  char hb[CLEN];
+  snprintf(hb, CLEN, "th_");
+  fsl_cg_line(e, "const int64_t th_ = %s;", hv[0]);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hb});
+  fsl_cg_open_scope(e);
+  loop_ctx lc;
+  fsl_cg_loop_begin(e, &lc, "", var[1]);
+  fsl_cg_line(e, "const int64_t tw_ = %s;", hv[1]);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = lo[1], .hi = "tw_"});
+  fsl_cg_open_scope(e);
+  e->body_depth = e->depth;
+  bool ok = fsl_cg_store_outputs(e, n, outs, &c);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_loop_end(e, &lc);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  if (!ok) return false;
+  nest_end(e);
+  return true;
+}
+
 /* One loop nest over the shape of out[outs[0]], writing every listed
  * output; with seg_len >= 0, only over coordinates seg_lo .. seg_lo +
  * seg_len - 1 of axis seg_axis (not the innermost). */
@@ -67,6 +127,8 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
     return true;
   }
   int64_t L = dims[r - 1], rows = total / L, B = L, nblk = 1;
+  int ta = seg_len < 0 && L >= TILE ? fsl_cg_tile_axis(e, v) : -1;
+  if (ta >= 0) return tiled_nest(e, n, outs, ta, total);
   if (rows < 64 && L > 8192) {
     B = (L + 63) / 64;
     if (B < 2048) B = 2048;

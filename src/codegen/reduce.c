@@ -407,7 +407,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
     }
   }
   bool cols = false;
-  if (ok) ok = fsl_cg_win_cols(e, red, nr, cls, oc, &cols);
+  if (ok) ok = fsl_cg_cols(e, red, nr, cls, oc, 0, &cols);
   if (ok && cols) e->n_red = nr;
   if (ok && !cols) {
     group_open(e, red, nr, outer, inner);
@@ -526,16 +526,20 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
     if (outer == 0) continue;
     fsl_cg_line(e, "{");
     fsl_cg_open_scope(e);
-    fsl_cg_row_loop_open(e, outer, inner);
-    coords c;
-    c.rank = x->rank;
-    for (int i = 0; i < x->rank; i++) snprintf(c.c[i], CLEN, "0");
-    fsl_cg_decompose(e, "o_", nk, kept, x->dims, "o", &c);
-    ok = reduce_row(e, n, k, &c, -1, NULL);
-    fsl_cg_line(e, "s%d[o_] = r%d;", k, k);
-    fsl_cg_line(e, "err_ |= e_;");
-    fsl_cg_close_scope(e);
-    fsl_cg_line(e, "}");
+    bool cols = false;
+    ok = fsl_cg_cols(e, &red[k], 1, NULL, NULL, k, &cols);
+    if (ok && !cols) {
+      fsl_cg_row_loop_open(e, outer, inner);
+      coords c;
+      c.rank = x->rank;
+      for (int i = 0; i < x->rank; i++) snprintf(c.c[i], CLEN, "0");
+      fsl_cg_decompose(e, "o_", nk, kept, x->dims, "o", &c);
+      ok = reduce_row(e, n, k, &c, -1, NULL);
+      fsl_cg_line(e, "s%d[o_] = r%d;", k, k);
+      fsl_cg_line(e, "err_ |= e_;");
+      fsl_cg_close_scope(e);
+      fsl_cg_line(e, "}");
+    }
     fsl_cg_close_scope(e);
     fsl_cg_line(e, "}");
   }

@@ -1,7 +1,7 @@
 /*
  * test_codegen.c — the code generator (src/codegen) on its own: small
- * graphs (a broadcast add, a softmax row, a strided slice, a concat, a
- * gather) lowered as one kernel each and rendered in the C dialect, the
+ * graphs (a broadcast add, a softmax row, a strided slice, concats,
+ * pooling windows, a transpose, a column sum, a gather) lowered as one kernel each and rendered in the C dialect, the
  * source compiled here with the system compiler (`cc`, or $FSL_CC) into a
  * shared object and called directly — none of the CPU backend's runtime
  * (lowering, kernel cache, buffers) is involved — and every output checked
@@ -220,6 +220,36 @@ static void test_window_pool(void **state) {
   pool_graph(FSL_OP_reduce_sum, d1, 2, 0.0, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "sum pool (clamped rows)");
 }
 
+/* exp of a transposed [3, 40, 20] -> [3, 20, 40]: the read is
+ * contiguous along output axis 1 and strided along axis 2, so the nest
+ * runs over 16 x 16 tiles of those axes. */
+static void test_transpose_tiles(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {3, 40, 20}, perm[] = {0, 2, 1};
+  fsl_value *y = fsl_b_unary(&b, FSL_OP_exp, fsl_b_permute(&b, input_dt(g, FSL_DT_F32, 3, d), perm));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -3, 3, "const int64_t th_ = ", "transpose tiles");
+  fsl_graph_free(g);
+}
+
+/* A column sum: [7, 300, 24] summed over axis 1, 24 columns per row of
+ * the kept space, an accumulator each. */
+static void test_column_sum(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {7, 300, 24}, axes[] = {1};
+  fsl_value *y = fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_unary(&b, FSL_OP_neg, input_dt(g, FSL_DT_F32, 3, d)), axes, 1,
+                              true);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -3, 3, "a0[o2] += (double)", "column sum");
+  fsl_graph_free(g);
+}
+
 /* gather rows of a [10, 6] table with int64 indices [3, 4] (negative ones
  * wrap): the index is checked and wrapped in the generated code. */
 static void test_gather(void **state) {
@@ -257,6 +287,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_column_sum),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,153 @@
+/*
+ * columns.c — REDUCE kernels as columns (cg.h): per row of the kept space
+ * without its innermost axis, one accumulator per element of that axis,
+ * updated by a SIMD loop across it inside the loops over the reduced axes.
+ * For reductions over outer axes (a column sum) and over sliding windows
+ * (pooling), where rows would read with a stride or be too short for SIMD.
+ */
+#include "codegen/cg.h"
+
+/* The update of accumulator a<k>[o] (NaN flag n<k>[o]) by value v. */
+static void col_update(em *e, const fsl_node *n, int k, const char *o, const char *v, const fsl_cg_red_acc *a) {
+  bool fl = is_f(n->in[0]->dtype);
+  const char *sym = n->op == FSL_OP_reduce_sum ? "+" : "*";
+  switch (n->op) {
+  case FSL_OP_reduce_sum:
+  case FSL_OP_reduce_prod:
+    fsl_cg_line(e, "a%d[%s] %s= (%s)%s;", k, o, sym, a->type, v);
+    break;
+  default: {
+    const char *cmp = n->op == FSL_OP_reduce_max ? ">" : "<";
+    if (fl) fsl_cg_line(e, "n%d[%s] |= %s != %s;", k, o, v, v);
+    fsl_cg_line(e, "a%d[%s] = (%s)%s %s a%d[%s] ? (%s)%s : a%d[%s];", k, o, a->type, v, cmp, k, o, a->type, v, k, o);
+  }
+  }
+}
+
+/* Whether v depends on value y through the kernel's nodes. */
+static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int depth) {
+  if (v == y) return true;
+  if (!e->inside[v->id] || depth > 64) return false;
+  const fsl_node *n = v->producer;
+  for (int i = 0; i < n->n_in; i++)
+    if (depends(e, n->in[i], y, depth + 1)) return true;
+  return false;
+}
+
+#define COL_MIN 8               /* the innermost kept axis: at least a vector */
+#define COL_BYTES (32 * 1024)   /* accumulators of a row: in L1 */
+
+bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coords *oc, int s0, bool *used) {
+  const fsl_cg_spec *s = e->s;
+  const fsl_value *x0 = red[0]->in[0];
+  *used = false;
+  if (e->d->par_min == 0 || e->grp) return true;
+  for (int j = 0; cls && j < s->n_out; j++)
+    if (cls[j] != 1) return true;
+  long long bytes = 0;
+  int r = x0->rank, la = -1, last_red = -1;
+  unsigned m0 = fsl_cg_red_mask(red[0]);
+  for (int i = 0; i < r; i++) {
+    if (!(m0 & (1u << i)) && x0->dims[i] > 1) la = i;
+    if ((m0 & (1u << i)) && x0->dims[i] > 1) last_red = i;
+  }
+  if (la < 0 || x0->dims[la] < COL_MIN) return true;
+  int64_t L = x0->dims[la];
+  for (int k = 0; k < nr; k++) {
+    fsl_op op = red[k]->op;
+    if ((op != FSL_OP_reduce_sum && op != FSL_OP_reduce_prod && op != FSL_OP_reduce_max && op != FSL_OP_reduce_min) ||
+        (la < last_red && !fsl_cg_windowed(e, red[k]->in[0], 0)))
+      return true;
+    for (int j = 0; j < nr; j++)
+      if (depends(e, red[k]->in[0], red[j]->out[0], 0)) return true; /* a row's reductions one after another */
+    bytes += (long long)L * ((is_f(x0->dtype) && (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)) ? 8 : 12);
+  }
+  if (bytes > COL_BYTES) return true;
+  *used = true;
+  int kept[FSL_MAX_RANK], nk = 0, ja[FSL_MAX_RANK], nj = 0;
+  int64_t rows = 1, inner = 1;
+  for (int i = 0; i < r; i++) {
+    if (m0 & (1u << i)) {
+      inner *= x0->dims[i];
+      if (x0->dims[i] > 1) ja[nj++] = i;
+    } else if (i != la) {
+      kept[nk++] = i;
+      rows *= x0->dims[i];
+    }
+  }
+  char o[CLEN], nL[32];
+  snprintf(o, CLEN, "o%d", la);
+  snprintf(nL, sizeof nL, "%lld", (long long)L);
+  fsl_cg_row_loop_open(e, rows, inner * L);
+  coords c;
+  c.rank = r;
+  for (int i = 0; i < r; i++) snprintf(c.c[i], CLEN, "0");
+  fsl_cg_decompose(e, "o_", nk, kept, x0->dims, "o", &c);
+  snprintf(c.c[la], CLEN, "%s", o);
+  fsl_cg_red_acc a[FSL_MAX_RANK * 8];
+  bool nan[FSL_MAX_RANK * 8];
+  if (nr > (int)(sizeof a / sizeof a[0])) return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "too many reductions in one kernel");
+  for (int k = 0; k < nr; k++) {
+    fsl_cg_red_acc_of(e->d, red[k], &a[k]);
+    nan[k] = is_f(x0->dtype) && (red[k]->op == FSL_OP_reduce_max || red[k]->op == FSL_OP_reduce_min);
+    fsl_cg_line(e, "%s a%d[%lld];", a[k].type, k, (long long)L);
+    if (nan[k]) fsl_cg_line(e, "int n%d[%lld];", k, (long long)L);
+  }
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = "0", .hi = nL});
+  fsl_cg_open_scope(e);
+  for (int k = 0; k < nr; k++) {
+    fsl_cg_line(e, "a%d[%s] = %s;", k, o, a[k].init);
+    if (nan[k]) fsl_cg_line(e, "n%d[%s] = 0;", k, o);
+  }
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  /* the window loops, then the SIMD loop across the innermost kept axis */
+  loop_ctx lc;
+  fsl_cg_loop_begin(e, &lc, "j", o);
+  char jv[FSL_MAX_RANK][CLEN], jd[FSL_MAX_RANK][32];
+  for (int q = 0; q < nj; q++) {
+    snprintf(jv[q], CLEN, "j%d", ja[q]);
+    snprintf(jd[q], sizeof jd[q], "%lld", (long long)x0->dims[ja[q]]);
+    memcpy(c.c[ja[q]], jv[q], CLEN);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv[q], .lo = "0", .hi = jd[q]});
+    fsl_cg_open_scope(e);
+  }
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = "0", .hi = nL, .n_red = 1, .red = {"|:e_"}});
+  fsl_cg_open_scope(e);
+  e->body_depth = e->depth;
+  bool ok = true;
+  for (int k = 0; k < nr && ok; k++) {
+    char v[CLEN];
+    ok = fsl_cg_ev(e, red[k]->in[0], &c, v);
+    if (ok) col_update(e, red[k], k, o, v, &a[k]);
+  }
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  for (int q = 0; q < nj; q++) {
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+  }
+  fsl_cg_loop_end(e, &lc);
+  if (!ok) return false;
+  /* the outputs, element by element of the innermost kept axis */
+  fsl_cg_loop_begin(e, &lc, "", o);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = "0", .hi = nL, .n_red = 1, .red = {"|:e_"}});
+  fsl_cg_open_scope(e);
+  e->body_depth = e->depth;
+  for (int k = 0; k < nr; k++) {
+    const char *Y = fsl_cg_ctype(e->d, red[k]->out[0]->dtype);
+    if (nan[k]) fsl_cg_line(e, "const %s r%d = n%d[%s] ? (%s)NAN : (%s)a%d[%s];", Y, k, k, o, Y, Y, k, o);
+    else fsl_cg_line(e, "const %s r%d = (%s)a%d[%s];", Y, k, Y, k, o);
+  }
+  e->n_red = nr;
+  if (!cls) /* a pass: the row's results into the scratch buffers, kept space flat */
+    for (int k = 0; k < nr; k++) fsl_cg_line(e, "s%d[o_ * %lld + %s] = r%d;", s0 + k, (long long)L, o, k);
+  for (int j = 0; cls && j < s->n_out && ok; j++) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_loop_end(e, &lc);
+  fsl_cg_line(e, "err_ |= e_;");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  return ok;
+}

@@ -1,0 +1,142 @@
+/*
+ * probe.c — numeric index probes (cg.h): which element of each input of
+ * the kernel an output element reads, followed through the kernel's
+ * elementwise and movement nodes at concrete coordinates, and from that
+ * the axis along which a LOOP nest should be tiled so that a transposed
+ * read walks cache lines instead of striding across them.
+ */
+#include "codegen/cg.h"
+
+#define PROBE_MAX 16 /* outside reads recorded per probe */
+
+typedef struct probe {
+  int n;
+  const fsl_value *v[PROBE_MAX];
+  int64_t flat[PROBE_MAX];
+  bool ok; /* false: a node the probe does not follow (gather, ...) */
+} probe;
+
+static int64_t flat_of(const fsl_value *v, const int64_t *c) {
+  int64_t f = 0;
+  for (int i = 0; i < v->rank; i++) f = f * v->dims[i] + c[i];
+  return f;
+}
+
+static void unflat(const fsl_value *v, int64_t f, int64_t *c) {
+  for (int i = v->rank - 1; i >= 0; i--) {
+    int64_t d = v->dims[i] > 0 ? v->dims[i] : 1;
+    c[i] = f % d;
+    f /= d;
+  }
+}
+
+static const int64_t *ints(const fsl_node *n, const char *name) {
+  const int64_t *v = NULL;
+  return fsl_attr_ints(n, name, &v) >= 0 ? v : NULL;
+}
+
+/* Records the outside reads of v at coordinates c (docs/primitives.md
+ * semantics of the views); a padded element outside its input reads
+ * nothing. */
+static void walk(const em *e, const fsl_value *v, const int64_t *c, probe *p, int depth) {
+  if (!p->ok) return;
+  if (!e->inside[v->id]) {
+    if (p->n == PROBE_MAX) {
+      p->ok = false;
+      return;
+    }
+    p->v[p->n] = v;
+    p->flat[p->n++] = flat_of(v, c);
+    return;
+  }
+  const fsl_node *n = v->producer;
+  if (depth > 32) {
+    p->ok = false;
+    return;
+  }
+  int64_t ic[FSL_MAX_RANK] = {0};
+  const fsl_value *x = n->n_in > 0 ? n->in[0] : NULL;
+  switch (fsl_op_get(n->op)->kind == FSL_KIND_ELEMENTWISE ? -1 : (int)n->op) {
+  case -1:
+    for (int i = 0; i < n->n_in; i++) {
+      for (int a = 0; a < n->in[i]->rank; a++) ic[a] = n->in[i]->dims[a] == 1 ? 0 : c[a];
+      walk(e, n->in[i], ic, p, depth + 1);
+    }
+    return;
+  case FSL_OP_reshape:
+    unflat(x, flat_of(v, c), ic);
+    break;
+  case FSL_OP_permute: {
+    const int64_t *perm = ints(n, "perm");
+    for (int i = 0; perm && i < v->rank; i++) ic[perm[i]] = c[i];
+    break;
+  }
+  case FSL_OP_expand:
+    for (int i = 0; i < x->rank; i++) ic[i] = x->dims[i] == 1 ? 0 : c[i];
+    break;
+  case FSL_OP_slice: {
+    const int64_t *st = ints(n, "starts"), *sp = ints(n, "steps");
+    for (int i = 0; st && sp && i < x->rank; i++) ic[i] = x->dims[i] == 1 ? 0 : st[i] + sp[i] * c[i];
+    break;
+  }
+  case FSL_OP_pad: {
+    const int64_t *pads = ints(n, "pads");
+    if (!pads || fsl_attr_int(n, "mode", 0) != 0) {
+      p->ok = false;
+      return;
+    }
+    for (int i = 0; i < x->rank; i++) {
+      ic[i] = c[i] - pads[i];
+      if (ic[i] < 0 || ic[i] >= x->dims[i]) return;
+    }
+    break;
+  }
+  case FSL_OP_concat: {
+    int axis = (int)fsl_attr_int(n, "axis", 0);
+    int64_t off = 0;
+    for (int k = 0; k < n->n_in; k++) {
+      if (c[axis] < off + n->in[k]->dims[axis]) {
+        x = n->in[k];
+        for (int i = 0; i < x->rank; i++) ic[i] = i == axis ? c[i] - off : c[i];
+        break;
+      }
+      off += n->in[k]->dims[axis];
+    }
+    break;
+  }
+  default:
+    p->ok = false;
+    return;
+  }
+  walk(e, x, ic, p, depth + 1);
+}
+
+int fsl_cg_tile_axis(const em *e, const fsl_value *v) {
+  int r = v->rank;
+  if (r < 2 || !e->inside[v->id]) return -1;
+  int64_t c0[FSL_MAX_RANK] = {0};
+  probe base = {.ok = true};
+  walk(e, v, c0, &base, 0);
+  if (!base.ok || base.n == 0) return -1;
+  /* the inner axis: does any read stride across cache lines along it? */
+  int64_t c1[FSL_MAX_RANK] = {0};
+  c1[r - 1] = 1;
+  probe in = {.ok = true};
+  walk(e, v, c1, &in, 0);
+  if (!in.ok || in.n != base.n) return -1;
+  int strided = -1;
+  for (int k = 0; k < base.n && strided < 0; k++)
+    if (in.v[k] == base.v[k] && (in.flat[k] - base.flat[k] > 1 || in.flat[k] - base.flat[k] < -1)) strided = k;
+  if (strided < 0) return -1;
+  /* the outer axis along which that read is contiguous */
+  for (int a = r - 2; a >= 0; a--) {
+    if (v->dims[a] < 8) continue;
+    int64_t ca[FSL_MAX_RANK] = {0};
+    ca[a] = 1;
+    probe pa = {.ok = true};
+    walk(e, v, ca, &pa, 0);
+    if (pa.ok && pa.n == base.n && pa.v[strided] == base.v[strided] && pa.flat[strided] - base.flat[strided] == 1)
+      return a;
+  }
+  return -1;
+}
