@@ -30,9 +30,11 @@ static void nest_end(em *e) {
 
 /* A nest over TILE x TILE tiles of output axes ta and the innermost one,
  * for a read that is contiguous along ta and strided along the innermost
- * axis (fsl_cg_tile_axis): the tile's reads touch TILE cache lines, which
- * stay in L1 while the tile is written row by row.  Opened inside the
- * nest's block (nest_box). */
+ * axis (fsl_cg_tile_axis).  Each tile is computed along ta, the read's
+ * contiguous axis, into a local tile buffer per output (the SIMD loop:
+ * the expression's arithmetic vectorizes), then copied transposed into
+ * the outputs row by row.  The tile's reads touch TILE cache lines, which
+ * stay in L1.  Opened inside the nest's block (nest_box). */
 static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
   const fsl_value *v = e->s->out[outs[0]];
   int r = v->rank, axes[FSL_MAX_RANK], na = 0;
@@ -54,34 +56,55 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
   c.rank = r;
   /* b<ta> and b<r-1> are tile indices, the other b<i> coordinates */
   fsl_cg_decompose(e, "r_", na, axes, bd, "b", &c);
-  char lo[2][CLEN], hv[2][CLEN], var[2][CLEN];
   int ax[2] = {ta, r - 1};
+  char var[2][CLEN], lo[2][CLEN], hv[2][CLEN];
   for (int q = 0; q < 2; q++) {
     int a = ax[q];
+    const char *b = bd[a] == 1 ? "0" : c.c[a];
     snprintf(var[q], CLEN, "c%d", a);
-    snprintf(lo[q], CLEN, "%s*%d", bd[a] == 1 ? "0" : c.c[a], TILE);
-    snprintf(hv[q], CLEN, "%s*%d + %d < %lld ? %s*%d + %d : %lld", bd[a] == 1 ? "0" : c.c[a], TILE, TILE,
-             (long long)v->dims[a], bd[a] == 1 ? "0" : c.c[a], TILE, TILE, (long long)v->dims[a]);
+    snprintf(lo[q], CLEN, "tl%d_", q);
+    snprintf(hv[q], CLEN, "th%d_", q);
+    fsl_cg_line(e, "const int64_t tl%d_ = %s*%d, th%d_ = %s*%d + %d < %lld ? %s*%d + %d : %lld;", q, b, TILE, q, b, TILE,
+                TILE, (long long)v->dims[a], b, TILE, TILE, (long long)v->dims[a]);
     snprintf(c.c[a], CLEN, "%s", var[q]);
   }
-  char hb[CLEN];
-  snprintf(hb, CLEN, "th_");
-  fsl_cg_line(e, "const int64_t th_ = %s;", hv[0]);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hb});
+  for (int k = 0; k < n; k++)
+    fsl_cg_line(e, "%s tb%d_[%d];", fsl_cg_ctype(e->d, e->s->out[outs[k]]->dtype), k, TILE * TILE);
+  /* the tile along ta (the read's contiguous axis) into the tile buffers */
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = lo[1], .hi = hv[1]});
   fsl_cg_open_scope(e);
   loop_ctx lc;
-  fsl_cg_loop_begin(e, &lc, "", var[1]);
-  fsl_cg_line(e, "const int64_t tw_ = %s;", hv[1]);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = lo[1], .hi = "tw_"});
+  fsl_cg_loop_begin(e, &lc, "", var[0]);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hv[0]});
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
-  bool ok = fsl_cg_store_outputs(e, n, outs, &c);
+  bool ok = true;
+  for (int k = 0; k < n && ok; k++) {
+    char res[CLEN];
+    ok = fsl_cg_ev(e, e->s->out[outs[k]], &c, res);
+    if (ok) fsl_cg_line(e, "tb%d_[(%s - tl1_)*%d + %s - tl0_] = %s;", k, var[1], TILE, var[0], res);
+  }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   fsl_cg_loop_end(e, &lc);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   if (!ok) return false;
+  /* the tile buffers, transposed, into the outputs */
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hv[0]});
+  fsl_cg_open_scope(e);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = lo[1], .hi = hv[1]});
+  fsl_cg_open_scope(e);
+  for (int k = 0; k < n; k++) {
+    const fsl_value *o = e->s->out[outs[k]];
+    char idx[CLEN];
+    fsl_cg_flat_index(e, o->rank, o->dims, &c, idx);
+    fsl_cg_line(e, "out%d[%s] = tb%d_[(%s - tl1_)*%d + %s - tl0_];", outs[k], idx, k, var[1], TILE, var[0]);
+  }
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
   nest_end(e);
   return true;
 }

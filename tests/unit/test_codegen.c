@@ -231,7 +231,7 @@ static void test_transpose_tiles(void **state) {
   fsl_value *y = fsl_b_unary(&b, FSL_OP_exp, fsl_b_permute(&b, input_dt(g, FSL_DT_F32, 3, d), perm));
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
-  check_kernel(g, -3, 3, "const int64_t th_ = ", "transpose tiles");
+  check_kernel(g, -3, 3, "float tb0_[256];", "transpose tiles");
   fsl_graph_free(g);
 }
 
