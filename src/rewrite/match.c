@@ -16,7 +16,7 @@ typedef struct goal {
   fsl_value *v;
 } goal;
 
-static bool commutative(fsl_op op) {
+bool fsl_rw_commutative(fsl_op op) {
   switch (op) {
   case FSL_OP_add: case FSL_OP_mul: case FSL_OP_max: case FSL_OP_min: case FSL_OP_and: case FSL_OP_or:
   case FSL_OP_xor: case FSL_OP_eq:
@@ -157,7 +157,7 @@ static bool solve(fsl_rw_match *m, goal *gs, int n, int root) {
     if (!bind(m, &nb)) goto fail;
   }
   if (!match_attrs(m, g.e, nd)) goto fail;
-  int orders = commutative(nd->op) && nd->n_in == 2 ? 2 : 1;
+  int orders = fsl_rw_commutative(nd->op) && nd->n_in == 2 ? 2 : 1;
   int save_b2 = m->n_bind, save_n2 = m->n_nodes;
   for (int o = 0; o < orders; o++) {
     int k = n;

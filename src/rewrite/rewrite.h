@@ -148,6 +148,11 @@ typedef struct fsl_rw_match {
  */
 bool fsl_rw_match_at(const fsl_rule *r, fsl_node *n, fsl_rw_match *m);
 
+/** Whether binary op `op` is commutative (add, mul, max, min, and, or,
+ *  xor, eq): the matcher tries both operand orders, the search's
+ *  structural hash ignores the order. */
+bool fsl_rw_commutative(fsl_op op);
+
 /** Whether the match's intermediate values (every matched node but the
  *  roots) are used only inside the match, so that applying it removes
  *  them: the rewrite then never duplicates work.  Views (movement

@@ -44,15 +44,6 @@ static fsl_status cost_of(const fsl_graph *g, const fsl_device *dev, double *cos
 
 /* ---- a structural hash of a graph, blind to value and node ids ---- */
 
-static bool commutative(fsl_op op) {
-  switch (op) {
-  case FSL_OP_add: case FSL_OP_mul: case FSL_OP_max: case FSL_OP_min: case FSL_OP_and: case FSL_OP_or:
-  case FSL_OP_xor: case FSL_OP_eq:
-    return true;
-  default: return false;
-  }
-}
-
 static uint64_t hash_type(uint64_t h, const fsl_value *v) {
   int32_t head[2] = {(int32_t)v->dtype, v->rank};
   h = fsl_hash(h, head, sizeof head);
@@ -112,7 +103,7 @@ static uint64_t graph_hash(const fsl_graph *g) {
     for (int k = 0; k < n->n_attrs; k++) ah += hash_attr(&n->attrs[k]); /* in any order */
     h = fsl_hash(h, &ah, sizeof ah);
     uint64_t in[2];
-    if (commutative(n->op) && n->n_in == 2 && n->in[0] && n->in[1]) {
+    if (fsl_rw_commutative(n->op) && n->n_in == 2 && n->in[0] && n->in[1]) {
       in[0] = vh[n->in[0]->id];
       in[1] = vh[n->in[1]->id];
       if (in[0] > in[1]) in[0] ^= in[1], in[1] ^= in[0], in[0] ^= in[1];
