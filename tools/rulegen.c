@@ -27,7 +27,9 @@
  *   conv1x1      the same with 1x1 kernels (no padding);
  *   concat       concat on axis 1 of two [a,b] values, the slices that
  *                take either half back, neg, add, sub on both shapes (a
- *                slice's attributes are bound and pinned by conditions).
+ *                slice's attributes are bound and pinned by conditions);
+ *   reshape      reshape of [a,b] to [a*b] and back, neg, add, sub, mul on
+ *                both shapes (the shape bound and pinned likewise).
  * The rules of the typed families carry conditions that pin the inputs to
  * their classes (equal shapes within a class, the weights' channels and
  * kernel against the activations'), so a rule never fires at shapes where
@@ -78,7 +80,8 @@ typedef struct fop {
   int n_attr;       /* -1: one integer */
   int64_t attr_v[4];
   const char *text; /* the attribute as the rule language writes it */
-  int half;         /* slices: 1 the first half of axis 1, 2 the second (class out's shape) */
+  int half;         /* slices: 1 the first half of axis 1, 2 the second (class out's shape); 3: a
+                     * reshape to class out's shape */
 } fop;
 
 typedef struct family {
@@ -129,6 +132,10 @@ static fsl_value *typed_value(fsl_graph *g, int t) {
 
 /* the attributes of op o at the fingerprint shapes */
 static int op_attrs(fsl_graph *g, const fop *o, fsl_attr *a) {
+  if (o->half == 3) {
+    a[0] = fsl_attr_make_ints(g, "shape", g_f->type[o->out].dims, g_f->type[o->out].rank);
+    return 1;
+  }
   if (o->half) {
     const vtype *t = &g_f->type[o->out];
     int64_t st[4] = {0}, sp[4], sz[4];
@@ -265,8 +272,14 @@ typedef struct pctx {
   bool target;
   const char *x;
   int n_slice;
-  int half[8];
+  int half[8], out[8];
 } pctx;
+
+/* the shape of class t from the dims of x (class 0: [a,b]; 1: [a*b]) */
+static void print_shape(FILE *f, int t, const char *x) {
+  if (t == 0) fprintf(f, "(dims %s)", x);
+  else fprintf(f, "[(* (dim %s 0) (dim %s 1))]", x, x);
+}
 
 static void print_expr(FILE *f, int i, pctx *c) {
   const expr *e = &g_e[i];
@@ -282,7 +295,15 @@ static void print_expr(FILE *f, int i, pctx *c) {
     print_expr(f, e->b, c);
   }
   if (o->text) fprintf(f, " %s", o->text);
-  if (o->half && c->target) {
+  if (o->half == 3 && c->target) {
+    fputs(" :shape ", f);
+    print_shape(f, o->out, c->x);
+  } else if (o->half == 3) {
+    if (c->n_slice == (int)FSL_ARRAY_LEN(c->half)) exit(1);
+    c->out[c->n_slice] = o->out;
+    c->half[c->n_slice++] = 3;
+    fprintf(f, " :shape r%d", c->n_slice);
+  } else if (o->half && c->target) {
     if (o->half == 1) fprintf(f, " :starts [0,0] :steps [1,1] :sizes (dims %s)", c->x);
     else fprintf(f, " :starts [0, (dim %s 1)] :steps [1,1] :sizes (dims %s)", c->x, c->x);
   } else if (o->half) {
@@ -351,6 +372,13 @@ static void print_conditions(FILE *r, const family *f, unsigned vars, const pctx
     any = true;
   }
   for (int k = 0; k < pc->n_slice; k++) {
+    if (pc->half[k] == 3) {
+      fprintf(r, "%s(eq r%d ", any ? " " : "  when ", k + 1);
+      print_shape(r, pc->out[k], pc->x);
+      fputc(')', r);
+      any = true;
+      continue;
+    }
     if (pc->half[k] == 1) fprintf(r, "%s(eq s%d [0,0])", any ? " " : "  when ", k + 1);
     else fprintf(r, "%s(eq s%d [0, (dim %s 1)])", any ? " " : "  when ", k + 1, pc->x);
     fprintf(r, " (eq p%d [1,1]) (eq z%d (dims %s))", k + 1, k + 1, pc->x);
@@ -437,7 +465,8 @@ static void emit_family(FILE *out, const family *f, counts *c, int *rule_no) {
     for (int k = 0; k < f->n_leaf; k++)
       if (e->vars & (1u << k)) fprintf(r, " %s:%s", f->leaf[k], f->type[f->leaf_type[k]].test);
     for (int k = 0; k < src.n_slice; k++)
-      fprintf(r, " s%d=[0,%s] p%d=[1,1] z%d=[a,b]", k + 1, src.half[k] == 1 ? "0" : "b", k + 1, k + 1);
+      if (src.half[k] == 3) fprintf(r, " r%d=%s", k + 1, f->type[src.out[k]].test);
+      else fprintf(r, " s%d=[0,%s] p%d=[1,1] z%d=[a,b]", k + 1, src.half[k] == 1 ? "0" : "b", k + 1, k + 1);
     fputc('\n', r);
     fclose(r);
     /* proved as the build proves it (tests/unit/test_rewrite.c), on a few seeds */
@@ -553,6 +582,17 @@ int main(int argc, char **argv) {
               {.op = FSL_OP_concat, .arity = 2, .in = {0, 0}, .out = 1, .attr = "axis", .n_attr = -1, .attr_v = {1},
                .text = ":axis 1"},
               BIN(add, 0), BIN(sub, 0), BIN(add, 1), BIN(sub, 1)},
+       .pin = true},
+      /* class 0: [a,b]; class 1: the same flattened, [a*b] */
+      {.name = "reshape",
+       .n_type = 2,
+       .type = {{2, {2, 3}, "[a,b]"}, {1, {6}, "[a*b]"}},
+       .n_leaf = 3,
+       .leaf = {"x", "y", "z"},
+       .n_op = 10,
+       .op = {UN(neg, 0), UN(neg, 1), {.op = FSL_OP_reshape, .arity = 1, .in = {0}, .out = 1, .half = 3},
+              {.op = FSL_OP_reshape, .arity = 1, .in = {1}, .out = 0, .half = 3},
+              BIN(add, 0), BIN(sub, 0), BIN(mul, 0), BIN(add, 1), BIN(sub, 1), BIN(mul, 1)},
        .pin = true},
   };
   fprintf(out, "# generated.rules — written by tools/rulegen.c (`make rules`): do not edit.\n"
