@@ -200,26 +200,11 @@ static void gcase_render(gcase *c, fsl_sbuf *b) {
     fail_msg("%s: block of %d threads, want %d", c->what, c->launch.group_size, c->want_block);
 }
 
-/* Reductions as test_opencl's test_reduce_rows: a sum (kept-space
- * output), softmax (max, sum of exp, a row-space output), the
- * NaN-propagating min and an int32 max over `rows` rows of `len`. */
+/* Reductions as test_opencl's test_reduce_rows (reduce_rows_graph) over
+ * `rows` rows of `len`. */
 static void reduce_case(gcase *c, int64_t rows, int64_t len) {
   fsl_graph *g = c->g = fsl_graph_new();
-  fsl_builder b = B_INIT(g);
-  int64_t dims[] = {rows, len}, axis = 1;
-  fsl_value *x = input(g, "x", 2, dims);
-  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true);
-  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
-  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
-  fsl_value *sm = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
-  fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, true);
-  fsl_value *ix = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, x, 100.0), FSL_DT_I32);
-  fsl_value *im = fsl_b_reduce(&b, FSL_OP_reduce_max, ix, &axis, 1, true);
-  assert_int_equal(b.st, FSL_OK);
-  fsl_graph_add_output(g, s);
-  fsl_graph_add_output(g, sm);
-  fsl_graph_add_output(g, mn);
-  fsl_graph_add_output(g, im);
+  fsl_value *x = reduce_rows_graph(g, rows, len);
   c->in[0] = random_data(x, -4, 4);
   if (len == 33) ((float *)c->in[0])[rows * len - 2] = NAN; /* the last row's max and min are NaN */
   snprintf(c->what, sizeof c->what, "reduce %lld rows of %lld", (long long)rows, (long long)len);

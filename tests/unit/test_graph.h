@@ -79,4 +79,27 @@ static inline void *random_data(const fsl_value *v, double lo, double hi) {
   return p;
 }
 
+/* The reduction rows the GPU dialects' tests share, over x [rows, len]
+ * (returned; the graph's only input): a sum (kept-space output), softmax
+ * (max, sum of exp, a row-space output), the NaN-propagating min and an
+ * int32 max, the four outputs in that order. */
+static inline fsl_value *reduce_rows_graph(fsl_graph *g, int64_t rows, int64_t len) {
+  fsl_builder b = {.g = g, .st = FSL_OK, .fold = false};
+  int64_t dims[] = {rows, len}, axis = 1;
+  fsl_value *x = input(g, "x", 2, dims);
+  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
+  fsl_value *sm = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
+  fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, true);
+  fsl_value *ix = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, x, 100.0), FSL_DT_I32);
+  fsl_value *im = fsl_b_reduce(&b, FSL_OP_reduce_max, ix, &axis, 1, true);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, s);
+  fsl_graph_add_output(g, sm);
+  fsl_graph_add_output(g, mn);
+  fsl_graph_add_output(g, im);
+  return x;
+}
+
 #endif

@@ -282,22 +282,7 @@ static void test_reduce_rows(void **state) {
   for (int t = 0; t < 6; t++)
     for (int r = 0; r < 2; r++) {
       fsl_graph *g = fsl_graph_new();
-      fsl_builder b = B_INIT(g);
-      int64_t dims[] = {rows[r], lens[t]}, axis = 1;
-      fsl_value *x = input(g, "x", 2, dims);
-      fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true);
-      fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
-      fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
-      fsl_value *sm = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
-      /* the NaN-propagating min and an integer max in the same rows */
-      fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, true);
-      fsl_value *ix = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, x, 100.0), FSL_DT_I32);
-      fsl_value *im = fsl_b_reduce(&b, FSL_OP_reduce_max, ix, &axis, 1, true);
-      assert_int_equal(b.st, FSL_OK);
-      fsl_graph_add_output(g, s);
-      fsl_graph_add_output(g, sm);
-      fsl_graph_add_output(g, mn);
-      fsl_graph_add_output(g, im);
+      fsl_value *x = reduce_rows_graph(g, rows[r], lens[t]);
       void *in[] = {random_data(x, -4, 4)};
       char what[64];
       snprintf(what, sizeof what, "reduce %lld rows of %lld", (long long)rows[r], (long long)lens[t]);
