@@ -217,8 +217,12 @@ typedef struct fsl_cg_win_row {
   int nn;                                                               /* loops */
   int axis[FSL_MAX_RANK];                                               /* the reduced axis of each */
   char var[FSL_MAX_RANK][CLEN], lo[FSL_MAX_RANK][CLEN], hi[FSL_MAX_RANK][CLEN];
-  const fsl_node *win; /* with src: the window node */
   const fsl_value *src; /* X, or NULL: the row reads through the views */
+  /* with src: X's window axes are lead.. rank-1; window axis i reads X at
+   * o*stride[i] + j*dil[i] - pad[i] (o: the row's coordinate lead + i, j:
+   * the reduced axis rank(X) + i of the window) */
+  int lead;
+  int64_t stride[FSL_MAX_RANK], dil[FSL_MAX_RANK], pad[FSL_MAX_RANK];
 } fsl_cg_win_row;
 bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const coords *oc, fsl_cg_win_row *w);
 bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v);

@@ -22,7 +22,6 @@ bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth) {
 
 /* Whether a constant pad before the window adds only the reduction's
  * identity (-inf for max, +inf for min, 0 for sum, 1 for product). */
-
 static bool pad_is_identity(const fsl_node *pad, fsl_op op) {
   if (fsl_attr_int(pad, "mode", 0) != 0) return false;
   double f = fsl_attr_float(pad, "value", 0.0);
@@ -63,9 +62,15 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
   const int64_t *st = NULL, *dl = NULL;
   bool has_st = fsl_attr_ints(win, "strides", &st) == k, has_dl = fsl_attr_ints(win, "dilations", &dl) == k;
   const fsl_value *X = pad->in[0];
+  w->lead = lead;
+  for (int i = 0; i < k; i++) {
+    w->stride[i] = has_st ? st[i] : 1;
+    w->dil[i] = has_dl ? dl[i] : 1;
+    w->pad[i] = pads[lead + i];
+  }
   for (int q = 0; q < w->nn; q++) {
     int i = w->axis[q] - R, a = lead + i;
-    long long s = has_st ? st[i] : 1, d = has_dl ? dl[i] : 1, pb = pads[a], len = X->dims[a], K = x->dims[w->axis[q]];
+    long long s = w->stride[i], d = w->dil[i], pb = w->pad[i], len = X->dims[a], K = x->dims[w->axis[q]];
     /* o*s + j*d - pb in [0, len)  <=>  j in [ceil((pb - o*s)/d), ceil((len + pb - o*s)/d)) */
     int t = fsl_cg_new_tmp(e), u = fsl_cg_new_tmp(e);
     fsl_cg_line(e, "const int64_t i%d = %lld - %s*%lld, i%d = %lld - %s*%lld;", t, pb, oc->c[a], s, u, len + pb, oc->c[a], s);
@@ -75,7 +80,6 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
     snprintf(w->lo[q], CLEN, "jl%d_", w->axis[q]);
     snprintf(w->hi[q], CLEN, "jh%d_", w->axis[q]);
   }
-  w->win = win;
   w->src = X;
   return true;
 }
@@ -83,22 +87,18 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
 /* The element of a clamped window row (w->src) at the row's coordinates
  * c: X at o*s + j*d - pb on the window axes. */
 bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v) {
-  const fsl_node *win = w->win, *pad = win->in[0]->producer;
-  const fsl_value *X = w->src, *x = win->out[0];
-  int R = X->rank, k = x->rank - R, lead = R - k;
-  const int64_t *st = NULL, *dl = NULL, *pads = NULL;
-  bool has_st = fsl_attr_ints(win, "strides", &st) == k, has_dl = fsl_attr_ints(win, "dilations", &dl) == k;
-  fsl_attr_ints(pad, "pads", &pads);
+  const fsl_value *X = w->src;
+  int R = X->rank;
   coords ic;
   ic.rank = R;
   for (int a = 0; a < R; a++) {
-    if (a < lead || X->dims[a] == 1) {
+    if (a < w->lead || X->dims[a] == 1) {
       snprintf(ic.c[a], CLEN, "%s", X->dims[a] == 1 ? "0" : c->c[a]);
       continue;
     }
-    int i = a - lead, t = fsl_cg_new_tmp(e);
-    fsl_cg_line(e, "const int64_t i%d = %s*%lld + %s*%lld - %lld;", t, c->c[a], (long long)(has_st ? st[i] : 1),
-                c->c[R + i], (long long)(has_dl ? dl[i] : 1), (long long)pads[a]);
+    int i = a - w->lead, t = fsl_cg_new_tmp(e);
+    fsl_cg_line(e, "const int64_t i%d = %s*%lld + %s*%lld - %lld;", t, c->c[a], (long long)w->stride[i], c->c[R + i],
+                (long long)w->dil[i], (long long)w->pad[i]);
     snprintf(ic.c[a], CLEN, "i%d", t);
   }
   return fsl_cg_ev(e, X, &ic, v);
