@@ -31,8 +31,8 @@ static void nest_end(em *e) {
 /* A nest over TILE x TILE tiles of output axes ta and the innermost one,
  * for a read that is contiguous along ta and strided along the innermost
  * axis (fsl_cg_tile_axis).  Each tile is computed along ta, the read's
- * contiguous axis, into a local tile buffer per output (the SIMD loop:
- * the expression's arithmetic vectorizes), then copied transposed into
+ * contiguous axis, into a local tile buffer per output (an inner loop
+ * with contiguous reads, so the arithmetic vectorizes), then copied transposed into
  * the outputs row by row.  The tile's reads touch TILE cache lines, which
  * stay in L1.  Opened inside the nest's block (nest_box). */
 static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
