@@ -138,10 +138,10 @@ static void usage_cmd(const char *cmd, FILE *f) {
             "the CUDA dialect cannot take yet (f16/bf16, multi-pass reductions, ...)\n"
             "are listed, not errors.  The summary ends with every generated function's\n"
             "registers, spills, stack, shared and constant memory per architecture\n"
-            "(ptxas -v).  There is no CUDA runtime yet: --backend cuda needs --emit-only.\n\n"
+            "(ptxas -v).  Without --emit-only, --backend cuda compiles the plan for the\n"
+            "machine's NVIDIA GPU (exit code 3 with the reason where there is none).\n\n"
             "Options:\n%s%s"
-            "  --backend B           one of %s (default ref: plan only), or cuda with\n"
-            "                        --emit-only\n"
+            "  --backend B           one of %s (default ref: plan only)\n"
             "  --emit-only           with --backend cuda: generate and compile the CUDA C, run\n"
             "                        nothing; -o FILE.cu writes the source (also when NVRTC fails)\n"
             "  -o, --output FILE     FILE.fsl: write the compiled model; FILE.dot: write the\n"
@@ -333,20 +333,17 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
     return EXIT_OK;
   }
   if (is_plan && (v = opt_value(argc, argv, i, "--backend", &missing))) {
-    bool cuda_cmd = !strcmp(o->cmd, "compile") || !strcmp(o->cmd, "explain");
-    if (!strcmp(v, "cuda") && cuda_cmd) {
-      o->cuda = true;
-      return EXIT_OK;
-    }
-    if (!strcmp(v, "cuda")) {
-      fprintf(stderr, "fissile: error: the CUDA runtime backend is not built yet: nothing can run on a GPU; "
-                      "'fissile compile MODEL --backend cuda --emit-only' generates the plan's CUDA C and compiles it "
-                      "with NVRTC\n");
-      return EXIT_UNSUPPORTED;
-    }
-    if (!strcmp(o->cmd, "explain")) return usage_error("explain takes --backend cuda only, got '%s'", v);
     bool known = false;
     for (const char *const *n = fsl_backend_names(NULL); *n; n++) known = known || !strcmp(v, *n);
+    /* explain, and compile with --emit-only (checked after parsing): the
+     * CUDA C and its resources, also in a build without the CUDA backend
+     * (which then says why) */
+    if (!strcmp(v, "cuda") && (!strcmp(o->cmd, "compile") || !strcmp(o->cmd, "explain"))) {
+      o->cuda = true;
+      if (known && !strcmp(o->cmd, "compile")) o->backend = v;
+      return EXIT_OK;
+    }
+    if (!strcmp(o->cmd, "explain")) return usage_error("explain takes --backend cuda only, got '%s'", v);
     if (!known) {
       fprintf(stderr, "fissile: error: --backend expects one of %s, got '%s'\n(see 'fissile --help')\n",
               backend_list(), v);
@@ -416,10 +413,16 @@ static int parse_args(options *o, int argc, char **argv) {
   }
   if (!o->help && !o->model) return usage_error("%s: missing MODEL", o->cmd);
   if (o->emit_only && !o->cuda) return usage_error("%s", "--emit-only needs --backend cuda");
-  if (!o->help && o->cuda && !o->emit_only && !strcmp(o->cmd, "compile")) {
-    fprintf(stderr, "fissile: error: the CUDA runtime backend is not built yet: `--backend cuda` needs --emit-only, "
-                    "which generates the plan's CUDA C and compiles it with NVRTC (no GPU needed)\n");
-    return EXIT_UNSUPPORTED;
+  if (o->cuda && !strcmp(o->cmd, "compile")) {
+    if (o->emit_only) {
+      o->backend = NULL; /* the plan only: nothing runs, no device is needed */
+    } else if (!o->backend) {
+      fprintf(stderr, "fissile: error: this build has no CUDA backend (NVRTC or cuda.h was not found when it was "
+                      "configured: install the CUDA toolkit under /usr/local/cuda and configure again)\n");
+      return EXIT_UNSUPPORTED;
+    } else {
+      o->cuda = false; /* compile on the CUDA backend, as any other */
+    }
   }
   return EXIT_OK;
 }

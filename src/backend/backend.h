@@ -89,5 +89,9 @@ extern const fsl_backend fsl_backend_cpu;
 /** Generated OpenCL C on an OpenCL device (backend/opencl/opencl.c; built
  *  with CMake option FSL_BACKEND_OPENCL). */
 extern const fsl_backend fsl_backend_opencl;
+/** Generated CUDA C on an NVIDIA GPU through the driver API (backend/cuda/cuda.c;
+ *  built with the CUDA toolkit, CMake option FSL_CUDA_CODEGEN; libcuda is
+ *  loaded at run time). */
+extern const fsl_backend fsl_backend_cuda;
 
 #endif

@@ -11,6 +11,9 @@ static const fsl_backend *const k_backends[] = {
 #if FSL_BACKEND_OPENCL
     &fsl_backend_opencl,
 #endif
+#if FSL_CUDA_CODEGEN
+    &fsl_backend_cuda,
+#endif
     &fsl_backend_ref,
 };
 

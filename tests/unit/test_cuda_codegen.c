@@ -36,6 +36,7 @@
 #include "orchestrate/orchestrate.h"
 #include "passes/passes.h"
 #include "test_graph.h"
+#include "cuda_emu/emu_build.h"
 
 #define B_INIT(g) {.g = (g), .st = FSL_OK, .fold = false}
 
@@ -251,36 +252,6 @@ static void conv_case(gcase *c, int64_t n, int64_t ci, int64_t co, int64_t group
            (long long)group);
 }
 
-typedef void (*emu_kernel)(const void *const *in, void *const *out, int *err);
-typedef int (*emu_launch_fn)(emu_kernel k, unsigned grid, unsigned block, const void *const *in, void *const *out,
-                             int *err, int *bad);
-
-/* Compiles src (CUDA C of the generated functions) with the host's C++
- * compiler against cuda_emu/ into a shared object in dir; NULL when there
- * is no C++ compiler (the caller skips), failing on any other error. */
-static void *emu_build(const char *dir, const char *src) {
-  if (system("c++ --version > /dev/null 2>&1") != 0) {
-    fprintf(stderr, "test_cuda_codegen: no C++ compiler (c++): the emulated runs are skipped\n");
-    return NULL;
-  }
-  char path[512], lib[512], cmd[2048];
-  snprintf(path, sizeof path, "%s/k.cc", dir);
-  snprintf(lib, sizeof lib, "%s/k.so", dir);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fprintf(f, "#include \"cuda_emu.h\"\n%s", src);
-  assert_int_equal(fclose(f), 0);
-  snprintf(cmd, sizeof cmd,
-           "c++ -std=c++17 -O1 -w -shared -fPIC -pthread -I%s/tests/unit/cuda_emu %s %s/tests/unit/cuda_emu/launch.cc -o %s",
-           FSL_SOURCE_DIR, path, FSL_SOURCE_DIR, lib);
-  if (system(cmd) != 0) fail_msg("the emulation does not compile: %s", cmd);
-  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-  if (!h) fail_msg("dlopen %s: %s", lib, dlerror());
-  unlink(path);
-  unlink(lib);
-  return h;
-}
-
 /* Runs case c in the emulation with the launch the generator reported
  * (at most 5 blocks: the rest of the rows or tiles through the
  * grid-stride loop over blocks; a kernel for any block size with 2
@@ -374,7 +345,7 @@ static void test_group_kernels(void **state) {
   }
   char dir[] = "/tmp/fsl_cuda_emu_XXXXXX";
   assert_non_null(mkdtemp(dir));
-  void *h = emu_build(dir, src.p);
+  void *h = emu_build(dir, src.p, "test_cuda_codegen");
   rmdir(dir);
   for (int i = 0; i < NC; i++) {
     if (h) emu_check(h, &cs[i], i < NR ? 1e-4 : 1e-5);

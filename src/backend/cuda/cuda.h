@@ -1,0 +1,52 @@
+/*
+ * cuda.h — the CUDA backend's executable (cuda.c; the vtable
+ * fsl_backend_cuda in backend.h), visible to tests, which check its
+ * graphs, tables and arena against the plan.  docs/gpu-backend.md.
+ */
+#ifndef FSL_CUDA_H
+#define FSL_CUDA_H
+
+#include "backend/backend.h"
+#include "backend/cuda/driver.h"
+#include "backend/gpusteps.h"
+#include "runtime/memplan.h"
+
+/** How one step runs (GEN steps; zero for HOST steps). */
+typedef struct fsl_cuda_launch {
+  void *fn;                  /* the loaded function fsl_k<fn_id> */
+  unsigned grid, block;      /* one-dimensional */
+  fsl_cu_ptr in, out;        /* its input and output pointer tables (device arrays of device pointers) */
+  fsl_cu_ptr err;            /* its error word */
+  void *node;                /* its node in its segment's graph (graphs on) */
+} fsl_cuda_launch;
+
+/** A maximal run of GEN steps [lo, hi) between host steps: one CUDA graph. */
+typedef struct fsl_cuda_segment {
+  int lo, hi;
+  void *graph, *exec;
+  int n_edges;               /* dependencies added (after transitive reduction) */
+} fsl_cuda_segment;
+
+typedef struct fsl_cuda_exe {
+  const fsl_plan *p;
+  const fsl_cu_driver *drv;  /* the driver it was compiled with */
+  fsl_cu_device_info info;
+  fsl_dialect dia;           /* the CUDA dialect, its blocks narrowed to the device */
+  fsl_cg_group grp;
+  fsl_gpu_lowering low;      /* steps and source (backend/gpusteps.h) */
+  fsl_cuda_launch *launch;   /* per step */
+  fsl_cuda_segment *seg;     /* graphs, in step order (graphs on) */
+  int n_seg, cap_seg;
+  bool graphs;               /* CUDA graphs (FSL_CUDA_GRAPHS unset or not "0") */
+  fsl_memplan mem;
+  fsl_cu_ptr arena;          /* mem.peak_bytes bytes; 0 when empty */
+  fsl_cu_ptr *own;           /* value id -> an allocation of its own, or 0 */
+  fsl_cu_ptr tables;         /* every GEN step's pointer tables */
+  fsl_cu_ptr errs;           /* one int of FSL_KERR_* bits per step */
+  void *staging;             /* page-locked: inputs, outputs, error words */
+  void *module;
+  bool cache_hit;            /* the CUBIN came from the cache */
+  double compile_s;          /* NVRTC seconds (0 on a cache hit) */
+} fsl_cuda_exe;
+
+#endif
