@@ -148,6 +148,10 @@ static fsl_status add_gen(fsl_gpu_lowering *x, int ki, const char *part, fsl_nod
  * view-resolved operands, else the host (with the in-kernel reshapes
  * between its operands and lin). */
 static fsl_status add_linear(fsl_gpu_lowering *x, int ki, fsl_node *lin, fsl_value *const *lin_in) {
+  if (x->library && x->library(lin)) {
+    fsl_gpu_step *s = new_step(x, FSL_GPU_LIB, ki, lin->op == FSL_OP_matmul ? "matmul" : "conv");
+    return fill_step(x, s, lin_in, 2, lin->out, 1, &lin, 1);
+  }
   if (lin->op == FSL_OP_matmul || lin->op == FSL_OP_conv) {
     fsl_sbuf tmp = {0};
     fsl_cg_launch launch = {0};
@@ -217,10 +221,12 @@ static fsl_status lower_kernel(fsl_gpu_lowering *x, int ki, const fsl_kernel *k)
 }
 
 /* Sets up x for plan p: the values available before any step. */
-static fsl_status lowering_init(fsl_gpu_lowering *x, const fsl_plan *p, const fsl_dialect *dia) {
+static fsl_status lowering_init(fsl_gpu_lowering *x, const fsl_plan *p, const fsl_dialect *dia,
+                                fsl_gpu_library library) {
   memset(x, 0, sizeof *x);
   x->p = p;
   x->dia = dia;
+  x->library = library;
   const fsl_graph *g = p->g;
   x->avail = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(bool));
   x->fell_back = calloc((size_t)(p->kernels.n > 0 ? p->kernels.n : 1), sizeof(bool));
@@ -230,11 +236,11 @@ static fsl_status lowering_init(fsl_gpu_lowering *x, const fsl_plan *p, const fs
   return FSL_OK;
 }
 
-fsl_status fsl_gpu_lower(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_lowering *out) {
+fsl_status fsl_gpu_lower(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_library library, fsl_gpu_lowering *out) {
   if (!out) return fsl_errorf(FSL_ERR_ARG, "fsl_gpu_lower: NULL argument");
   memset(out, 0, sizeof *out);
   if (!p || !p->g || !dia) return fsl_errorf(FSL_ERR_ARG, "fsl_gpu_lower: NULL argument");
-  fsl_status st = lowering_init(out, p, dia);
+  fsl_status st = lowering_init(out, p, dia, library);
   if (st == FSL_OK) {
     fsl_codegen_prelude(dia, &out->src);
     if (out->src.oom) st = oom();
@@ -260,7 +266,7 @@ void fsl_gpu_lowering_free(fsl_gpu_lowering *l) {
   memset(l, 0, sizeof *l);
 }
 
-bool fsl_gpu_supports(const fsl_dialect *dia, const fsl_graph *g, const fsl_kernel *k) {
+bool fsl_gpu_supports(const fsl_dialect *dia, fsl_gpu_library library, const fsl_graph *g, const fsl_kernel *k) {
   if (!dia || !g || !k) return false;
   fsl_kernel *ks[1] = {(fsl_kernel *)k};
   fsl_plan p;
@@ -268,7 +274,7 @@ bool fsl_gpu_supports(const fsl_dialect *dia, const fsl_graph *g, const fsl_kern
   p.g = g;
   p.kernels = (fsl_kernel_set){.g = g, .n = 1, .cap = 1, .k = ks};
   fsl_gpu_lowering x;
-  bool ok = lowering_init(&x, &p, dia) == FSL_OK;
+  bool ok = lowering_init(&x, &p, dia, library) == FSL_OK;
   for (int i = 0; ok && i < k->n_in; i++) x.avail[k->in[i]->id] = true;
   ok = ok && lower_kernel(&x, 0, k) == FSL_OK && x.n_fallback == 0 && x.n_opaque == 0;
   fsl_error_clear();

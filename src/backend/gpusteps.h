@@ -22,24 +22,34 @@
 #include "codegen/codegen.h"
 #include "orchestrate/orchestrate.h"
 
-typedef enum { FSL_GPU_GEN, FSL_GPU_HOST } fsl_gpu_step_kind;
+typedef enum {
+  FSL_GPU_GEN,   /* a generated function */
+  FSL_GPU_LIB,   /* a linear op the backend runs through a library (cuBLASLt) */
+  FSL_GPU_HOST,  /* the reference interpreter on the host */
+} fsl_gpu_step_kind;
 
 typedef struct fsl_gpu_step {
   fsl_gpu_step_kind kind;
   int kernel;              /* the plan kernel it belongs to */
-  int fn_id;               /* GEN: the function fsl_k<fn_id>; HOST: -1 */
+  int fn_id;               /* GEN: the function fsl_k<fn_id>; else -1 */
   const char *part;        /* "loop", "reduce", "node" (a split kernel), "prologue", "matmul", "conv",
                               "epilogue", "host" (static) */
   fsl_cg_launch launch;    /* GEN: the work-group size the code assumes, groups with work */
   int n_in, n_out;
   fsl_value **in, **out;   /* values read and written */
   int n_nodes;
-  fsl_node **nodes;        /* HOST: evaluated in this order; GEN: what it computes */
+  fsl_node **nodes;        /* HOST: evaluated in this order; GEN, LIB: what it computes (LIB: the linear node) */
 } fsl_gpu_step;
+
+/** Whether the backend runs linear node lin (over operands whose bytes
+ *  are lin's operands: reshapes only between them) through a library: a
+ *  LIB step instead of a generated matmul or convolution. */
+typedef bool (*fsl_gpu_library)(const fsl_node *lin);
 
 typedef struct fsl_gpu_lowering {
   const fsl_plan *p;
   const fsl_dialect *dia;
+  fsl_gpu_library library; /* NULL: every linear op generated */
   fsl_gpu_step *steps;
   int n_steps, cap_steps;
   fsl_sbuf src;            /* the dialect's prelude and every GEN step's function */
@@ -54,16 +64,17 @@ typedef struct fsl_gpu_lowering {
 /**
  * Lowers every kernel of plan p into steps in dialect `dia` (which may be
  * a copy of a backend's dialect with its `group` narrowed to the device),
- * filling *out (zeroed first; fsl_gpu_lowering_free also after an error).
+ * filling *out (zeroed first; fsl_gpu_lowering_free also after an error);
+ * `library` (may be NULL) picks the linear ops that become LIB steps.
  * Errors: FSL_ERR_NOMEM; a code generator error other than
  * FSL_ERR_UNSUPPORTED (a bug), with the kernel named.
  */
-fsl_status fsl_gpu_lower(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_lowering *out);
+fsl_status fsl_gpu_lower(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_library library, fsl_gpu_lowering *out);
 void fsl_gpu_lowering_free(fsl_gpu_lowering *l);
 
-/** Whether kernel k of graph g lowers in dialect dia to GEN steps only
- *  (the backends' `supports`; no device is needed). */
-bool fsl_gpu_supports(const fsl_dialect *dia, const fsl_graph *g, const fsl_kernel *k);
+/** Whether kernel k of graph g lowers in dialect dia (with `library`) to
+ *  no host step (the backends' `supports`; no device is needed). */
+bool fsl_gpu_supports(const fsl_dialect *dia, fsl_gpu_library library, const fsl_graph *g, const fsl_kernel *k);
 
 /** Work-items (threads) of a grid-stride GEN step: one per element of its
  *  largest output, at most 2^20; 1 when every output is a scalar (such a

@@ -39,6 +39,7 @@
 /* ---- the emulating driver ---- */
 
 typedef struct emu_node {
+  const fsl_cu_matmul *mm;  /* a library matmul node, or NULL: a kernel */
   emu_kernel fn;
   unsigned grid, block;
   fsl_cu_ptr in, out, err;
@@ -59,7 +60,7 @@ static struct {
     int64_t bytes;
   } alloc[4096];
   int n_alloc;
-  int launches, graph_launches;
+  int launches, graph_launches, matmuls;
   struct {
     uint64_t hash;
     void *so;
@@ -184,6 +185,40 @@ static fsl_status emu_launch(void *fn, unsigned grid, unsigned block, fsl_cu_ptr
 
 static fsl_status emu_sync(void) { return FSL_OK; }
 
+/* The library matmul: the plan is a copy of the request; run in row-major
+ * terms on the host (float32 products summed in double). */
+static fsl_status emu_matmul_prepare(const fsl_cu_matmul *mm, void **plan) {
+  assert_true(mm->batch >= 1 && mm->m >= 1 && mm->n >= 1 && mm->k >= 1);
+  check_range(mm->a, 4 * mm->batch * mm->m * mm->k, "matmul A");
+  check_range(mm->b, 4 * mm->batch * mm->k * mm->n, "matmul B");
+  check_range(mm->c, 4 * mm->batch * mm->m * mm->n, "matmul C");
+  fsl_cu_matmul *q = malloc(sizeof *q);
+  assert_non_null(q);
+  *q = *mm;
+  *plan = q;
+  return FSL_OK;
+}
+
+static void emu_matmul_exec(const fsl_cu_matmul *mm) {
+  const float *a = (const float *)(uintptr_t)mm->a, *b = (const float *)(uintptr_t)mm->b;
+  float *c = (float *)(uintptr_t)mm->c;
+  for (int64_t t = 0; t < mm->batch; t++)
+    for (int64_t i = 0; i < mm->m; i++)
+      for (int64_t j = 0; j < mm->n; j++) {
+        double acc = 0;
+        for (int64_t k = 0; k < mm->k; k++) acc += (double)a[(t * mm->m + i) * mm->k + k] * b[(t * mm->k + k) * mm->n + j];
+        c[(t * mm->m + i) * mm->n + j] = (float)acc;
+      }
+  E.matmuls++;
+}
+
+static fsl_status emu_matmul_run(void *plan) {
+  emu_matmul_exec(plan);
+  return FSL_OK;
+}
+
+static void emu_matmul_free(void *plan) { free(plan); }
+
 static fsl_status emu_graph_create(void **graph) {
   *graph = calloc(1, sizeof(emu_graph));
   return *graph ? FSL_OK : fsl_errorf(FSL_ERR_NOMEM, "graph");
@@ -204,6 +239,13 @@ static fsl_status emu_graph_add_kernel(void *graph, void *fn, unsigned grid, uns
   }
   *node = (void *)(intptr_t)(gr->n + 1);
   gr->n++;
+  return FSL_OK;
+}
+
+static fsl_status emu_graph_add_matmul(void *graph, void *plan, void *const *deps, int n_deps, void **node) {
+  emu_graph *gr = graph;
+  FSL_TRY(emu_graph_add_kernel(graph, NULL, 1, 1, 0, 0, 0, deps, n_deps, node));
+  gr->nodes[gr->n - 1].mm = plan;
   return FSL_OK;
 }
 
@@ -228,7 +270,8 @@ static fsl_status emu_graph_launch(void *exec) {
     }
     assert_true(pick >= 0);
     emu_node *nd = &gr->nodes[pick];
-    emu_run(nd->fn, nd->grid, nd->block, nd->in, nd->out, nd->err);
+    if (nd->mm) emu_matmul_exec(nd->mm);
+    else emu_run(nd->fn, nd->grid, nd->block, nd->in, nd->out, nd->err);
     nd->done = true;
   }
   return FSL_OK;
@@ -261,19 +304,28 @@ static const fsl_cu_driver k_emu = {
     .graph_instantiate = emu_graph_instantiate,
     .graph_launch = emu_graph_launch,
     .graph_destroy = emu_graph_destroy,
+    .matmul_prepare = emu_matmul_prepare,
+    .matmul_run = emu_matmul_run,
+    .graph_add_matmul = emu_graph_add_matmul,
+    .matmul_free = emu_matmul_free,
 };
 
 /* ---- checks ---- */
 
 static bool have_cxx(void) { return system("c++ --version > /dev/null 2>&1") == 0; }
 
-/* Byte range k of GEN step i (inputs, then outputs) as the uploaded
- * pointer table says. */
+/* Byte range k of device step i (inputs, then outputs) as the uploaded
+ * pointer table (a kernel) or the matmul's request (a library step) says. */
 static void step_range(const fsl_cuda_exe *x, int i, int k, uint64_t *lo, uint64_t *hi) {
   const fsl_gpu_step *s = &x->low.steps[i];
   const fsl_value *v = k < s->n_in ? s->in[k] : s->out[k - s->n_in];
-  const uint64_t *tab = (const uint64_t *)(uintptr_t)(k < s->n_in ? x->launch[i].in : x->launch[i].out);
-  *lo = tab[k < s->n_in ? k : k - s->n_in];
+  if (s->kind == FSL_GPU_LIB) {
+    const fsl_cu_matmul *mm = x->launch[i].lib;
+    *lo = k == 0 ? mm->a : k == 1 ? mm->b : mm->c;
+  } else {
+    const uint64_t *tab = (const uint64_t *)(uintptr_t)(k < s->n_in ? x->launch[i].in : x->launch[i].out);
+    *lo = tab[k < s->n_in ? k : k - s->n_in];
+  }
   *hi = *lo + (uint64_t)fsl_value_nbytes(v);
   check_range(*lo, fsl_value_nbytes(v), "a kernel operand");
 }
@@ -326,7 +378,7 @@ static int check_graphs(const fsl_cuda_exe *x, int *war_only) {
     const emu_graph *gr = sg->exec;
     assert_int_equal(gr->n, sg->hi - sg->lo);
     covered += gr->n;
-    for (int i = sg->lo; i < sg->hi; i++) assert_int_equal(x->low.steps[i].kind, FSL_GPU_GEN);
+    for (int i = sg->lo; i < sg->hi; i++) assert_int_not_equal(x->low.steps[i].kind, FSL_GPU_HOST);
     if (s > 0) assert_true(sg->lo > x->seg[s - 1].hi); /* a host step between two graphs */
     bool *r = reachability(gr);
     int n = gr->n;
@@ -347,9 +399,9 @@ static int check_graphs(const fsl_cuda_exe *x, int *war_only) {
     }
     free(r);
   }
-  int gen = 0;
-  for (int i = 0; i < x->low.n_steps; i++) gen += x->low.steps[i].kind == FSL_GPU_GEN;
-  assert_int_equal(covered, gen);
+  int device = 0;
+  for (int i = 0; i < x->low.n_steps; i++) device += x->low.steps[i].kind != FSL_GPU_HOST;
+  assert_int_equal(covered, device);
   return unordered;
 }
 
@@ -358,6 +410,7 @@ typedef struct run_stats {
   int war_only;   /* pairs of steps ordered only because the later one overwrites what the earlier read */
   int host_steps;
   int gen_steps;
+  int lib_steps;  /* matmuls through the library */
   int segments;
 } run_stats;
 
@@ -374,12 +427,13 @@ static run_stats check_plan(fsl_graph *g, fsl_plan *p, void **inputs, void **wan
   assert_int_equal(x->graphs, graphs);
   for (int i = 0; i < x->low.n_steps; i++) {
     if (x->low.steps[i].kind == FSL_GPU_HOST) rs.host_steps++;
+    else if (x->low.steps[i].kind == FSL_GPU_LIB) rs.lib_steps++;
     else rs.gen_steps++;
   }
   rs.segments = x->n_seg;
   if (graphs) rs.unordered = check_graphs(x, &rs.war_only);
   else assert_int_equal(x->n_seg, 0);
-  E.launches = E.graph_launches = 0;
+  E.launches = E.graph_launches = E.matmuls = 0;
   void *got[4] = {0};
   const int runs = graphs ? 2 : 1; /* a second run reuses everything */
   for (int rep = 0; rep < runs; rep++) {
@@ -400,6 +454,7 @@ static run_stats check_plan(fsl_graph *g, fsl_plan *p, void **inputs, void **wan
   }
   assert_int_equal(E.graph_launches, graphs ? runs * x->n_seg : 0);
   assert_int_equal(E.launches, graphs ? 0 : runs * rs.gen_steps);
+  assert_int_equal(E.matmuls, runs * rs.lib_steps);
   fsl_backend_exe_info ei;
   fsl_backend_cuda.exe_info(exe, &ei);
   assert_int_equal(ei.n_kernels, p->kernels.n);
@@ -481,10 +536,16 @@ static void check_graph_all(fsl_graph *g, bool host, const char *name) {
   for (int si = 0; si < FSL_STRATEGY_COUNT; si++) {
     fsl_plan p;
     assert_int_equal(fsl_plan_build(g, (fsl_strategy)si, NULL, &p), FSL_OK);
-    for (int graphs = 1; graphs >= 0; graphs--) {
+    /* graphs on, off, and on with the generated matmul instead of the library's */
+    for (int variant = 0; variant < 3; variant++) {
+      bool graphs = variant != 1, library = variant != 2;
       char what[128];
-      snprintf(what, sizeof what, "%s, %s, graphs %s", name, fsl_strategy_name((fsl_strategy)si), graphs ? "on" : "off");
+      snprintf(what, sizeof what, "%s, %s, graphs %s, library matmul %s", name, fsl_strategy_name((fsl_strategy)si),
+               graphs ? "on" : "off", library ? "on" : "off");
+      if (!library) setenv("FSL_CUDA_CUBLASLT", "0", 1);
       run_stats rs = check_plan(g, &p, in, want, graphs, what);
+      unsetenv("FSL_CUDA_CUBLASLT");
+      assert_int_equal(rs.lib_steps, library && strcmp(name, "arena reuse") ? 1 : 0);
       if (host) assert_true(rs.host_steps >= 1);
       else assert_int_equal(rs.host_steps, 0);
       if (graphs && si == FSL_STRATEGY_UNFUSED && strcmp(name, "arena reuse")) {

@@ -5,8 +5,10 @@
  *
  * compile:
  *   - lowers the plan into steps in the CUDA C dialect (backend/gpusteps.h,
- *     shared with OpenCL): generated functions, and host steps through the
- *     reference interpreter (opaque kernels; the counted fallbacks);
+ *     shared with OpenCL): generated functions, float32 matmuls through
+ *     cuBLASLt (the driver table's library matmul; FSL_CUDA_CUBLASLT=0:
+ *     generated), and host steps through the reference interpreter
+ *     (opaque kernels; the counted fallbacks);
  *   - compiles the source with NVRTC to a CUBIN for the device's
  *     architecture (sm_<major><minor>), cached by hash in
  *     fsl_cache_folder("cuda"), and loads it;
@@ -16,7 +18,7 @@
  *     their own; every function's input and output pointer tables in one
  *     allocation uploaded once; one error word per step; page-locked host
  *     staging for the inputs and outputs;
- *   - CUDA graphs: each maximal run of generated steps between host steps
+ *   - CUDA graphs: each maximal run of device steps between host steps
  *     becomes one graph whose edges are the steps' data dependencies
  *     (true, anti and output dependencies over device byte ranges, the
  *     arena reusing memory; gpusteps.h), so that independent kernels may
@@ -43,6 +45,16 @@ static const char *vname(const fsl_value *v) { return v->name ? v->name : "?"; }
 
 static void cu_free(void *p);
 
+/* Whether linear node lin runs through cuBLASLt (a LIB step): float32
+ * matmuls, when the driver has a library matmul and FSL_CUDA_CUBLASLT is
+ * not "0" (docs/gpu-backend.md); else the generated tiled matmul. */
+static bool use_library(const fsl_node *lin) {
+  const char *e = getenv("FSL_CUDA_CUBLASLT");
+  if ((e && !strcmp(e, "0")) || !fsl_cuda_driver()->matmul_prepare) return false;
+  return lin->op == FSL_OP_matmul && lin->n_in == 2 && lin->in[0]->dtype == FSL_DT_F32 &&
+         lin->in[1]->dtype == FSL_DT_F32 && lin->out[0]->dtype == FSL_DT_F32 && lin->in[0]->rank >= 2;
+}
+
 /* Where value v lives: the arena at its planned offset, or an allocation
  * of its own (created on first use; constants are uploaded). */
 static fsl_status locate(fsl_cuda_exe *x, const fsl_value *v, fsl_cu_ptr *at) {
@@ -62,6 +74,24 @@ static fsl_status locate(fsl_cuda_exe *x, const fsl_value *v, fsl_cu_ptr *at) {
   }
   *at = x->own[v->id];
   return FSL_OK;
+}
+
+/* The cuBLASLt plan of LIB step s (a matmul over its operands' bytes). */
+static fsl_status prepare_library(fsl_cuda_exe *x, const fsl_gpu_step *s, void **plan) {
+  const fsl_node *lin = s->nodes[0];
+  const fsl_value *a = lin->in[0], *b = lin->in[1];
+  fsl_cu_matmul mm = {.batch = 1, .m = a->dims[a->rank - 2], .k = a->dims[a->rank - 1], .n = b->dims[b->rank - 1]};
+  for (int i = 0; i < a->rank - 2; i++) mm.batch *= a->dims[i];
+  FSL_TRY(locate(x, s->in[0], &mm.a));
+  FSL_TRY(locate(x, s->in[1], &mm.b));
+  FSL_TRY(locate(x, s->out[0], &mm.c));
+  fsl_status st = x->drv->matmul_prepare(&mm, plan);
+  if (st != FSL_OK) {
+    char label[160];
+    fsl_gpu_kernel_label(x->p, s->kernel, label, sizeof label);
+    fsl_error_context(st, "cuda backend, %s", label);
+  }
+  return st;
 }
 
 /* The byte range of v on the device, for the dependency analysis. */
@@ -153,16 +183,16 @@ static fsl_status make_tables(fsl_cuda_exe *x) {
   return st;
 }
 
-/* One CUDA graph per maximal run of GEN steps, with the data dependencies
- * between them as edges. */
+/* One CUDA graph per maximal run of device (GEN and LIB) steps, with the
+ * data dependencies between them as edges. */
 static fsl_status make_graphs(fsl_cuda_exe *x) {
   for (int lo = 0; lo < x->low.n_steps;) {
-    if (x->low.steps[lo].kind != FSL_GPU_GEN) {
+    if (x->low.steps[lo].kind == FSL_GPU_HOST) {
       lo++;
       continue;
     }
     int hi = lo;
-    while (hi < x->low.n_steps && x->low.steps[hi].kind == FSL_GPU_GEN) hi++;
+    while (hi < x->low.n_steps && x->low.steps[hi].kind != FSL_GPU_HOST) hi++;
     if (!fsl_grow((void **)&x->seg, &x->cap_seg, x->n_seg + 1, sizeof *x->seg)) return oom();
     fsl_cuda_segment *sg = &x->seg[x->n_seg++];
     memset(sg, 0, sizeof *sg);
@@ -177,10 +207,11 @@ static fsl_status make_graphs(fsl_cuda_exe *x) {
       if (n > 64 && !(dp = malloc(sizeof(void *) * (size_t)n))) st = oom();
       for (int k = 0; k < n && st == FSL_OK; k++) dp[k] = x->launch[deps[i - lo][k]].node;
       sg->n_edges += n;
-      const fsl_cuda_launch *L = &x->launch[i];
-      if (st == FSL_OK)
-        st = x->drv->graph_add_kernel(sg->graph, L->fn, L->grid, L->block, L->in, L->out, L->err, dp, n,
-                                      &x->launch[i].node);
+      fsl_cuda_launch *L = &x->launch[i];
+      if (st == FSL_OK && x->low.steps[i].kind == FSL_GPU_LIB)
+        st = x->drv->graph_add_matmul(sg->graph, L->lib, dp, n, &L->node);
+      else if (st == FSL_OK)
+        st = x->drv->graph_add_kernel(sg->graph, L->fn, L->grid, L->block, L->in, L->out, L->err, dp, n, &L->node);
       if (dp != dn) free(dp);
     }
     if (st == FSL_OK) st = x->drv->graph_instantiate(sg->graph, &sg->exec);
@@ -214,7 +245,7 @@ static fsl_status cu_compile(const fsl_plan *p, void **exe) {
   x->dia.group = &x->grp;
   const fsl_graph *g = p->g;
   x->own = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *x->own);
-  fsl_status st = x->own ? fsl_gpu_lower(p, &x->dia, &x->low) : oom();
+  fsl_status st = x->own ? fsl_gpu_lower(p, &x->dia, use_library, &x->low) : oom();
   const int n_steps = x->low.n_steps;
   if (st == FSL_OK && !(x->launch = calloc((size_t)(n_steps > 0 ? n_steps : 1), sizeof *x->launch))) st = oom();
   const fsl_memplan_options mo = {.inplace = true, .external_outputs = false};
@@ -243,6 +274,8 @@ static fsl_status cu_compile(const fsl_plan *p, void **exe) {
       snprintf(name, sizeof name, "fsl_k%d", s->fn_id);
       st = drv->function(x->module, name, &x->launch[i].fn);
       if (st == FSL_OK) st = launch_shape(x, s, &x->launch[i].grid, &x->launch[i].block);
+    } else if (s->kind == FSL_GPU_LIB) {
+      st = prepare_library(x, s, &x->launch[i].lib);
     } else {
       fsl_cu_ptr at;
       for (int k = 0; k < s->n_out + s->n_in && st == FSL_OK; k++)
@@ -286,7 +319,7 @@ static fsl_status copy_to_device(void *ctx, const fsl_value *v, void *host, int6
   return x->drv->sync();
 }
 
-/* Steps [lo, hi) (all GEN) on the stream: one graph launch, or one launch each. */
+/* Steps [lo, hi) (GEN and LIB) on the stream: one graph launch, or one launch each. */
 static fsl_status run_gen(fsl_cuda_exe *x, int lo, int hi, int *seg) {
   if (x->graphs) {
     if (*seg >= x->n_seg || x->seg[*seg].lo != lo) return fsl_errorf(FSL_ERR_INVALID, "cuda backend: graph %d missing", *seg);
@@ -294,7 +327,8 @@ static fsl_status run_gen(fsl_cuda_exe *x, int lo, int hi, int *seg) {
   }
   for (int i = lo; i < hi; i++) {
     const fsl_cuda_launch *L = &x->launch[i];
-    fsl_status st = x->drv->launch(L->fn, L->grid, L->block, L->in, L->out, L->err);
+    fsl_status st = x->low.steps[i].kind == FSL_GPU_LIB ? x->drv->matmul_run(L->lib)
+                                                        : x->drv->launch(L->fn, L->grid, L->block, L->in, L->out, L->err);
     if (st != FSL_OK) return fsl_error_context(st, "cuda backend, kernel %d", x->low.steps[i].kernel);
   }
   return FSL_OK;
@@ -334,7 +368,7 @@ static fsl_status cu_run(void *exe, const void *const *inputs, void **outputs) {
       continue;
     }
     int hi = lo;
-    while (hi < n_steps && x->low.steps[hi].kind == FSL_GPU_GEN) hi++;
+    while (hi < n_steps && x->low.steps[hi].kind != FSL_GPU_HOST) hi++;
     st = run_gen(x, lo, hi, &seg);
     lo = hi;
   }
@@ -380,6 +414,8 @@ static void cu_free(void *p) {
   const fsl_cu_driver *drv = x->drv;
   for (int i = 0; i < x->n_seg; i++) drv->graph_destroy(x->seg[i].graph, x->seg[i].exec);
   free(x->seg);
+  for (int i = 0; x->launch && i < x->low.n_steps; i++)
+    if (x->launch[i].lib) drv->matmul_free(x->launch[i].lib);
   if (x->own)
     for (int i = 0; i < x->p->g->n_values; i++)
       if (x->own[i]) drv->mem_free(x->own[i]);
@@ -395,7 +431,7 @@ static void cu_free(void *p) {
   free(x);
 }
 
-static bool cu_supports(const fsl_graph *g, const fsl_kernel *k) { return fsl_gpu_supports(&fsl_dialect_cuda, g, k); }
+static bool cu_supports(const fsl_graph *g, const fsl_kernel *k) { return fsl_gpu_supports(&fsl_dialect_cuda, use_library, g, k); }
 
 static void cu_info(const void *exe, fsl_backend_exe_info *out) {
   const fsl_cuda_exe *x = exe;

@@ -11,16 +11,17 @@
 #include "backend/gpusteps.h"
 #include "runtime/memplan.h"
 
-/** How one step runs (GEN steps; zero for HOST steps). */
+/** How one step runs (zero for HOST steps). */
 typedef struct fsl_cuda_launch {
-  void *fn;                  /* the loaded function fsl_k<fn_id> */
+  void *lib;                 /* LIB: the library matmul's plan (driver table) */
+  void *fn;                  /* GEN: the loaded function fsl_k<fn_id> */
   unsigned grid, block;      /* one-dimensional */
   fsl_cu_ptr in, out;        /* its input and output pointer tables (device arrays of device pointers) */
   fsl_cu_ptr err;            /* its error word */
   void *node;                /* its node in its segment's graph (graphs on) */
 } fsl_cuda_launch;
 
-/** A maximal run of GEN steps [lo, hi) between host steps: one CUDA graph. */
+/** A maximal run of device (GEN, LIB) steps [lo, hi) between host steps: one CUDA graph. */
 typedef struct fsl_cuda_segment {
   int lo, hi;
   void *graph, *exec;

@@ -5,6 +5,7 @@
  */
 #include "backend/cuda/driver.h"
 
+#include <cublasLt.h>
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -18,12 +19,23 @@
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost)             \
   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD32Async) X(cuLaunchKernel) X(cuGraphCreate)                   \
   X(cuGraphAddKernelNode) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy)   \
-  X(cuGetErrorName)
+  X(cuGetErrorName) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphAddChildGraphNode)
+
+/* cuBLASLt's entry points (libcublasLt.so.13, loaded when a matmul is
+ * first prepared) */
+#define FSL_LT_CALLS(X)                                                                                               \
+  X(cublasLtCreate) X(cublasLtGetStatusString) X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy)              \
+  X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute)                  \
+  X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)      \
+  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
 
 #define FSL_CU_FIELD(f) __typeof__(&f) f;
 static struct {
   FSL_CU_CALLS(FSL_CU_FIELD)
 } cu;
+static struct {
+  FSL_LT_CALLS(FSL_CU_FIELD)
+} lt;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static fsl_status g_open_st = FSL_OK;
@@ -31,6 +43,7 @@ static char g_open_err[512];
 static fsl_cu_device_info g_info;
 static CUcontext g_ctx;
 static CUstream g_stream;
+static CUstream g_capture;  /* library calls are captured on it into child graphs */
 
 /* The driver's name for error r ("CUDA_ERROR_OUT_OF_MEMORY"). */
 static const char *err_name(CUresult r) {
@@ -119,7 +132,8 @@ static void open_once(void) {
   if ((r = cu.cuDeviceGet(&dev, idx)) != CUDA_SUCCESS || (r = cu.cuDeviceTotalMem(&total, dev)) != CUDA_SUCCESS ||
       (r = cu.cuDeviceGetName(g_info.name, (int)sizeof g_info.name, dev)) != CUDA_SUCCESS ||
       (r = cu.cuDevicePrimaryCtxRetain(&g_ctx, dev)) != CUDA_SUCCESS || (r = cu.cuCtxSetCurrent(g_ctx)) != CUDA_SUCCESS ||
-      (r = cu.cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+      (r = cu.cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
+      (r = cu.cuStreamCreate(&g_capture, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
     snprintf(g_open_err, sizeof g_open_err, "opening CUDA device %d: %s", idx, err_name(r));
     return;
   }
@@ -246,6 +260,166 @@ static void drv_graph_destroy(void *graph, void *exec) {
   if (graph) cu.cuGraphDestroy((CUgraph)graph);
 }
 
+/* ---- cuBLASLt ---- */
+
+#define LT_WORKSPACE_MAX ((uint64_t)32 << 20) /* bytes a matmul's algorithm may ask for */
+
+static pthread_once_t g_lt_once = PTHREAD_ONCE_INIT;
+static cublasLtHandle_t g_lt;
+static char g_lt_err[512];
+
+static void lt_open_once(void) {
+  void *h = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!h) h = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(g_lt_err, sizeof g_lt_err, "libcublasLt.so.13 cannot be loaded: %s", dlerror());
+    return;
+  }
+#define FSL_LT_LOAD(f)                                                                                                \
+  if (!(*(void **)&lt.f = dlsym(h, #f))) {                                                                            \
+    snprintf(g_lt_err, sizeof g_lt_err, "libcublasLt has no %s", #f);                                                  \
+    return;                                                                                                           \
+  }
+  FSL_LT_CALLS(FSL_LT_LOAD)
+#undef FSL_LT_LOAD
+  cublasStatus_t s = lt.cublasLtCreate(&g_lt);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    snprintf(g_lt_err, sizeof g_lt_err, "cublasLtCreate: %s", lt.cublasLtGetStatusString(s));
+    g_lt = NULL;
+  }
+}
+
+static fsl_status lt_fail(const char *call, cublasStatus_t s) {
+  return fsl_errorf(s == CUBLAS_STATUS_ALLOC_FAILED ? FSL_ERR_NOMEM : FSL_ERR_RUNTIME, "%s: %s (%d)", call,
+                    lt.cublasLtGetStatusString ? lt.cublasLtGetStatusString(s) : "?", (int)s);
+}
+#define LT_TRY(call, expr)                                                                                            \
+  do {                                                                                                                \
+    cublasStatus_t s_ = (expr);                                                                                       \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                                \
+      st = lt_fail(call, s_);                                                                                         \
+      goto out;                                                                                                       \
+    }                                                                                                                 \
+  } while (0)
+
+typedef struct lt_plan {
+  fsl_cu_matmul mm;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;  /* cuBLASLt's A, B, C: column-major views of B, A, C (below) */
+  cublasLtMatmulAlgo_t algo;
+  CUdeviceptr ws;
+  size_t ws_bytes;
+} lt_plan;
+
+static void drv_matmul_free(void *plan) {
+  lt_plan *q = plan;
+  if (!q) return;
+  if (q->op) lt.cublasLtMatmulDescDestroy(q->op);
+  if (q->la) lt.cublasLtMatrixLayoutDestroy(q->la);
+  if (q->lb) lt.cublasLtMatrixLayoutDestroy(q->lb);
+  if (q->lc) lt.cublasLtMatrixLayoutDestroy(q->lc);
+  if (q->ws) cu.cuMemFree(q->ws);
+  free(q);
+}
+
+/* A column-major rows x cols float32 layout with leading dimension rows,
+ * `batch` of them `stride` elements apart. */
+static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, int64_t rows, int64_t cols, int64_t batch) {
+  cublasStatus_t s = lt.cublasLtMatrixLayoutCreate(l, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, rows);
+  int32_t n = (int32_t)batch;
+  int64_t stride = rows * cols;
+  if (s == CUBLAS_STATUS_SUCCESS && batch > 1)
+    s = lt.cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n);
+  if (s == CUBLAS_STATUS_SUCCESS && batch > 1)
+    s = lt.cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+  return s;
+}
+
+/*
+ * Row-major C = A B is, read column-major, C^T = B^T A^T: cuBLASLt's A is
+ * our B as an n x k column-major matrix (leading dimension n), its B our
+ * A as k x m (leading dimension k), its C our C as n x m (leading
+ * dimension n); no transposes.  CUBLAS_COMPUTE_32F: float32 products and
+ * sums (no TF32).
+ */
+static fsl_status drv_matmul_prepare(const fsl_cu_matmul *mm, void **plan) {
+  *plan = NULL;
+  pthread_once(&g_lt_once, lt_open_once);
+  if (!g_lt) return fsl_errorf(FSL_ERR_UNSUPPORTED, "cuBLASLt: %s", g_lt_err);
+  if (mm->batch < 1 || mm->batch > INT32_MAX || mm->m < 1 || mm->n < 1 || mm->k < 1)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "cuBLASLt: matmul of %lld x [%lld, %lld] x [%lld, %lld] out of range",
+                      (long long)mm->batch, (long long)mm->m, (long long)mm->k, (long long)mm->k, (long long)mm->n);
+  lt_plan *q = calloc(1, sizeof *q);
+  if (!q) return fsl_errorf(FSL_ERR_NOMEM, "out of memory (cuBLASLt plan)");
+  q->mm = *mm;
+  fsl_status st = FSL_OK;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  uint64_t ws_max = LT_WORKSPACE_MAX;
+  LT_TRY("cublasLtMatmulDescCreate", lt.cublasLtMatmulDescCreate(&q->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LT_TRY("cublasLtMatrixLayoutCreate", lt_layout(&q->la, mm->n, mm->k, mm->batch));
+  LT_TRY("cublasLtMatrixLayoutCreate", lt_layout(&q->lb, mm->k, mm->m, mm->batch));
+  LT_TRY("cublasLtMatrixLayoutCreate", lt_layout(&q->lc, mm->n, mm->m, mm->batch));
+  LT_TRY("cublasLtMatmulPreferenceCreate", lt.cublasLtMatmulPreferenceCreate(&pref));
+  LT_TRY("cublasLtMatmulPreferenceSetAttribute",
+         lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_max, sizeof ws_max));
+  LT_TRY("cublasLtMatmulAlgoGetHeuristic",
+         lt.cublasLtMatmulAlgoGetHeuristic(g_lt, q->op, q->la, q->lb, q->lc, q->lc, pref, 1, &res, &found));
+  if (found < 1) {
+    st = fsl_errorf(FSL_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for this matmul");
+    goto out;
+  }
+  q->algo = res.algo;
+  q->ws_bytes = res.workspaceSize;
+  /* a workspace of its own: matmuls of one graph may run concurrently */
+  if (q->ws_bytes > 0) {
+    CUresult r = cu.cuMemAlloc(&q->ws, q->ws_bytes);
+    if (r != CUDA_SUCCESS) st = fail("cuMemAlloc (cuBLASLt workspace)", r);
+  }
+out:
+  if (pref) lt.cublasLtMatmulPreferenceDestroy(pref);
+  if (st != FSL_OK) {
+    drv_matmul_free(q);
+    return st;
+  }
+  *plan = q;
+  return FSL_OK;
+}
+
+static fsl_status lt_enqueue(const lt_plan *q, CUstream stream) {
+  const float one = 1.0f, zero = 0.0f;
+  fsl_status st = FSL_OK;
+  LT_TRY("cublasLtMatmul", lt.cublasLtMatmul(g_lt, q->op, &one, (const void *)(uintptr_t)q->mm.b, q->la,
+                                             (const void *)(uintptr_t)q->mm.a, q->lb, &zero,
+                                             (void *)(uintptr_t)q->mm.c, q->lc, (void *)(uintptr_t)q->mm.c, q->lc,
+                                             &q->algo, (void *)(uintptr_t)q->ws, q->ws_bytes, (cudaStream_t)stream));
+out:
+  return st;
+}
+
+static fsl_status drv_matmul_run(void *plan) { return lt_enqueue(plan, g_stream); }
+
+/* The matmul captured on the capture stream into a child graph, added
+ * after deps. */
+static fsl_status drv_graph_add_matmul(void *graph, void *plan, void *const *deps, int n_deps, void **node) {
+  CU_TRY("cuStreamBeginCapture", cu.cuStreamBeginCapture(g_capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  fsl_status st = lt_enqueue(plan, g_capture);
+  CUgraph child = NULL;
+  CUresult r = cu.cuStreamEndCapture(g_capture, &child);
+  if (st != FSL_OK) {
+    if (child) cu.cuGraphDestroy(child);
+    return st;
+  }
+  if (r != CUDA_SUCCESS) return fail("cuStreamEndCapture", r);
+  CUgraphNode nd;
+  r = cu.cuGraphAddChildGraphNode(&nd, (CUgraph)graph, (const CUgraphNode *)deps, (size_t)n_deps, child);
+  cu.cuGraphDestroy(child); /* the node holds a copy */
+  if (r != CUDA_SUCCESS) return fail("cuGraphAddChildGraphNode", r);
+  *node = nd;
+  return FSL_OK;
+}
+
 const fsl_cu_driver fsl_cu_libcuda = {
     .name = "libcuda",
     .open = drv_open,
@@ -266,6 +440,10 @@ const fsl_cu_driver fsl_cu_libcuda = {
     .graph_instantiate = drv_graph_instantiate,
     .graph_launch = drv_graph_launch,
     .graph_destroy = drv_graph_destroy,
+    .matmul_prepare = drv_matmul_prepare,
+    .matmul_run = drv_matmul_run,
+    .graph_add_matmul = drv_graph_add_matmul,
+    .matmul_free = drv_matmul_free,
 };
 
 static const fsl_cu_driver *_Atomic g_driver;

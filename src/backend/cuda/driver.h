@@ -3,7 +3,7 @@
  * table of fissile-level operations, so that tests can put a recording or
  * emulating driver in its place (tests/unit/test_cuda_backend.c runs whole
  * plans through one on the CPU).  The real table (driver.c) loads
- * libcuda.so.1 with dlopen and takes every entry point with
+ * libcuda.so.1 (and libcublasLt.so.13, for matmuls) with dlopen and takes every entry point with
  * cuGetProcAddress at the CUDA version of the headers it was built with:
  * libcuda is never linked, so fissile starts on machines without an NVIDIA
  * driver and says so when the CUDA backend is asked for.
@@ -27,6 +27,14 @@ typedef struct fsl_cu_device_info {
   int64_t global_bytes;      /* device memory, bytes */
   int driver_version;        /* cuDriverGetVersion: 1000 * major + 10 * minor */
 } fsl_cu_device_info;
+
+/** A float32 matmul in row-major terms, C[batch][m][n] =
+ *  A[batch][m][k] B[batch][k][n], every operand contiguous (the matmul
+ *  primitive, docs/primitives.md). */
+typedef struct fsl_cu_matmul {
+  int64_t batch, m, n, k;
+  fsl_cu_ptr a, b, c;
+} fsl_cu_matmul;
 
 /**
  * The operations, all on the calling thread's context and one stream of
@@ -69,6 +77,14 @@ typedef struct fsl_cu_driver {
   fsl_status (*graph_instantiate)(void *graph, void **exec);
   fsl_status (*graph_launch)(void *exec);
   void (*graph_destroy)(void *graph, void *exec);
+  /** A library matmul (cuBLASLt; NULL matmul_prepare: none): *plan
+   *  holds what one needs (descriptors, the algorithm, its workspace);
+   *  run on the stream; a node of a graph after `deps`; freed.  Results
+   *  within float32 rounding of the matmul primitive (no TF32). */
+  fsl_status (*matmul_prepare)(const fsl_cu_matmul *mm, void **plan);
+  fsl_status (*matmul_run)(void *plan);
+  fsl_status (*graph_add_matmul)(void *graph, void *plan, void *const *deps, int n_deps, void **node);
+  void (*matmul_free)(void *plan);
 } fsl_cu_driver;
 
 /** The driver over libcuda.so.1 (driver.c). */

@@ -162,7 +162,7 @@ static fsl_status ocl_compile(const fsl_plan *p, void **exe) {
   x->dia.group = &x->grp;
   const fsl_graph *g = p->g;
   x->own = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(cl_mem));
-  fsl_status st = x->own ? fsl_gpu_lower(p, &x->dia, &x->low) : oom();
+  fsl_status st = x->own ? fsl_gpu_lower(p, &x->dia, NULL, &x->low) : oom();
   const int n_steps = x->low.n_steps;
   if (st == FSL_OK && !(x->launch = calloc((size_t)(n_steps > 0 ? n_steps : 1), sizeof *x->launch))) st = oom();
   /* every kernel output in one arena (graph outputs too: read back from it) */
@@ -306,7 +306,7 @@ static fsl_status ocl_run(void *exe, const void *const *inputs, void **outputs) 
 
 /* Lowers k alone, as compile would, and looks for a host step (no device
  * is needed: only the code generator is asked). */
-static bool ocl_supports(const fsl_graph *g, const fsl_kernel *k) { return fsl_gpu_supports(&fsl_dialect_opencl, g, k); }
+static bool ocl_supports(const fsl_graph *g, const fsl_kernel *k) { return fsl_gpu_supports(&fsl_dialect_opencl, NULL, g, k); }
 
 static void ocl_info(const void *exe, fsl_backend_exe_info *out) {
   const ocl_exe *x = exe;
