@@ -85,7 +85,7 @@ static fsl_status emu_open(fsl_cu_device_info *info) {
   info->sm_count = 2;
   info->max_block_threads = 1024;
   info->shared_per_block = 48 * 1024;
-  info->global_bytes = (int64_t)1 << 32;
+  info->global_bytes = (int64_t)32 << 20; /* calibration copies 2 MiB, its matmul is 512^3 */
   info->driver_version = 13000;
   return FSL_OK;
 }
@@ -617,6 +617,41 @@ static void test_error_word(void **state) {
   fsl_graph_free(g);
 }
 
+/* Calibration through the driver table: every number positive, written
+ * to the cache and read back without measuring (no kernel launched), a
+ * record per graph mode; force measures again. */
+static void test_calibrate(void **state) {
+  (void)state;
+  if (!have_cxx()) skip();
+  char dir[] = "/tmp/fsl_cuda_cal_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  setenv("FSL_CACHE_DIR", dir, 1);
+  fsl_cuda_use_driver(&k_emu);
+  fsl_device d, again;
+  E.launches = E.graph_launches = E.matmuls = 0;
+  if (fsl_backend_cuda.calibrate(&d, 0, true) != FSL_OK) fail_msg("%s", fsl_last_error());
+  assert_true(d.bandwidth > 0 && d.peak_flops > 0 && d.elem_flops > 0 && d.launch_s > 0);
+  assert_non_null(strstr(d.name, "cuda: CUDA emulated"));
+  assert_true(E.graph_launches > 0 && E.matmuls > 0); /* graph nodes timed, the library matmul timed */
+  int launched = E.launches + E.graph_launches + E.matmuls;
+  assert_int_equal(fsl_backend_cuda.calibrate(&again, 0, false), FSL_OK);
+  assert_int_equal(E.launches + E.graph_launches + E.matmuls, launched); /* from the cache */
+  assert_string_equal(again.name, d.name);
+  assert_true(fabs(again.bandwidth - d.bandwidth) <= 1e-6 * d.bandwidth);
+  assert_true(fabs(again.launch_s - d.launch_s) <= 1e-6 * d.launch_s);
+  setenv("FSL_CUDA_GRAPHS", "0", 1); /* per stream launch: a record of its own */
+  int graph_launches = E.graph_launches;
+  assert_int_equal(fsl_backend_cuda.calibrate(&again, 0, false), FSL_OK);
+  assert_int_equal(E.graph_launches, graph_launches);
+  assert_non_null(strstr(again.name, "(no graphs)"));
+  unsetenv("FSL_CUDA_GRAPHS");
+  fsl_cuda_use_driver(NULL);
+  unsetenv("FSL_CACHE_DIR");
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* The real driver on a machine without one: a clear error, no crash. */
 static void test_no_driver(void **state) {
   (void)state;
@@ -635,6 +670,9 @@ static void test_no_driver(void **state) {
   assert_int_equal(fsl_backend_cuda.compile(&p, &exe), FSL_ERR_UNSUPPORTED);
   assert_null(exe);
   assert_non_null(strstr(fsl_last_error(), "no NVIDIA driver"));
+  fsl_device dev;
+  assert_int_equal(fsl_backend_cuda.calibrate(&dev, 0, false), FSL_ERR_UNSUPPORTED);
+  assert_non_null(strstr(fsl_last_error(), "no NVIDIA driver"));
   char fp[128];
   fsl_backend_cuda.fingerprint(fp, sizeof fp);
   assert_string_equal(fp, "cuda: no device");
@@ -648,6 +686,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_no_driver),
       cmocka_unit_test(test_error_word),
+      cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_plans_in_emulation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
  *     their own; every function's input and output pointer tables in one
  *     allocation uploaded once; one error word per step; page-locked host
  *     staging for the inputs and outputs;
+ *   - plans are costed with the GPU's numbers (calibrate.c);
  *   - CUDA graphs: each maximal run of device steps between host steps
  *     becomes one graph whose edges are the steps' data dependencies
  *     (true, anti and output dependencies over device byte ranges, the
@@ -459,7 +460,7 @@ static void cu_fingerprint(char *buf, size_t len) {
 const fsl_backend fsl_backend_cuda = {
     .name = "cuda",
     .summary = "generated CUDA C on an NVIDIA GPU (NVRTC, CUDA graphs; FSL_CUDA_DEVICE)",
-    .calibrate = NULL,
+    .calibrate = fsl_cuda_calibrate,
     .profiler_init = NULL,
     .supports = cu_supports,
     .compile = cu_compile,

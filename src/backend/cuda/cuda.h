@@ -50,4 +50,19 @@ typedef struct fsl_cuda_exe {
   double compile_s;          /* NVRTC seconds (0 on a cache hit) */
 } fsl_cuda_exe;
 
+/**
+ * The GPU's numbers for the roofline cost model (the backend's calibrate;
+ * calibrate.c): launch_s seconds per kernel (per node of a CUDA graph, or
+ * per stream launch with FSL_CUDA_GRAPHS=0), bandwidth bytes/s of a copy
+ * of up to 256 MiB (read + write counted), elem_flops multiply-adds/s (2
+ * ops each) over 4 Mi floats, peak_flops FLOP/s of a 1024^3 float32
+ * library matmul (no TF32; smaller where a 16th of the device's memory
+ * cannot hold it; without a library matmul the default device's).  Cached in fsl_cache_folder(NULL)/device-cuda-
+ * <hash of the driver table, device name, architecture, SM count, driver
+ * version and graph mode>.txt unless force.  n_threads is ignored.
+ * Errors: the driver's (no driver or device: FSL_ERR_UNSUPPORTED),
+ * NVRTC's, FSL_ERR_RUNTIME; *d is the default device then.
+ */
+fsl_status fsl_cuda_calibrate(fsl_device *d, int n_threads, bool force);
+
 #endif
