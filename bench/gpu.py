@@ -1,0 +1,271 @@
+"""GPU benchmark (issue 11): fissile's fusion strategies on --backend cuda, with
+and without CUDA graphs, against PyTorch eager, torch.compile and
+torch.compile(mode="reduce-overhead"), in one run, on an NVIDIA GPU.
+
+    python3 bench/gpu.py [--repeats 50] [--warmup 5] [--cases a,b | --no-cases]
+                         [--models a,b | --no-models] [--strategies unfused,opfuse,greedy,optimal]
+                         [--no-torch] [--out bench/results]
+
+For every subgraph case of bench/cases.py and every bench model in
+.cache/models (python/fsl_models.py): `fissile bench MODEL --backend cuda
+--json` per strategy, once with CUDA graphs (the default) and once with
+FSL_CUDA_GRAPHS=0 (kernel count, predicted time, median latency of
+`run`); then the PyTorch module of the same ONNX file (onnx2torch 1.5.15,
+PyPI; where it cannot convert, the row says so) on the GPU: eager,
+`torch.compile` (default mode) and `torch.compile(mode="reduce-overhead")`
+(CUDA graphs on both sides), float32, TF32 off (torch.backends.*.allow_tf32
+= False: fissile's cuBLASLt matmuls are float32 too).  Every run on both
+sides is end to end, as `fissile run` is: fresh random host inputs (drawn
+as bench/bench.py draws them), copied to the GPU, the model, the outputs
+copied back; W warm-up runs, then the median of R timed runs.  Inductor's
+kernel count is torch._inductor.metrics.generated_kernel_count after the
+default compile.  Writes <out>/gpu.json (everything) and <out>/gpu.md
+(tables; ratio = fissile optimal with graphs / torch.compile
+reduce-overhead: below 1, fissile is faster) with the GPU, driver, CUDA,
+PyTorch and fissile versions.
+
+On a machine without PyTorch (or with --no-torch) the PyTorch columns say
+so; without an NVIDIA driver every fissile row says so: the script runs
+end to end anyway (bench/results/gpu.md is written only with --out).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+import bench as cpu_bench  # noqa: E402  (random inputs, versions, `fissile bench` runs)
+import fsl_models  # noqa: E402
+from cases import CASES  # noqa: E402
+
+STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
+
+
+def gpu_versions() -> dict:
+    v = cpu_bench.versions()
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        v["gpu"] = out.splitlines()[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+        v["gpu"] = None
+    try:
+        v["nvcc"] = subprocess.run(["/usr/local/cuda/bin/nvcc", "--version"], capture_output=True,
+                                   text=True).stdout.strip().splitlines()[-1]
+    except (OSError, IndexError):
+        v["nvcc"] = None
+    try:
+        import torch
+        v["torch"] = torch.__version__
+        v["torch_cuda"] = torch.version.cuda
+    except ImportError:
+        v["torch"] = None
+    try:
+        import onnx2torch
+        v["onnx2torch"] = getattr(onnx2torch, "__version__", "present")
+    except ImportError:
+        v["onnx2torch"] = None
+    return v
+
+
+# ---- fissile ----
+
+def run_fissile(path: Path, shapes: dict, args, graphs: bool) -> dict:
+    os.environ["FSL_CUDA_GRAPHS"] = "1" if graphs else "0"
+    try:
+        return cpu_bench.run_fissile_bench(path, shapes, args, args.timeout)
+    finally:
+        os.environ.pop("FSL_CUDA_GRAPHS", None)
+
+
+# ---- PyTorch ----
+
+def time_torch(path: Path, shapes: dict, args) -> dict:
+    """eager, compile and compile-reduce-overhead medians (seconds), or a status."""
+    if args.no_torch:
+        return {"status": "skipped (--no-torch)"}
+    try:
+        import torch
+    except ImportError:
+        return {"status": "torch not installed"}
+    if not torch.cuda.is_available():
+        return {"status": "no CUDA device for torch"}
+    try:
+        from onnx2torch import convert
+    except ImportError:
+        return {"status": "onnx2torch not installed (pip install onnx2torch==1.5.15)"}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        module = convert(str(path)).cuda().eval()
+    except Exception as e:  # noqa: BLE001
+        return {"status": f"onnx2torch cannot convert: {str(e)[:200]}"}
+    specs = cpu_bench.ort_inputs(path, shapes)
+    rng = np.random.default_rng(0)
+    out = {"status": "ok"}
+
+    def timed(fn, label):
+        times = []
+        for r in range(args.warmup + args.repeats):
+            host = [cpu_bench.random_like_fissile(s, d, rng) for _, s, d in specs]
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                y = fn(*[torch.from_numpy(np.ascontiguousarray(h)).cuda() for h in host])
+            ys = y if isinstance(y, (list, tuple)) else [y]
+            _ = [t.cpu() for t in ys]
+            torch.cuda.synchronize()
+            if r >= args.warmup:
+                times.append(time.perf_counter() - t0)
+        out[label] = {"median_s": statistics.median(times), "min_s": min(times), "times_s": times}
+
+    try:
+        timed(module, "eager")
+    except Exception as e:  # noqa: BLE001
+        return {"status": f"eager failed: {str(e)[:200]}"}
+    for label, mode in [("compile", None), ("compile_ro", "reduce-overhead")]:
+        try:
+            torch._dynamo.reset()
+            try:
+                from torch._inductor import metrics
+                metrics.reset()
+            except ImportError:
+                metrics = None
+            compiled = torch.compile(module, mode=mode) if mode else torch.compile(module)
+            timed(compiled, label)
+            if label == "compile" and metrics is not None:
+                out["inductor_kernels"] = int(getattr(metrics, "generated_kernel_count", -1))
+        except Exception as e:  # noqa: BLE001
+            out[label] = {"status": f"failed: {str(e)[:200]}"}
+    return out
+
+
+# ---- one entry ----
+
+def bench_one(kind, name, shape_label, path, shapes, args) -> dict:
+    print(f"gpu bench: {name} {shape_label} ...", file=sys.stderr, flush=True)
+    row = {"kind": kind, "name": name, "shape": shape_label,
+           "fissile_graphs": run_fissile(path, shapes, args, True),
+           "fissile_stream": run_fissile(path, shapes, args, False),
+           "torch": time_torch(path, shapes, args)}
+    return row
+
+
+def ms(v):
+    return "-" if v is None else f"{v * 1e3:.3f}"
+
+
+def by_strategy(fs: dict) -> dict:
+    return {s.get("name", s["strategy"]): s for s in fs.get("strategies", [])}
+
+
+def markdown(result: dict, args) -> str:
+    ver = result["versions"]
+    lines = [
+        "# GPU benchmark: fusion strategies on --backend cuda vs PyTorch",
+        "",
+        f"Generated by `bench/gpu.py` on {result['date']}.  GPU: {ver.get('gpu')}; {ver.get('nvcc')}; "
+        f"PyTorch {ver.get('torch')} (CUDA {ver.get('torch_cuda')}), onnx2torch {ver.get('onnx2torch')}; "
+        f"fissile {ver.get('fissile')}.  Float32, TF32 off on both sides.  End to end per run (host inputs "
+        f"in, host outputs out), {args.warmup} warm-up runs, median of {args.repeats}.  Times in ms; "
+        "*graphs* / *stream*: fissile with CUDA graphs / FSL_CUDA_GRAPHS=0; *ro*: torch.compile "
+        "mode=reduce-overhead; *ratio* = fissile optimal (graphs) / torch.compile ro.",
+        "",
+    ] + ([f"Note: {args.note}", ""] if args.note else [])
+    strategies = args.strategies
+    for kind, title in [("subgraph", "Subgraph cases (bench/cases.py)"), ("model", "Real models (.cache/models)")]:
+        rows = [r for r in result["rows"] if r["kind"] == kind]
+        if not rows:
+            continue
+        lines += [f"## {title}", ""]
+        head = (["case", "shape"] + [f"{s} graphs" for s in strategies] + ["optimal stream", "eager", "compile",
+                                                                             "ro", "ratio", "kernels",
+                                                                             "inductor kernels", "status"])
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for r in rows:
+            g, st, t = by_strategy(r["fissile_graphs"]), by_strategy(r["fissile_stream"]), r["torch"]
+            ok = lambda d, k: d.get(k, {}).get("median_s") if d.get(k, {}).get("status") == "ok" else None  # noqa: E731
+            cells = [r["name"], r["shape"]] + [ms(ok(g, s)) for s in strategies] + [ms(ok(st, "optimal"))]
+            tm = {k: t.get(k, {}).get("median_s") if isinstance(t.get(k), dict) else None
+                  for k in ("eager", "compile", "compile_ro")}
+            cells += [ms(tm["eager"]), ms(tm["compile"]), ms(tm["compile_ro"])]
+            opt = ok(g, "optimal")
+            cells.append(f"{opt / tm['compile_ro']:.2f}" if opt and tm["compile_ro"] else "-")
+            cells.append("/".join(str(g[s].get("kernels", "-")) if s in g else "-" for s in strategies))
+            cells.append(str(t.get("inductor_kernels", "-")))
+            errs = [f"{k}: {v.get('error', '')[:80]}" for k, v in g.items() if v.get("status") != "ok"]
+            if r["fissile_graphs"].get("status") != "ok":
+                errs.append(f"fissile: {r['fissile_graphs'].get('status')}"[:120])
+            if t.get("status") != "ok":
+                errs.append(f"torch: {t.get('status')}"[:120])
+            cells.append(("; ".join(dict.fromkeys(e.split(": ", 1)[-1] for e in errs)) or "ok").replace("|", "/"))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--cases", help="comma-separated case ids or pattern names (default: all)")
+    ap.add_argument("--no-cases", action="store_true")
+    ap.add_argument("--models", help="comma-separated model names (default: every bench model present)")
+    ap.add_argument("--no-models", action="store_true")
+    ap.add_argument("--no-torch", action="store_true", help="fissile only")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per `fissile bench` call")
+    ap.add_argument("--out", help="folder for gpu.md and gpu.json (default: print the table only)")
+    ap.add_argument("--note", default="")
+    args = ap.parse_args()
+    args.strategies = [s for s in args.strategies.split(",") if s]
+    args.backend, args.threads = "cuda", os.cpu_count() or 1  # what cpu_bench.run_fissile_bench passes
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fsl_gpu_cases_") as tmp:
+        if not args.no_cases:
+            wanted = set(args.cases.split(",")) if args.cases else None
+            for c in CASES:
+                if wanted and c.id not in wanted and c.name not in wanted:
+                    continue
+                path = Path(tmp) / f"{c.id}.onnx"
+                onnx.save(c.build(), path)
+                rows.append(bench_one("subgraph", c.name, c.shape, path, {}, args))
+    if not args.no_models:
+        names = args.models.split(",") if args.models else [m.name for m in fsl_models.MODELS if "bench" in m.tags]
+        for name in names:
+            model = fsl_models.BY_NAME[name]
+            if not model.path.exists():
+                print(f"gpu bench: {name}: {model.path} missing (make models fetches it)", file=sys.stderr)
+                continue
+            shapes = {i.name: i.shape for i in model.inputs}
+            label = ", ".join(f"{i.name} {'x'.join(map(str, i.shape))}" for i in model.inputs)
+            rows.append(bench_one("model", name, label, model.path, shapes, args))
+    result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "versions": gpu_versions(),
+              "repeats": args.repeats, "warmup": args.warmup, "strategies": args.strategies, "rows": rows}
+    md = markdown(result, args)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "gpu.json").write_text(json.dumps(result, indent=1))
+        (out / "gpu.md").write_text(md)
+        print(f"gpu bench: wrote {out / 'gpu.md'} and {out / 'gpu.json'}", file=sys.stderr)
+    else:
+        print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
