@@ -332,6 +332,11 @@ typedef struct fsl_plan_info {
   fsl_strategy strategy;
   char backend[16];        /**< "ref", "plan-ref" or "cpu" */
   char device[128];        /**< the calibrated device the costs are for */
+  double device_bandwidth; /**< that device's copy bandwidth, bytes/s (read + write counted; the
+                                roofline's memory roof): a kernel moving fsl_kernel_info.bytes in t
+                                seconds reaches bytes / t / device_bandwidth of it */
+  double device_peak_flops; /**< its matmul peak, FLOP/s (the compute roof of linear kernels) */
+  double device_launch_s;  /**< its fixed cost per kernel, seconds */
   int n_primitives;        /**< nodes of the primitive graph */
   fsl_rewrite_mode rewrite; /**< the rewrite mode the graph was compiled with */
   int n_rewrites;          /**< rewrites applied to the primitive graph (fsl_model_set_rewrite) */

@@ -384,6 +384,9 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   info->strategy = p->strategy;
   snprintf(info->backend, sizeof info->backend, "%s", m->backend);
   snprintf(info->device, sizeof info->device, "%s", m->dev.name);
+  info->device_bandwidth = m->dev.bandwidth;
+  info->device_peak_flops = m->dev.peak_flops;
+  info->device_launch_s = m->dev.launch_s;
   info->n_primitives = m->prim->n_nodes;
   info->n_kernels = p->kernels.n;
   int executed = 0;

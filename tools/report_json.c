@@ -11,7 +11,9 @@ static void add_num(cJSON *obj, const char *key, double v) {
   if (!cJSON_AddItemToObject(obj, key, item)) cJSON_Delete(item);
 }
 
-static void add_kernel(cJSON *list, const report_kernel *k) {
+/* bandwidth: the plan's device copy bandwidth (bytes/s), for the fraction
+ * of it a measured kernel reaches */
+static void add_kernel(cJSON *list, const report_kernel *k, double bandwidth) {
   cJSON *o = cJSON_CreateObject();
   if (!o || !cJSON_AddItemToArray(list, o)) {
     cJSON_Delete(o);
@@ -26,6 +28,8 @@ static void add_kernel(cJSON *list, const report_kernel *k) {
   add_num(o, "roofline_s", k->info.roofline_s);
   add_num(o, "flops", k->info.flops);
   add_num(o, "bytes", k->info.bytes);
+  add_num(o, "bandwidth_fraction", k->time_s > 0 && k->info.bytes > 0 && bandwidth > 0
+                                       ? k->info.bytes / k->time_s / bandwidth : NAN);
   cJSON *nodes = cJSON_AddArrayToObject(o, "onnx_nodes");
   for (int j = 0; nodes && j < k->n_origins; j++) {
     cJSON *n = cJSON_CreateObject();
@@ -68,9 +72,18 @@ static cJSON *report_document(const report_data *d) {
   cJSON_AddNumberToObject(doc, "repeats", o->repeats);
   cJSON_AddNumberToObject(doc, "warmup", o->warmup);
   const char *device = "";
+  double bandwidth = NAN, peak = NAN, launch = NAN;
   for (int i = 0; i < d->n_rows; i++)
-    if (d->rows[i].have_info) device = d->rows[i].info.device;
+    if (d->rows[i].have_info) {
+      device = d->rows[i].info.device;
+      bandwidth = d->rows[i].info.device_bandwidth;
+      peak = d->rows[i].info.device_peak_flops;
+      launch = d->rows[i].info.device_launch_s;
+    }
   cJSON_AddStringToObject(doc, "device", device);
+  add_num(doc, "device_bandwidth", bandwidth);
+  add_num(doc, "device_peak_flops", peak);
+  add_num(doc, "device_launch_s", launch);
   cJSON *list = cJSON_AddArrayToObject(doc, "strategies");
   for (int i = 0; list && i < d->n_rows; i++) bench_json_add_row(list, &d->rows[i]);
   if (d->peer.have) {
@@ -94,7 +107,7 @@ static cJSON *report_document(const report_data *d) {
     cJSON_AddStringToObject(b, "source", d->kernels_timed ? "measured" : "plan cost");
     cJSON_AddStringToObject(b, "note", d->kernels_note);
     cJSON *ks = cJSON_AddArrayToObject(b, "kernels");
-    for (int k = 0; ks && k < d->n_kernels; k++) add_kernel(ks, &d->kernels[k]);
+    for (int k = 0; ks && k < d->n_kernels; k++) add_kernel(ks, &d->kernels[k], bandwidth);
   }
   cJSON_AddBoolToObject(doc, "plan_graph", d->plan_svg != NULL);
   cJSON_AddStringToObject(doc, "plan_note", d->plan_note);

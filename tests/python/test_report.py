@@ -105,6 +105,7 @@ def check_page(html: str, data: dict):
         assert fmt_time(s["p10_s"]) + " \u2013 " + fmt_time(s["p90_s"]) in html
         assert fmt_time(s["predicted_s"]) in html
         assert f"<td>{s['kernels']}</td>" in html
+    assert data["device_bandwidth"] > 0 and data["device_peak_flops"] > 0 and data["device_launch_s"] > 0
     bd = data["breakdown"]
     assert bd["strategy"] == "optimal"
     optimal = strategies[3]  # the breakdown is of optimal with the rewrites
@@ -115,6 +116,8 @@ def check_page(html: str, data: dict):
         if bd["source"] == "measured" and k["time_s"] is not None:
             assert k["time_s"] > 0
             assert fmt_time(k["time_s"]) in html
+            # the fraction of the device's copy bandwidth the kernel reaches
+            assert k["bandwidth_fraction"] == pytest.approx(k["bytes"] / k["time_s"] / data["device_bandwidth"])
     assert kinds == {k: v for k, v in optimal["by_kind"].items() if v}
     # every ONNX node appears in the breakdown, the MatMul with its escaped name
     nodes = {(n["op_type"], n["name"]) for k in bd["kernels"] for n in k["onnx_nodes"]}
