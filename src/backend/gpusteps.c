@@ -201,12 +201,8 @@ static fsl_status lower_linear(fsl_gpu_lowering *x, int ki, const fsl_kernel *k)
 }
 
 static fsl_status lower_kernel(fsl_gpu_lowering *x, int ki, const fsl_kernel *k) {
-  bool opaque = false, linear = false;
-  for (int i = 0; i < k->n_nodes; i++) {
-    const fsl_op_info *oi = fsl_op_get(k->nodes[i]->op);
-    if (!oi->primitive || oi->kind == FSL_KIND_OPAQUE) opaque = true;
-    else if (oi->kind == FSL_KIND_LINEAR) linear = true;
-  }
+  bool opaque, linear;
+  fsl_kernel_classes(k, &opaque, &linear);
   fsl_status st;
   if (opaque) {
     x->n_opaque++;
@@ -292,6 +288,16 @@ int64_t fsl_gpu_step_items(const fsl_gpu_step *s) {
   }
   if (scalar) return 1;
   return most < ((int64_t)1 << 20) ? most : ((int64_t)1 << 20);
+}
+
+void fsl_gpu_exe_info(const fsl_gpu_lowering *l, int64_t arena_bytes, fsl_backend_exe_info *out) {
+  memset(out, 0, sizeof *out);
+  out->n_kernels = l->p ? l->p->kernels.n : 0;
+  out->n_fallback = l->n_fallback;
+  out->n_opaque = l->n_opaque;
+  out->n_native = out->n_kernels - out->n_fallback - out->n_opaque;
+  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", l->why);
+  out->arena_bytes = arena_bytes;
 }
 
 /* ---- dependencies ---- */

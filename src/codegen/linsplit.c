@@ -148,3 +148,12 @@ bool fsl_ptrs_dup(void ***dst, int *n, void *const *src, int count) {
   *n = count;
   return true;
 }
+
+void fsl_kernel_classes(const fsl_kernel *k, bool *opaque, bool *linear) {
+  *opaque = *linear = false;
+  for (int i = 0; i < k->n_nodes; i++) {
+    const fsl_op_info *oi = fsl_op_get(k->nodes[i]->op);
+    if (!oi->primitive || oi->kind == FSL_KIND_OPAQUE) *opaque = true;
+    else if (oi->kind == FSL_KIND_LINEAR) *linear = true;
+  }
+}

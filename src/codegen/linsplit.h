@@ -72,6 +72,11 @@ void fsl_linear_split_free(fsl_linear_split *s);
  *  nodes[2 * FSL_MAX_RANK + 1]; returns their number. */
 int fsl_linear_ref_nodes(fsl_node *lin, fsl_value *const *lin_in, fsl_node **nodes);
 
+/** Whether kernel k holds an opaque node (not a primitive, or an opaque
+ *  op: the whole kernel runs on the host reference) and a linear node
+ *  (matmul/conv: split as above); the backends lower by these. */
+void fsl_kernel_classes(const fsl_kernel *k, bool *opaque, bool *linear);
+
 /** *dst = a malloc'd copy of src[0..count) (at least one slot), *n = count;
  *  false on OOM.  For the value and node lists of backend steps. */
 bool fsl_ptrs_dup(void ***dst, int *n, void *const *src, int count);

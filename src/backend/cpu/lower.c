@@ -213,12 +213,8 @@ static fsl_status lower_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k)
 }
 
 fsl_status fsl_cpu_lower_kernel(fsl_cpu_lowering *L, int ki, const fsl_kernel *k) {
-  bool opaque = false, linear = false;
-  for (int i = 0; i < k->n_nodes; i++) {
-    const fsl_op_info *oi = fsl_op_get(k->nodes[i]->op);
-    if (!oi->primitive || oi->kind == FSL_KIND_OPAQUE) opaque = true;
-    else if (oi->kind == FSL_KIND_LINEAR) linear = true;
-  }
+  bool opaque, linear;
+  fsl_kernel_classes(k, &opaque, &linear);
   fsl_status st;
   if (opaque) {
     L->n_opaque++;

@@ -438,13 +438,7 @@ static void cu_info(const void *exe, fsl_backend_exe_info *out) {
   const fsl_cuda_exe *x = exe;
   memset(out, 0, sizeof *out);
   out->arena_bytes = -1;
-  if (!x) return;
-  out->n_kernels = x->p->kernels.n;
-  out->n_fallback = x->low.n_fallback;
-  out->n_opaque = x->low.n_opaque;
-  out->n_native = out->n_kernels - out->n_fallback - out->n_opaque;
-  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", x->low.why);
-  out->arena_bytes = x->mem.peak_bytes;
+  if (x) fsl_gpu_exe_info(&x->low, x->mem.peak_bytes, out);
 }
 
 static void cu_fingerprint(char *buf, size_t len) {
