@@ -208,7 +208,7 @@ static fsl_status import_input(importer *im, const Onnx__ValueInfoProto *vi) {
   if (et < 0 || et >= FSL_DT_COUNT || !fsl_dtype_valid((fsl_dtype)et))
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s: dtype %s is not supported", what,
                       et >= 0 && et < FSL_DT_COUNT ? fsl_dtype_name((fsl_dtype)et) : "unknown");
-  fsl_value *v;
+  fsl_value *v = NULL;
   FSL_TRY(define_value(im, vi->name, what, &v));
   v->dtype = (fsl_dtype)et;
   FSL_TRY(input_shape(im, v, tt->shape, what));
