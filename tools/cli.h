@@ -40,6 +40,7 @@ typedef struct options {
   const char *peer;         /* report --peer FILE.json */
   const char *strategies;   /* bench --strategies a,b */
   bool profile;             /* --profile: measured kernel costs */
+  bool no_graph;            /* --no-graph: the CUDA backend launches step by step */
   int rewrite;              /* --rewrite: fsl_rewrite_mode, -1: not given */
   bool cuda;                /* compile/explain --backend cuda: the CUDA C of the plan (no runtime yet) */
   bool emit_only;           /* compile --emit-only: generate and compile the CUDA C, run nothing */

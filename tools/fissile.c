@@ -72,7 +72,9 @@ static const char *k_plan_help =
     "                        profile cache: a second compile measures nothing)\n"
     "  --rewrite MODE        rules (default): apply the verified rewrite rules to the\n"
     "                        primitive graph before orchestration; search: also the\n"
-    "                        sibling merges that the cost model finds faster; off: none\n";
+    "                        sibling merges that the cost model finds faster; off: none\n"
+    "  --no-graph            with --backend cuda: launch the kernels one by one on a\n"
+    "                        stream instead of as CUDA graphs (FSL_CUDA_GRAPHS=0)\n";
 
 /* "ref, cpu, plan-ref": the backends of this build (fsl_backend_names). */
 static const char *backend_list(void) {
@@ -305,6 +307,7 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
   if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = true; return EXIT_OK; }
   if (!strcmp(a, "--time")) { o->time = true; return EXIT_OK; }
   if (is_plan && !strcmp(a, "--profile")) { o->profile = true; return EXIT_OK; }
+  if (is_plan && !strcmp(a, "--no-graph")) { o->no_graph = true; return EXIT_OK; }
   if ((v = opt_value(argc, argv, i, "--shape", &missing)))
     return add_kv(o->shapes, &o->n_shapes, "--shape", v);
   if ((v = opt_value(argc, argv, i, "--dim", &missing)))
@@ -413,6 +416,9 @@ static int parse_args(options *o, int argc, char **argv) {
   }
   if (!o->help && !o->model) return usage_error("%s: missing MODEL", o->cmd);
   if (o->emit_only && !o->cuda) return usage_error("%s", "--emit-only needs --backend cuda");
+  if (o->no_graph && !(o->backend && !strcmp(o->backend, "cuda")) && !o->cuda)
+    return usage_error("%s", "--no-graph needs --backend cuda");
+  if (o->no_graph) setenv("FSL_CUDA_GRAPHS", "0", 1); /* the CUDA backend reads it (docs/gpu-backend.md) */
   if (o->cuda && !strcmp(o->cmd, "compile")) {
     if (o->emit_only) {
       o->backend = NULL; /* the plan only: nothing runs, no device is needed */

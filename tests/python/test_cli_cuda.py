@@ -195,6 +195,10 @@ def test_backend_cuda_without_a_gpu(fissile, tmp_path):
             pytest.skip("this build has no CUDA backend (NVRTC not found at configure)")
         assert proc.returncode == 3, proc.stderr
         assert "no NVIDIA driver" in proc.stderr and "libcuda.so.1" in proc.stderr, proc.stderr
+    proc = run(fissile, "run", path, "--backend", "cuda", "--no-graph")
+    assert proc.returncode == 3 and "no NVIDIA driver" in proc.stderr, proc.stderr
+    proc = run(fissile, "run", path, "--backend", "cpu", "--no-graph")
+    assert proc.returncode == 1 and "--no-graph needs --backend cuda" in proc.stderr, proc.stderr
     proc = run(fissile, "bench", path, "--backend", "cuda", "--strategies", "greedy", "--repeats", "1")
     assert "no NVIDIA driver" in proc.stdout + proc.stderr
     proc = run(fissile, "compile", path, "--emit-only")

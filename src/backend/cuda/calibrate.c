@@ -176,9 +176,11 @@ fsl_status fsl_cuda_calibrate(fsl_device *d, int n_threads, bool force) {
   FSL_TRY(c.drv->open(&c.info));
   const char *gr = getenv("FSL_CUDA_GRAPHS");
   bool graphs = !(gr && !strcmp(gr, "0"));
+  const char *tf32 = getenv("FSL_CUDA_TF32"); /* the library matmul's peak differs with TF32 */
   char key[512];
-  snprintf(key, sizeof key, "%s|%s|%s|sm_%d%d|%d|%d|graphs %d", CAL_VERSION, c.drv->name, c.info.name, c.info.sm_major,
-           c.info.sm_minor, c.info.sm_count, c.info.driver_version, graphs);
+  snprintf(key, sizeof key, "%s|%s|%s|sm_%d%d|%d|%d|graphs %d|tf32 %d", CAL_VERSION, c.drv->name, c.info.name,
+           c.info.sm_major, c.info.sm_minor, c.info.sm_count, c.info.driver_version, graphs,
+           tf32 && !strcmp(tf32, "1"));
   uint64_t h = fsl_hash(FSL_HASH_INIT, key, strlen(key));
   char dir[1024], path[1100];
   bool have_path = fsl_cache_folder(NULL, dir, sizeof dir) == FSL_OK;

@@ -340,7 +340,7 @@ static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, int64_t rows, int64_t
  * our B as an n x k column-major matrix (leading dimension n), its B our
  * A as k x m (leading dimension k), its C our C as n x m (leading
  * dimension n); no transposes.  CUBLAS_COMPUTE_32F: float32 products and
- * sums (no TF32).
+ * sums (TF32 only with FSL_CUDA_TF32=1).
  */
 static fsl_status drv_matmul_prepare(const fsl_cu_matmul *mm, void **plan) {
   *plan = NULL;
@@ -357,7 +357,10 @@ static fsl_status drv_matmul_prepare(const fsl_cu_matmul *mm, void **plan) {
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
   uint64_t ws_max = LT_WORKSPACE_MAX;
-  LT_TRY("cublasLtMatmulDescCreate", lt.cublasLtMatmulDescCreate(&q->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  /* float32 products and sums unless FSL_CUDA_TF32=1 opts in to TF32 tensor cores (10-bit mantissas) */
+  const char *tf32 = getenv("FSL_CUDA_TF32");
+  cublasComputeType_t compute = tf32 && !strcmp(tf32, "1") ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  LT_TRY("cublasLtMatmulDescCreate", lt.cublasLtMatmulDescCreate(&q->op, compute, CUDA_R_32F));
   LT_TRY("cublasLtMatrixLayoutCreate", lt_layout(&q->la, mm->n, mm->k, mm->batch));
   LT_TRY("cublasLtMatrixLayoutCreate", lt_layout(&q->lb, mm->k, mm->m, mm->batch));
   LT_TRY("cublasLtMatrixLayoutCreate", lt_layout(&q->lc, mm->n, mm->m, mm->batch));
