@@ -137,6 +137,10 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
 
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
+bool fsl_device_valid(const fsl_device *d) {
+  return positive(d->bandwidth) && positive(d->peak_flops) && positive(d->elem_flops) && positive(d->launch_s);
+}
+
 bool fsl_device_read(const char *path, const char *version, fsl_device *d) {
   FILE *f = fopen(path, "r");
   if (!f) return false;
@@ -158,9 +162,7 @@ bool fsl_device_read(const char *path, const char *version, fsl_device *d) {
     else if (!strcmp(key, "launch_s")) t.launch_s = strtod(val, NULL);
   }
   fclose(f);
-  if (!has_version || !positive(t.bandwidth) || !positive(t.peak_flops) || !positive(t.elem_flops) ||
-      !positive(t.launch_s))
-    return false;
+  if (!has_version || !fsl_device_valid(&t)) return false;
   *d = t;
   return true;
 }

@@ -89,6 +89,10 @@ typedef struct fsl_device {
 
 /** A fixed, documented default device (for tests and when uncalibrated). */
 void fsl_device_default(fsl_device *d);
+/** Whether d's four numbers (bandwidth, peak_flops, elem_flops, launch_s)
+ *  are all positive and finite: what a calibration must measure and a
+ *  device record must hold. */
+bool fsl_device_valid(const fsl_device *d);
 /** Reads a device record (a backend's calibration cache file, written by
  *  fsl_device_write): true when its first line is "# <version>" and it
  *  holds all four numbers, positive and finite; *d is untouched otherwise. */

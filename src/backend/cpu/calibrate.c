@@ -227,8 +227,6 @@ void fsl_cpu_model_name(char *buf, size_t len) {
   fclose(f);
 }
 
-static bool positive(double v) { return isfinite(v) && v > 0; }
-
 fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
   if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_calibrate: NULL device");
   fsl_device_default(d);
@@ -271,7 +269,7 @@ fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
   if (st == FSL_OK) m.launch_s = bench_launch(&o, n_threads);
   gomp_close(&o);
   if (st != FSL_OK) return st;
-  if (!positive(m.bandwidth) || !positive(m.peak_flops) || !positive(m.elem_flops) || !positive(m.launch_s))
+  if (!fsl_device_valid(&m))
     return fsl_errorf(FSL_ERR_RUNTIME, "calibration gave a non-positive number (bandwidth %g B/s, sgemm %g FLOP/s, "
                       "elementwise %g op/s, launch %g s)", m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
   *d = m;

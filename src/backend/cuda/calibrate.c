@@ -194,8 +194,7 @@ fsl_status fsl_cuda_calibrate(fsl_device *d, int n_threads, bool force) {
   fsl_device_default(&m); /* peak_flops stays the default's without a library matmul */
   snprintf(m.name, sizeof m.name, "cuda: %.100s%s", c.info.name, graphs ? "" : " (no graphs)");
   FSL_TRY(measure(&c, graphs, &m));
-  if (!(isfinite(m.bandwidth) && m.bandwidth > 0 && isfinite(m.peak_flops) && m.peak_flops > 0 &&
-        isfinite(m.elem_flops) && m.elem_flops > 0 && isfinite(m.launch_s) && m.launch_s > 0))
+  if (!fsl_device_valid(&m))
     return fsl_errorf(FSL_ERR_RUNTIME, "cuda calibration gave a non-positive number (bandwidth %g B/s, matmul %g "
                       "FLOP/s, elementwise %g op/s, launch %g s)", m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
   *d = m;

@@ -117,10 +117,8 @@ static fsl_status build_cubin(fsl_cuda_exe *x, const char *arch, void **cubin, s
   if (!cache) fsl_error_clear(); /* no cache: compile every time */
   else snprintf(path, sizeof path, "%s/%016llx.cubin", dir, (unsigned long long)h);
   if (cache && fsl_read_file(path, (size_t)1 << 30, cubin, bytes) == FSL_OK && *bytes > 4 &&
-      !memcmp(*cubin, "\177ELF", 4)) {
-    x->cache_hit = true;
+      !memcmp(*cubin, "\177ELF", 4))
     return FSL_OK;
-  }
   fsl_error_clear();
   free(*cubin);
   *cubin = NULL;
@@ -130,7 +128,6 @@ static fsl_status build_cubin(fsl_cuda_exe *x, const char *arch, void **cubin, s
     *cubin = b.cubin;
     *bytes = b.cubin_bytes;
     b.cubin = NULL;
-    x->compile_s = b.compile_s;
     if (cache && fsl_write_bytes_atomic(path, *cubin, *bytes) != FSL_OK) fsl_error_clear();
   }
   fsl_cuda_build_free(&b);
@@ -156,6 +153,17 @@ static fsl_status launch_shape(fsl_cuda_exe *x, const fsl_gpu_step *s, unsigned 
   *grid = (unsigned)((items + *block - 1) / *block);
   return FSL_OK;
 }
+
+/* The end of the run of device (GEN and LIB) steps that starts at step lo:
+ * one CUDA graph, launched between host steps. */
+static int device_run_end(const fsl_gpu_lowering *l, int lo) {
+  int hi = lo;
+  while (hi < l->n_steps && l->steps[hi].kind != FSL_GPU_HOST) hi++;
+  return hi;
+}
+
+/* Bytes a value takes in the page-locked staging buffer (64-byte slots). */
+static int64_t staged(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
 /* Pointer tables of every GEN step (inputs then outputs, 8 bytes each) in
  * one allocation, uploaded once. */
@@ -192,8 +200,7 @@ static fsl_status make_graphs(fsl_cuda_exe *x) {
       lo++;
       continue;
     }
-    int hi = lo;
-    while (hi < x->low.n_steps && x->low.steps[hi].kind != FSL_GPU_HOST) hi++;
+    int hi = device_run_end(&x->low, lo);
     if (!fsl_grow((void **)&x->seg, &x->cap_seg, x->n_seg + 1, sizeof *x->seg)) return oom();
     fsl_cuda_segment *sg = &x->seg[x->n_seg++];
     memset(sg, 0, sizeof *sg);
@@ -207,7 +214,6 @@ static fsl_status make_graphs(fsl_cuda_exe *x) {
       int n = nd[i - lo];
       if (n > 64 && !(dp = malloc(sizeof(void *) * (size_t)n))) st = oom();
       for (int k = 0; k < n && st == FSL_OK; k++) dp[k] = x->launch[deps[i - lo][k]].node;
-      sg->n_edges += n;
       fsl_cuda_launch *L = &x->launch[i];
       if (st == FSL_OK && x->low.steps[i].kind == FSL_GPU_LIB)
         st = x->drv->graph_add_matmul(sg->graph, L->lib, dp, n, &L->node);
@@ -291,8 +297,8 @@ static fsl_status cu_compile(const fsl_plan *p, void **exe) {
   if (st == FSL_OK && x->graphs) st = make_graphs(x);
   /* page-locked staging: every graph input, then every graph output */
   int64_t staging = 0;
-  for (int i = 0; i < g->n_inputs; i++) staging += (fsl_value_nbytes(g->inputs[i]) + 63) / 64 * 64;
-  for (int i = 0; i < g->n_outputs; i++) staging += (fsl_value_nbytes(g->outputs[i]) + 63) / 64 * 64;
+  for (int i = 0; i < g->n_inputs; i++) staging += staged(fsl_value_nbytes(g->inputs[i]));
+  for (int i = 0; i < g->n_outputs; i++) staging += staged(fsl_value_nbytes(g->outputs[i]));
   staging += 4 * (int64_t)(n_steps > 0 ? n_steps : 1);
   if (st == FSL_OK) st = drv->host_alloc(staging, &x->staging);
   if (st != FSL_OK) {
@@ -355,7 +361,7 @@ static fsl_status cu_run(void *exe, const void *const *inputs, void **outputs) {
     memcpy(stage, inputs[i], (size_t)nb);
     st = locate(x, v, &at);
     if (st == FSL_OK) st = drv->upload(at, stage, nb);
-    stage += (nb + 63) / 64 * 64;
+    stage += staged(nb);
   }
   const int n_steps = x->low.n_steps;
   if (st == FSL_OK && n_steps > 0) st = drv->zero32(x->errs, n_steps);
@@ -368,8 +374,7 @@ static fsl_status cu_run(void *exe, const void *const *inputs, void **outputs) {
       lo++;
       continue;
     }
-    int hi = lo;
-    while (hi < n_steps && x->low.steps[hi].kind != FSL_GPU_HOST) hi++;
+    int hi = device_run_end(&x->low, lo);
     st = run_gen(x, lo, hi, &seg);
     lo = hi;
   }
@@ -383,7 +388,7 @@ static fsl_status cu_run(void *exe, const void *const *inputs, void **outputs) {
       st = locate(x, v, &at);
       if (st == FSL_OK) st = drv->download(stage, at, nb);
     }
-    stage += (nb + 63) / 64 * 64;
+    stage += staged(nb);
   }
   int *errs = (int *)(void *)stage;
   if (st == FSL_OK && n_steps > 0) st = drv->download(errs, x->errs, 4 * (int64_t)n_steps);
@@ -399,7 +404,7 @@ static fsl_status cu_run(void *exe, const void *const *inputs, void **outputs) {
       break;
     }
     if (nb > 0) memcpy(outputs[i], v->data ? v->data : stage, (size_t)nb);
-    stage += (nb + 63) / 64 * 64;
+    stage += staged(nb);
   }
   if (st != FSL_OK)
     for (int i = 0; i < g->n_outputs; i++) {

@@ -25,7 +25,6 @@ typedef struct fsl_cuda_launch {
 typedef struct fsl_cuda_segment {
   int lo, hi;
   void *graph, *exec;
-  int n_edges;               /* dependencies added (after transitive reduction) */
 } fsl_cuda_segment;
 
 typedef struct fsl_cuda_exe {
@@ -46,8 +45,6 @@ typedef struct fsl_cuda_exe {
   fsl_cu_ptr errs;           /* one int of FSL_KERR_* bits per step */
   void *staging;             /* page-locked: inputs, outputs, error words */
   void *module;
-  bool cache_hit;            /* the CUBIN came from the cache */
-  double compile_s;          /* NVRTC seconds (0 on a cache hit) */
 } fsl_cuda_exe;
 
 /**

@@ -108,8 +108,7 @@ fsl_status fsl_ocl_calibrate(fsl_device *d, int n_threads, bool force) {
   memset(&m, 0, sizeof m);
   snprintf(m.name, sizeof m.name, "opencl: %.110s", dev->name);
   FSL_TRY(measure(dev, &m));
-  if (!(isfinite(m.bandwidth) && m.bandwidth > 0 && isfinite(m.peak_flops) && m.peak_flops > 0 &&
-        isfinite(m.elem_flops) && m.elem_flops > 0 && isfinite(m.launch_s) && m.launch_s > 0))
+  if (!fsl_device_valid(&m))
     return fsl_errorf(FSL_ERR_RUNTIME, "opencl calibration gave a non-positive number (bandwidth %g B/s, matmul %g "
                       "FLOP/s, elementwise %g op/s, launch %g s)", m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
   *d = m;
