@@ -64,15 +64,11 @@ def main() -> int:
     ap.add_argument("--name", default="bandwidth", help="file name of the results (without extension)")
     ap.add_argument("--note", default="")
     args = ap.parse_args()
-    names = args.models.split(",") if args.models else [m.name for m in fsl_models.MODELS if "bench" in m.tags]
     rows, device, bw = [], None, None
-    for name in names:
-        model = fsl_models.BY_NAME[name]
-        if not model.path.exists():
-            print(f"bandwidth: {name}: {model.path} missing (make models fetches it)", file=sys.stderr)
-            continue
+    for _, name, _, _, path, shapes in cpu_bench.entries(Path(tempfile.gettempdir()), no_cases=True,
+                                                          models=args.models, who="bandwidth"):
         print(f"bandwidth: {name} ...", file=sys.stderr, flush=True)
-        data = report(model.path, {i.name: i.shape for i in model.inputs}, args)
+        data = report(path, shapes, args)
         if data.get("status") != "ok":
             rows.append({"model": name, "status": data.get("status")})
             continue

@@ -187,6 +187,34 @@ def run_fissile_bench(path: Path, shapes: dict, args, timeout: int) -> dict:
         return data
 
 
+# ---- what is benchmarked ----
+
+def entries(tmp: Path, cases: str | None = None, no_cases: bool = False, models: str | None = None,
+            no_models: bool = False, who: str = "bench"):
+    """(kind, name, shape label, description, ONNX path, input shapes) of every
+    subgraph case of bench/cases.py (written into tmp; `cases`: comma-separated
+    ids or pattern names) and every bench model present in .cache/models
+    (`models`: comma-separated names), in that order."""
+    if not no_cases:
+        wanted = set(cases.split(",")) if cases else None
+        for c in CASES:
+            if wanted and c.id not in wanted and c.name not in wanted:
+                continue
+            path = Path(tmp) / f"{c.id}.onnx"
+            onnx.save(c.build(), path)
+            yield "subgraph", c.name, c.shape, c.description, path, {}
+    if not no_models:
+        names = models.split(",") if models else [m.name for m in fsl_models.MODELS if "bench" in m.tags]
+        for name in names:
+            model = fsl_models.BY_NAME[name]
+            if not model.path.exists():
+                print(f"{who}: {name}: {model.path} missing (make bench fetches it)", file=sys.stderr)
+                continue
+            shapes = {i.name: i.shape for i in model.inputs}
+            label = ", ".join(f"{i.name} {'x'.join(map(str, i.shape))}" for i in model.inputs)
+            yield "model", name, label, model.description, model.path, shapes
+
+
 # ---- one benchmark entry ----
 
 def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
@@ -308,26 +336,8 @@ def main() -> int:
         print(f"bench: {exe} not found; run `make build` (or set FSL_BUILD_DIR)", file=sys.stderr)
         return 1
 
-    rows = []
     with tempfile.TemporaryDirectory(prefix="fsl_cases_") as tmp:
-        if not args.no_cases:
-            wanted = set(args.cases.split(",")) if args.cases else None
-            for c in CASES:
-                if wanted and c.id not in wanted and c.name not in wanted:
-                    continue
-                path = Path(tmp) / f"{c.id}.onnx"
-                onnx.save(c.build(), path)
-                rows.append(bench_one("subgraph", c.name, c.shape, c.description, path, {}, args))
-    if not args.no_models:
-        names = args.models.split(",") if args.models else [m.name for m in fsl_models.MODELS if "bench" in m.tags]
-        for name in names:
-            model = fsl_models.BY_NAME[name]
-            if not model.path.exists():
-                print(f"bench: {name}: {model.path} missing (make bench fetches it)", file=sys.stderr)
-                continue
-            shapes = {i.name: i.shape for i in model.inputs}
-            label = ", ".join(f"{i.name} {'x'.join(map(str, i.shape))}" for i in model.inputs)
-            rows.append(bench_one("model", name, label, model.description, model.path, shapes, args))
+        rows = [bench_one(*e, args) for e in entries(Path(tmp), args.cases, args.no_cases, args.models, args.no_models)]
 
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "machine": lscpu(), "versions": versions(),
               "threads": args.threads, "repeats": args.repeats, "warmup": args.warmup, "backend": args.backend,

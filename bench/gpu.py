@@ -41,14 +41,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 import bench as cpu_bench  # noqa: E402  (random inputs, versions, `fissile bench` runs)
-import fsl_models  # noqa: E402
-from cases import CASES  # noqa: E402
 
 STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
 
@@ -154,7 +151,7 @@ def time_torch(path: Path, shapes: dict, args) -> dict:
 
 # ---- one entry ----
 
-def bench_one(kind, name, shape_label, path, shapes, args) -> dict:
+def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
     print(f"gpu bench: {name} {shape_label} ...", file=sys.stderr, flush=True)
     row = {"kind": kind, "name": name, "shape": shape_label,
            "fissile_graphs": run_fissile(path, shapes, args, True),
@@ -233,26 +230,9 @@ def main() -> int:
     args = ap.parse_args()
     args.strategies = [s for s in args.strategies.split(",") if s]
     args.backend, args.threads = "cuda", os.cpu_count() or 1  # what cpu_bench.run_fissile_bench passes
-    rows = []
     with tempfile.TemporaryDirectory(prefix="fsl_gpu_cases_") as tmp:
-        if not args.no_cases:
-            wanted = set(args.cases.split(",")) if args.cases else None
-            for c in CASES:
-                if wanted and c.id not in wanted and c.name not in wanted:
-                    continue
-                path = Path(tmp) / f"{c.id}.onnx"
-                onnx.save(c.build(), path)
-                rows.append(bench_one("subgraph", c.name, c.shape, path, {}, args))
-    if not args.no_models:
-        names = args.models.split(",") if args.models else [m.name for m in fsl_models.MODELS if "bench" in m.tags]
-        for name in names:
-            model = fsl_models.BY_NAME[name]
-            if not model.path.exists():
-                print(f"gpu bench: {name}: {model.path} missing (make models fetches it)", file=sys.stderr)
-                continue
-            shapes = {i.name: i.shape for i in model.inputs}
-            label = ", ".join(f"{i.name} {'x'.join(map(str, i.shape))}" for i in model.inputs)
-            rows.append(bench_one("model", name, label, model.path, shapes, args))
+        rows = [bench_one(*e, args) for e in cpu_bench.entries(Path(tmp), args.cases, args.no_cases, args.models,
+                                                              args.no_models, who="gpu bench")]
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "versions": gpu_versions(),
               "repeats": args.repeats, "warmup": args.warmup, "strategies": args.strategies, "rows": rows}
     md = markdown(result, args)
