@@ -206,25 +206,21 @@ static bool attn_check(fsl_fctx *fx, const fsl_value *q, const fsl_value *k, con
 
 /* Causal keep mask [S_q, L]: key j visible from query i when j <= i + past. */
 static fsl_value *causal_keep(fsl_builder *b, const attn_dims *d) {
-  int64_t n = d->sq * d->total;
-  uint8_t *m = malloc((size_t)(n > 0 ? n : 1));
-  if (!m) return fsl_b_fail(b, FSL_ERR_NOMEM, "out of memory (causal mask %lld)", (long long)n);
+  int64_t dims[2] = {d->sq, d->total};
+  fsl_value *c = fsl_b_const(b, FSL_DT_BOOL, 2, dims, NULL);
+  if (!c) return NULL;
+  uint8_t *m = c->data;
   for (int64_t i = 0; i < d->sq; i++)
     for (int64_t j = 0; j < d->total; j++) m[i * d->total + j] = j <= i + d->past;
-  int64_t dims[2] = {d->sq, d->total};
-  fsl_value *c = fsl_b_const(b, FSL_DT_BOOL, 2, dims, m);
-  free(m);
   return c;
 }
 
 /* Padding keep mask [B, 1, 1, L]: key j of batch n visible when j < nonpad[n]. */
 static fsl_value *nonpad_keep(fsl_builder *b, fsl_value *nonpad, const attn_dims *d) {
-  int64_t *iota = malloc((size_t)(d->total > 0 ? d->total : 1) * sizeof *iota);
-  if (!iota) return fsl_b_fail(b, FSL_ERR_NOMEM, "out of memory (nonpad mask)");
-  for (int64_t j = 0; j < d->total; j++) iota[j] = j;
   int64_t di[4] = {1, 1, 1, d->total}, dn[4] = {d->batch, 1, 1, 1};
-  fsl_value *pos = fsl_b_const(b, FSL_DT_I64, 4, di, iota);
-  free(iota);
+  fsl_value *pos = fsl_b_const(b, FSL_DT_I64, 4, di, NULL);
+  if (!pos) return NULL;
+  for (int64_t j = 0; j < d->total; j++) ((int64_t *)pos->data)[j] = j;
   fsl_value *n = fsl_b_reshape(b, fsl_b_cast(b, nonpad, FSL_DT_I64), 4, dn);
   return fsl_b_binary(b, FSL_OP_lt, pos, n);
 }

@@ -14,6 +14,15 @@
 
 #include "ir/ir.h"
 
+/* The bytes of constants a fission may add to a model: 16x the model's own
+ * constants (initializers, Constant nodes, frozen inputs), and at least
+ * 256 MiB.  Folding legitimately grows constants a few times (int8 weights
+ * dequantized to float, weights transposed or scaled); no real model needs
+ * more, and a small file must not make the importer take gigabytes. */
+#define FSL_CONST_LIMIT_FACTOR 16
+#define FSL_CONST_LIMIT_MIN ((int64_t)256 << 20)
+#define FSL_CONST_LIMIT_TEXT "16x the model's own constants, at least 256 MiB"
+
 typedef struct fsl_builder {
   fsl_graph *g;
   fsl_status st;          /* first error (sticky) */
@@ -21,6 +30,11 @@ typedef struct fsl_builder {
   int64_t fold_limit;     /* bytes a folded result may grow to beyond its
                              inputs' size; 0: 64 KiB (larger broadcasts of
                              constants stay views in the graph) */
+  int64_t *const_left;    /* bytes of constants (folded or made) this
+                             builder's graph may still gain; NULL: no limit.
+                             Shared by the builders of one fission, so a
+                             model cannot grow its constants without bound
+                             (a chain of Concat(x, x) doubles them per node) */
   int origin;             /* stamped on every node made (ONNX node id) */
   const char *origin_name, *origin_op;
 } fsl_builder;
@@ -32,6 +46,14 @@ void *fsl_b_fail(fsl_builder *b, fsl_status s, const char *fmt, ...)
 /* ---- constants ---- */
 /** Constant of the given dtype/shape; `data` (numel elements) is copied. */
 fsl_value *fsl_b_const(fsl_builder *b, fsl_dtype dt, int rank, const int64_t *dims, const void *data);
+/** Host table of n x m elements of sz bytes in the graph's arena (freed
+ *  with the graph), for the data of a constant about to be made from it
+ *  (an iota, a mask, interpolation weights).  NULL, with b->st set, if
+ *  n or m is negative, the size overflows, or a constant that large would
+ *  take the model's constants past their limit (FSL_CONST_LIMIT_*): a
+ *  table sized by a fuzzed or absurd shape is an error, not an attempt to
+ *  allocate it.  `what` names the table in the error. */
+void *fsl_b_table(fsl_builder *b, int64_t n, int64_t m, size_t sz, const char *what);
 /** Rank-0 constant holding v converted to dt. */
 fsl_value *fsl_b_scalar(fsl_builder *b, fsl_dtype dt, double v);
 /** 1-D int64 constant. */

@@ -6,9 +6,6 @@
 #include "fission/fission.h"
 #include <math.h>
 
-/* Largest constant (bytes) Range / EyeLike materialize. */
-#define MAX_CONST_BYTES ((int64_t)1 << 31)
-
 static const int64_t k_no_dims[FSL_MAX_RANK];
 
 /* Constant from a buffer (NULL data: zeros). */
@@ -22,16 +19,12 @@ static bool tensor_ok(const fsl_ctensor *t) {
   return fsl_dtype_valid(t->dtype) && n >= 0 && (t->data || n == 0);
 }
 
-/* Zeroed buffer of numel elements of dt, or NULL (error set on fx). */
-static void *alloc_elems(fsl_fctx *fx, fsl_dtype dt, int rank, const int64_t *dims) {
-  int64_t nb = fsl_nbytes(dt, rank, dims);
-  if (nb < 0 || nb > MAX_CONST_BYTES) {
-    fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "constant output of %s is too large", fsl_dtype_name(dt));
-    return NULL;
-  }
-  void *p = calloc(1, nb > 0 ? (size_t)nb : 1);
-  if (!p) fsl_fx_fail(fx, FSL_ERR_NOMEM, "out of memory for a %lld-byte constant", (long long)nb);
-  return p;
+/* A zero constant for the caller to fill, or NULL (error set on the
+ * builder: too large for the model's constants' limit, builder.h). */
+static fsl_value *zero_const(fsl_builder *b, fsl_dtype dt, int rank, const int64_t *dims) {
+  fsl_value *v = make_const(b, dt, rank, dims, NULL);
+  if (v) memset(v->data, 0, (size_t)fsl_value_nbytes(v));
+  return v;
 }
 
 /* Constant from an attribute's float list (float32) or int list (int64). */
@@ -40,11 +33,9 @@ static fsl_value *list_const(fsl_fctx *fx, const fsl_attr *a, bool scalar) {
   int64_t dims[1] = {n};
   if (a->type == FSL_ATTR_INT || a->type == FSL_ATTR_INTS)
     return make_const(fx->b, FSL_DT_I64, scalar ? 0 : 1, dims, scalar ? &a->i : a->ints);
-  float *f = alloc_elems(fx, FSL_DT_F32, 1, dims);
-  if (!f) return NULL;
-  for (int i = 0; i < n; i++) f[i] = (float)(scalar ? a->f : a->floats[i]);
-  fsl_value *v = make_const(fx->b, FSL_DT_F32, scalar ? 0 : 1, dims, f);
-  free(f);
+  fsl_value *v = zero_const(fx->b, FSL_DT_F32, scalar ? 0 : 1, dims);
+  if (!v) return NULL;
+  for (int i = 0; i < n; i++) ((float *)v->data)[i] = (float)(scalar ? a->f : a->floats[i]);
   return v;
 }
 
@@ -158,16 +149,15 @@ fsl_status fsl_fission_Range(fsl_fctx *fx) {
   if (is_int ? i[2] == 0 : f[2] == 0) return fsl_fx_fail(fx, FSL_ERR_INVALID, "input 'delta' is zero");
   double cnt = is_int ? (double)range_count_int(i[0], i[1], i[2]) : ceil((f[1] - f[0]) / f[2]);
   if (!(cnt >= 0)) cnt = 0;
-  if (cnt > (double)MAX_CONST_BYTES) return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "Range of %.0f elements is too large", cnt);
+  if (cnt > (double)((int64_t)1 << 50)) return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "Range of %.0f elements is too large", cnt);
   int64_t n = (int64_t)cnt;
-  void *buf = alloc_elems(fx, dt, 1, &n);
-  if (!buf) return fsl_fx_done(fx);
+  fsl_value *v = zero_const(fx->b, dt, 1, &n);
+  if (!v) return fsl_fx_done(fx);
   for (int64_t k = 0; k < n; k++) {
-    if (is_int) fsl_store_i64(dt, buf, k, i[0] + k * i[2]);
-    else fsl_store_f64(dt, buf, k, f[0] + (double)k * f[2]);
+    if (is_int) fsl_store_i64(dt, v->data, k, (int64_t)((uint64_t)i[0] + (uint64_t)k * (uint64_t)i[2]));
+    else fsl_store_f64(dt, v->data, k, f[0] + (double)k * f[2]);
   }
-  fx->out[0] = make_const(fx->b, dt, 1, &n, buf);
-  free(buf);
+  fx->out[0] = v;
   return fsl_fx_done(fx);
 }
 
@@ -180,14 +170,13 @@ fsl_status fsl_fission_EyeLike(fsl_fctx *fx) {
   if (!fsl_dtype_valid(dt))
     return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "output dtype %s", fsl_dtype_name(dt));
   int64_t k = fsl_attr_int(fx->node, "k", 0);
-  void *buf = alloc_elems(fx, dt, 2, x->dims);
-  if (!buf) return fsl_fx_done(fx);
+  fsl_value *v = zero_const(fx->b, dt, 2, x->dims);
+  if (!v) return fsl_fx_done(fx);
   for (int64_t r = 0; r < x->dims[0]; r++) {
     int64_t c = r + k;
-    if (c >= 0 && c < x->dims[1]) fsl_store_f64(dt, buf, r * x->dims[1] + c, 1.0);
+    if (c >= 0 && c < x->dims[1]) fsl_store_f64(dt, v->data, r * x->dims[1] + c, 1.0);
   }
-  fx->out[0] = make_const(fx->b, dt, 2, x->dims, buf);
-  free(buf);
+  fx->out[0] = v;
   return fsl_fx_done(fx);
 }
 
@@ -221,11 +210,9 @@ fsl_status fsl_fission_OneHot(fsl_fctx *fx) {
   fsl_value *neg = fsl_b_binary_scalar(b, FSL_OP_lt, ix, 0.0);
   ix = fsl_b_where(b, neg, fsl_b_binary_scalar(b, FSL_OP_add, ix, (double)depth), ix);
   ix = fsl_b_reshape(b, ix, r, di);
-  int64_t *iota = alloc_elems(fx, FSL_DT_I64, 1, &depth);
-  if (!iota) return fsl_fx_done(fx);
-  for (int64_t k = 0; k < depth; k++) iota[k] = k;
-  fsl_value *io = make_const(b, FSL_DT_I64, r, dd, iota);
-  free(iota);
+  fsl_value *io = zero_const(b, FSL_DT_I64, r, dd);
+  if (!io) return fsl_fx_done(fx);
+  for (int64_t k = 0; k < depth; k++) ((int64_t *)io->data)[k] = k;
   fsl_value *hit = fsl_b_binary(b, FSL_OP_eq, ix, io);
   fx->out[0] = fsl_b_where(b, hit, onehot_value(b, values, 1), onehot_value(b, values, 0));
   return fsl_fx_done(fx);

@@ -39,14 +39,12 @@ static fsl_value *wrap_indices(fsl_fctx *fx, fsl_value *idx, int64_t dim) {
     any |= v < 0;
   }
   if (!any) return idx;
-  int64_t *w = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-  if (!w) return fsl_b_fail(fx->b, FSL_ERR_NOMEM, "out of memory");
+  fsl_value *c = fsl_b_const(fx->b, FSL_DT_I64, idx->rank, idx->dims, NULL);
+  if (!c) return NULL;
   for (int64_t i = 0; i < n; i++) {
     int64_t v = fsl_load_i64(idx->dtype, idx->data, i);
-    w[i] = v < 0 ? v + dim : v;
+    ((int64_t *)c->data)[i] = v < 0 ? v + dim : v;
   }
-  fsl_value *c = fsl_b_const(fx->b, FSL_DT_I64, idx->rank, idx->dims, w);
-  free(w);
   return c;
 }
 

@@ -108,6 +108,7 @@ typedef struct lower_state {
   const fsl_graph *src;
   fsl_graph *dst;
   fsl_value **map;  /* src value id -> dst value */
+  int64_t const_left; /* bytes of constants fission may still add (builder.h) */
 } lower_state;
 
 /* The dst value for a src value; constants are shared on first use. */
@@ -152,7 +153,7 @@ static fsl_status lower_inputs(lower_state *ls) {
 }
 
 static fsl_status lower_node(lower_state *ls, const fsl_node *n) {
-  fsl_builder b = {.g = ls->dst, .fold = true, .origin = n->id, .origin_name = n->name, .origin_op = n->op_type};
+  fsl_builder b = {.g = ls->dst, .fold = true, .const_left = &ls->const_left, .origin = n->id, .origin_name = n->name, .origin_op = n->op_type};
   const fsl_op_info *info = fsl_op_get(n->op);
   int64_t opset = fsl_graph_opset(ls->src, n->domain);
   int n_present = n->n_in;
@@ -212,6 +213,11 @@ fsl_status fsl_fission(const fsl_graph *src, fsl_graph **out) {
   ls.map = calloc((size_t)src->n_values + 1, sizeof *ls.map);
   fsl_status st = FSL_OK;
   if (!ls.dst || !ls.map) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto err; }
+  int64_t own = 0; /* the model's constants (each fits: the importer allocated it) */
+  for (int i = 0; i < src->n_values; i++)
+    if (src->values[i]->data) own += fsl_value_nbytes(src->values[i]);
+  ls.const_left = own > (INT64_MAX / FSL_CONST_LIMIT_FACTOR) ? INT64_MAX : own * FSL_CONST_LIMIT_FACTOR;
+  if (ls.const_left < FSL_CONST_LIMIT_MIN) ls.const_left = FSL_CONST_LIMIT_MIN;
   ls.dst->name = src->name;
   ls.dst->opsets = src->opsets;
   ls.dst->n_opsets = src->n_opsets;

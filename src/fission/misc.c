@@ -35,18 +35,6 @@ static fsl_value *cast_opt(fsl_builder *b, fsl_value *v, fsl_dtype dt) {
   return v && v->dtype != dt ? fsl_b_cast(b, v, dt) : v;
 }
 
-/* Allocates n elements of size sz in the graph arena (freed with it). */
-static void *scratch(fsl_fctx *fx, int64_t n, size_t sz) {
-  int64_t nb;
-  if (n < 0 || !fsl_mul_ok(n, (int64_t)sz, &nb) || nb > ((int64_t)1 << 31)) {
-    fsl_b_fail(fx->b, FSL_ERR_NOMEM, "constant table of %lld elements is too large", (long long)n);
-    return NULL;
-  }
-  void *p = fsl_arena_alloc(&fx->b->g->arena, nb ? (size_t)nb : 1);
-  if (!p) fsl_b_fail(fx->b, FSL_ERR_NOMEM, "out of memory for a %lld-byte table", (long long)nb);
-  return p;
-}
-
 /* Reads a constant scalar input i as int64 (`what` names it). */
 static bool const_int_input(fsl_fctx *fx, int i, int64_t *out, const char *what) {
   fsl_value *v = fsl_fx_req(fx, i);
@@ -182,7 +170,7 @@ fsl_status fsl_fission_CumProd(fsl_fctx *fx) {
   bool excl = fsl_attr_int(fx->node, "exclusive", 0) != 0, rev = fsl_attr_int(fx->node, "reverse", 0) != 0;
   int64_t pre, n, post;
   split_dims(x, (int)axis, &pre, &n, &post);
-  uint8_t *mask = scratch(fx, n * n, 1);
+  uint8_t *mask = fsl_b_table(b, n, n, 1, "CumProd mask");
   if (!mask) return fsl_fx_done(fx);
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < n; j++) {
@@ -262,7 +250,7 @@ static fsl_status cosine_window(fsl_fctx *fx, const double *a, int na) {
   fsl_dtype dt;
   if (!float_dtype_attr(fx, "output_datatype", FSL_DT_F32, &dt)) return fsl_fx_done(fx);
   double n1 = fsl_attr_int(fx->node, "periodic", 1) ? (double)size : (double)(size - 1);
-  double *w = scratch(fx, size, sizeof(double));
+  double *w = fsl_b_table(fx->b, size, 1, sizeof(double), "window");
   if (!w) return fsl_fx_done(fx);
   for (int64_t i = 0; i < size; i++) {
     double s = 0, sign = 1;
@@ -309,7 +297,7 @@ static fsl_value *mel_edges(fsl_fctx *fx, int64_t count, int64_t dft_len) {
   fsl_dtype ft = fsl_dtype_is_float(in[3]->dtype) ? in[3]->dtype : FSL_DT_F32;
   fsl_value *lm = hz_to_mel(b, cast_opt(b, in[3], ft)), *hm = hz_to_mel(b, cast_opt(b, in[4], ft));
   fsl_value *step = fsl_b_binary_scalar(b, FSL_OP_div, fsl_b_binary(b, FSL_OP_sub, hm, lm), (double)count);
-  double *k = scratch(fx, count, sizeof(double));
+  double *k = fsl_b_table(b, count, 1, sizeof(double), "mel points");
   if (!k) return NULL;
   for (int64_t i = 0; i < count; i++) k[i] = (double)i;
   fsl_value *mel = fsl_b_binary(b, FSL_OP_mul, fsl_b_const(b, FSL_DT_F64, 1, &count, k), cast_opt(b, step, FSL_DT_F64));
@@ -344,7 +332,7 @@ fsl_status fsl_fission_MelWeightMatrix(fsl_fctx *fx) {
   fsl_value *l = fsl_b_reshape(b, fsl_b_slice_axis(b, f, 0, 0, mels), 2, row);
   fsl_value *c = fsl_b_reshape(b, fsl_b_slice_axis(b, f, 0, 1, mels), 2, row);
   fsl_value *r = fsl_b_reshape(b, fsl_b_slice_axis(b, f, 0, 2, mels), 2, row);
-  double *jv = scratch(fx, bins, sizeof(double));
+  double *jv = fsl_b_table(b, bins, 1, sizeof(double), "spectrogram bins");
   if (!jv) return fsl_fx_done(fx);
   for (int64_t j = 0; j < bins; j++) jv[j] = (double)j;
   fsl_value *j = fsl_b_const(b, FSL_DT_F64, 2, col, jv);
@@ -367,7 +355,7 @@ fsl_status fsl_fission_MelWeightMatrix(fsl_fctx *fx) {
 
 /* Constant 0..n-1 (int64) shaped to `rank` with its values on `axis`. */
 static fsl_value *iota_on_axis(fsl_fctx *fx, int64_t n, int rank, int axis) {
-  int64_t *v = scratch(fx, n, sizeof(int64_t));
+  int64_t *v = fsl_b_table(fx->b, n, 1, sizeof(int64_t), "iota");
   if (!v) return NULL;
   for (int64_t i = 0; i < n; i++) v[i] = i;
   int64_t d[FSL_MAX_RANK];
@@ -490,7 +478,7 @@ fsl_status fsl_fission_Col2Im(fsl_fctx *fx) {
   if (x->dims[1] % kprod || x->dims[2] != lprod)
     return fsl_fx_fail(fx, FSL_ERR_INVALID, "input dims must be [N, C*%lld, %lld]", (long long)kprod, (long long)lprod);
   int64_t c = x->dims[1] / kprod, nn = x->dims[0];
-  int64_t *map = scratch(fx, kprod * lprod, sizeof(int64_t));
+  int64_t *map = fsl_b_table(fx->b, kprod, lprod, sizeof(int64_t), "Col2Im map");
   if (!map) return fsl_fx_done(fx);
   for (int64_t kb = 0; kb < kprod; kb++)
     for (int64_t l = 0; l < lprod; l++) {
@@ -547,7 +535,7 @@ fsl_status fsl_fission_AffineGrid(fsl_fctx *fx) {
   bool align = fsl_attr_int(fx->node, "align_corners", 0) != 0;
   int64_t pts = 1;
   for (int i = 0; i < k; i++) pts *= sz[2 + i];
-  double *base = scratch(fx, pts * (k + 1), sizeof(double));
+  double *base = fsl_b_table(b, pts, k + 1, sizeof(double), "AffineGrid base");
   if (!base) return fsl_fx_done(fx);
   for (int64_t p = 0; p < pts; p++) {
     int64_t idx[3];
@@ -842,7 +830,7 @@ fsl_status fsl_fission_DFT(fsl_fctx *fx) {
   d[r - 2] = p.len_in * p.c_in;
   t = fsl_b_reshape(b, t, r - 1, d);
   int64_t wd[2] = {p.len_in * p.c_in, p.len_out * p.c_out};
-  double *w = scratch(fx, wd[0] * wd[1], sizeof(double));
+  double *w = fsl_b_table(b, wd[0], wd[1], sizeof(double), "DFT matrix");
   if (!w) return fsl_fx_done(fx);
   dft_matrix(&p, w);
   t = fsl_b_matmul(b, t, const_f64(b, x->dtype, 2, wd, w));
@@ -901,8 +889,8 @@ fsl_status fsl_fission_Det(fsl_fctx *fx) {
     return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "determinant of order %d (expected n <= %d)", n, DET_MAX_N);
   int64_t np = 1;
   for (int i = 2; i <= n; i++) np *= i;
-  int64_t *idx = scratch(fx, np * n, sizeof(int64_t)), perm[DET_MAX_N];
-  double *sign = scratch(fx, np, sizeof(double));
+  int64_t *idx = fsl_b_table(b, np, n, sizeof(int64_t), "Det permutations"), perm[DET_MAX_N];
+  double *sign = fsl_b_table(b, np, 1, sizeof(double), "Det signs");
   if (!idx || !sign) return fsl_fx_done(fx);
   for (int i = 0; i < n; i++) perm[i] = i;
   int64_t p = 0;

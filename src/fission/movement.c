@@ -414,11 +414,9 @@ static bool pad_value(fsl_fctx *fx, double *v, fsl_value **rt) {
  * run time: the region mask is a folded pad of a false constant. */
 static fsl_value *fill_pad_region(fsl_fctx *fx, fsl_value *x, fsl_value *y, const int64_t *pads,
                                   fsl_value *value) {
-  int64_t n = fsl_value_numel(x);
-  uint8_t *z = calloc((size_t)(n > 0 ? n : 1), 1);
-  if (!z) return fsl_b_fail(fx->b, FSL_ERR_NOMEM, "out of memory");
-  fsl_value *mask = fsl_b_const(fx->b, FSL_DT_BOOL, x->rank, x->dims, z);
-  free(z);
+  fsl_value *mask = fsl_b_const(fx->b, FSL_DT_BOOL, x->rank, x->dims, NULL);
+  if (!mask) return NULL;
+  memset(mask->data, 0, (size_t)fsl_value_nbytes(mask));
   mask = fsl_b_pad(fx->b, mask, pads, 0, 1.0);
   int64_t one = 1;
   fsl_value *v = fsl_b_reshape(fx->b, value, value->rank == 0 ? 0 : 1, &one);
@@ -528,13 +526,11 @@ fsl_status fsl_fission_Trilu(fsl_fctx *fx) {
   }
   int64_t m = x->dims[x->rank - 2], n = x->dims[x->rank - 1], md[2] = {m, n};
   bool upper = fsl_attr_int(fx->node, "upper", 1) != 0;
-  int64_t cnt = m * n;
-  uint8_t *mask = malloc((size_t)(cnt > 0 ? cnt : 1));
-  if (!mask) return fsl_fx_fail(fx, FSL_ERR_NOMEM, "out of memory");
+  fsl_value *c = fsl_b_const(fx->b, FSL_DT_BOOL, 2, md, NULL);
+  if (!c) return fsl_fx_done(fx);
+  uint8_t *mask = c->data;
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) mask[i * n + j] = upper ? j - i >= k : j - i <= k;
-  fsl_value *c = fsl_b_const(fx->b, FSL_DT_BOOL, 2, md, mask);
-  free(mask);
   fx->out[0] = fsl_b_where(fx->b, c, x, fsl_b_scalar(fx->b, x->dtype, 0));
   return fsl_fx_done(fx);
 }

@@ -129,11 +129,9 @@ static fsl_value *hardmax_axis(fsl_builder *b, fsl_value *x, int64_t axis) {
   int64_t len = x->dims[axis];
   int64_t dims[FSL_MAX_RANK];
   for (int i = 0; i < x->rank; i++) dims[i] = i == axis ? len : 1;
-  int64_t *iota = malloc((size_t)(len > 0 ? len : 1) * sizeof *iota);
-  if (!iota) return fsl_b_fail(b, FSL_ERR_NOMEM, "out of memory (Hardmax, %lld)", (long long)len);
-  for (int64_t i = 0; i < len; i++) iota[i] = i;
-  fsl_value *idx = fsl_b_const(b, FSL_DT_I64, x->rank, dims, iota);
-  free(iota);
+  fsl_value *idx = fsl_b_const(b, FSL_DT_I64, x->rank, dims, NULL);
+  if (!idx) return NULL;
+  for (int64_t i = 0; i < len; i++) ((int64_t *)idx->data)[i] = i;
   fsl_value *am = fsl_b_arg(b, FSL_OP_argmax, x, axis, true, false);
   return fsl_b_cast(b, fsl_b_binary(b, FSL_OP_eq, am, idx), x->dtype);
 }

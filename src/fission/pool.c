@@ -158,11 +158,9 @@ static fsl_value *pool_input(fsl_fctx *fx, pool_geom *g) {
 static fsl_value *ramp(fsl_builder *b, int rank, int axis, int64_t n, int64_t v0, int64_t step) {
   int64_t dims[FSL_MAX_RANK];
   for (int i = 0; i < rank; i++) dims[i] = i == axis ? n : 1;
-  int64_t *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
-  if (!v) return fsl_b_fail(b, FSL_ERR_NOMEM, "out of memory (MaxPool indices)");
-  for (int64_t i = 0; i < n; i++) v[i] = v0 + i * step;
-  fsl_value *c = fsl_b_const(b, FSL_DT_I64, rank, dims, v);
-  free(v);
+  fsl_value *c = fsl_b_const(b, FSL_DT_I64, rank, dims, NULL);
+  if (!c) return NULL;
+  for (int64_t i = 0; i < n; i++) ((int64_t *)c->data)[i] = v0 + i * step;
   return c;
 }
 
@@ -248,13 +246,11 @@ static fsl_value *uniform_to_scalar(fsl_builder *b, fsl_value *c) {
 /* Per-output-position divisor of AveragePool, shape [out...]: the count of
  * window taps on the input (and on the explicit pads if include_pad). */
 static fsl_value *avg_divisor(fsl_builder *b, const fsl_value *x, const pool_geom *g, bool include_pad) {
-  int64_t dims[FSL_MAX_RANK], n = 1;
-  for (int i = 0; i < g->k; i++) n *= (dims[i] = x->dims[2 + i]);
-  double *ones = malloc((size_t)(n > 0 ? n : 1) * sizeof *ones);
-  if (!ones) return fsl_b_fail(b, FSL_ERR_NOMEM, "out of memory (AveragePool divisor)");
-  for (int64_t i = 0; i < n; i++) ones[i] = 1.0;
-  fsl_value *plane = fsl_b_const(b, FSL_DT_F64, g->k, dims, ones);
-  free(ones);
+  int64_t dims[FSL_MAX_RANK];
+  for (int i = 0; i < g->k; i++) dims[i] = x->dims[2 + i];
+  fsl_value *plane = fsl_b_const(b, FSL_DT_F64, g->k, dims, NULL);
+  if (!plane) return NULL;
+  for (int64_t i = 0, n = fsl_value_numel(plane); i < n; i++) ((double *)plane->data)[i] = 1.0;
   int64_t pe_in[FSL_MAX_RANK], pe_over[FSL_MAX_RANK];
   for (int i = 0; i < g->k; i++) {
     pe_in[i] = g->pad_end[i] < g->pe[i] ? g->pad_end[i] : g->pe[i];

@@ -161,25 +161,15 @@ static bool position_taps(fsl_fctx *fx, const resize_params *p, const axis_plan 
 
 static bool axis_taps_compute(fsl_fctx *fx, const resize_params *p, const axis_plan *a,
                               axis_taps *t) {
-  size_t m = (size_t)(a->out > 0 ? a->out : 1) * MAX_TAPS;
   t->n = 0;
   t->any_extrap = false;
-  t->idx = malloc(sizeof(int64_t) * m);
-  t->w = malloc(sizeof(double) * m);
-  t->extrap = malloc((size_t)(a->out > 0 ? a->out : 1));
-  if (!t->idx || !t->w || !t->extrap) {
-    fsl_b_fail(fx->b, FSL_ERR_NOMEM, "out of memory");
-    return false;
-  }
+  t->idx = fsl_b_table(fx->b, a->out, MAX_TAPS, sizeof(int64_t), "Resize tap indices");
+  t->w = fsl_b_table(fx->b, a->out, MAX_TAPS, sizeof(double), "Resize tap weights");
+  t->extrap = fsl_b_table(fx->b, a->out, 1, 1, "Resize extrapolation mask");
+  if (!t->idx || !t->w || !t->extrap) return false;
   for (int64_t y = 0; y < a->out; y++)
     if (!position_taps(fx, p, a, y, t)) return false;
   return true;
-}
-
-static void axis_taps_free(axis_taps *t) {
-  free(t->idx);
-  free(t->w);
-  free(t->extrap);
 }
 
 /* If every output position takes exactly one input element with weight 1,
@@ -271,17 +261,10 @@ static void resize_axis(fsl_fctx *fx, const resize_params *p, fsl_value **x, int
     fsl_b_fail(fx->b, FSL_ERR_UNSUPPORTED, "output size %lld too large", (long long)a->out);
     return;
   }
-  if (!axis_taps_compute(fx, p, a, &t)) {
-    axis_taps_free(&t);
-    return;
-  }
+  if (!axis_taps_compute(fx, p, a, &t)) return;
   fsl_value *y;
-  int64_t *sel = malloc(sizeof(int64_t) * (size_t)(a->out > 0 ? a->out : 1));
-  if (!sel) {
-    axis_taps_free(&t);
-    fsl_b_fail(fx->b, FSL_ERR_NOMEM, "out of memory");
-    return;
-  }
+  int64_t *sel = fsl_b_table(fx->b, a->out, 1, sizeof(int64_t), "Resize selection");
+  if (!sel) return;
   if (taps_select(&t, a->out, sel)) {
     y = select_view(fx, *x, axis, sel, a->out);
     if (!y) y = fsl_b_gather(fx->b, *x, fsl_b_ints(fx->b, (int)a->out, sel), axis);
@@ -290,19 +273,14 @@ static void resize_axis(fsl_fctx *fx, const resize_params *p, fsl_value **x, int
     fsl_value *xc = (*x)->dtype == cdt ? *x : fsl_b_cast(fx->b, *x, cdt);
     y = weighted_taps(fx, xc, axis, a, &t);
   }
-  free(sel);
   if (y && t.any_extrap) {
-    double *m = malloc(sizeof(double) * (size_t)a->out);
-    if (!m) {
-      fsl_b_fail(fx->b, FSL_ERR_NOMEM, "out of memory");
-    } else {
+    double *m = fsl_b_table(fx->b, a->out, 1, sizeof(double), "Resize extrapolation mask");
+    if (m) {
       for (int64_t i = 0; i < a->out; i++) m[i] = t.extrap[i];
       fsl_value *mask = axis_const(fx, y->rank, axis, a->out, m, FSL_DT_BOOL);
       y = fsl_b_where(fx->b, mask, fsl_b_scalar(fx->b, y->dtype, p->extrapolation), y);
-      free(m);
     }
   }
-  axis_taps_free(&t);
   *x = y;
 }
 

@@ -153,6 +153,9 @@ static fsl_value *swap01(fsl_builder *b, fsl_value *x) {
 
 /* ---- configuration ---- */
 
+/* Longest sequence unrolled (each step adds a few dozen primitives). */
+#define FSL_RNN_MAX_STEPS 65536
+
 static fsl_status read_cfg(fsl_fctx *fx, rnn_cfg *c, int cell) {
   static const int gates[] = {1, 3, 4}, n_acts[] = {1, 2, 3};
   static const char *const defaults[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
@@ -174,6 +177,12 @@ static fsl_status read_cfg(fsl_fctx *fx, rnn_cfg *c, int cell) {
   if (!strcmp(dir, "bidirectional")) c->n_dir = 2;
   else if (!strcmp(dir, "forward") || !strcmp(dir, "reverse")) c->n_dir = 1, c->reverse = dir[0] == 'r';
   else return fsl_fx_fail(fx, FSL_ERR_INVALID, "expected 'direction' forward, reverse or bidirectional, got '%s'", dir);
+  if (c->seq > FSL_RNN_MAX_STEPS)
+    return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "sequence length %lld: fissile unrolls the recurrence at compile "
+                       "time, up to %d steps", (long long)c->seq, FSL_RNN_MAX_STEPS);
+  if (c->hidden != r->dims[2])
+    return fsl_fx_fail(fx, FSL_ERR_SHAPE, "hidden_size %lld, but R is [%lld, %lld, %lld]", (long long)c->hidden,
+                       (long long)r->dims[0], (long long)r->dims[1], (long long)r->dims[2]);
   int64_t gh = c->gates * c->hidden;
   if (w->dims[0] != c->n_dir || w->dims[1] != gh || w->dims[2] != c->input || r->dims[0] != c->n_dir ||
       r->dims[1] != gh || r->dims[2] != c->hidden)

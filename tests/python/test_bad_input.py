@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -234,6 +235,26 @@ def case_external_missing(tmp):
     return write(tmp, ext_model("nope.bin")), r"nope\.bin|external|no such file|cannot open"
 
 
+def case_range_past_constant_limit(tmp):
+    # a 4-byte input asks fission for a 2 GiB int64 constant
+    lim = numpy_helper.from_array(np.array(1 << 28, np.int64), "lim")
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    m = simple_model([helper.make_node("Range", ["zero", "lim", "one"], ["r"]),
+                      helper.make_node("ReduceMax", ["r"], ["m"], keepdims=0),
+                      helper.make_node("Add", ["x", "m"], ["y"])],
+                     [fin("x", (1,), TensorProto.INT64)], [fin("y", (1,), TensorProto.INT64)], [lim, zero, one])
+    return write(tmp, m), r"Range.*limit"
+
+
+def case_rnn_sequence_too_long(tmp):
+    w = numpy_helper.from_array(np.ones((1, 2, 1), np.float32), "w")
+    r = numpy_helper.from_array(np.ones((1, 2, 2), np.float32), "r")
+    m = simple_model([helper.make_node("RNN", ["x", "w", "r"], ["", "h"], hidden_size=2)],
+                     [fin("x", (1 << 20, 1, 1))], [fin("h", (1, 1, 2))], [w, r])
+    return write(tmp, m), r"RNN.*sequence length"
+
+
 MODEL_CASES = [v for k, v in sorted(globals().items()) if k.startswith("case_")]
 
 
@@ -295,3 +316,22 @@ def test_bad_usage(tmp_path, fissile):
     expect_clean_error(proc, r"usage|missing|model")
     proc = run_cli(fissile, ["inspect", write(tmp_path, conv_model()), "--no-such-option"])
     expect_clean_error(proc, r"no-such-option|unknown")
+
+
+def test_constant_doubling_stays_bounded(tmp_path, fissile):
+    """Concat(c, c) repeated 30 times would fold a 4 KiB initializer into
+    4 TiB of constants: fission stops folding at the constants' limit (16x the
+    model's own, at least 256 MiB) and leaves the rest to run time, so the
+    compile is quick and small.  Memory is measured in a fresh Python process
+    whose only child is fissile."""
+    c = numpy_helper.from_array(np.linspace(-1, 1, 1024, dtype=np.float32), "c0")
+    nodes = [helper.make_node("Concat", [f"c{i}", f"c{i}"], [f"c{i + 1}"], axis=0) for i in range(30)]
+    nodes += [helper.make_node("ReduceMax", ["c30"], ["s"], keepdims=0), helper.make_node("Add", ["x", "s"], ["y"])]
+    path = write(tmp_path, simple_model(nodes, [fin("x", (1,))], [fin("y", (1,))], [c]))
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+             "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.stderr.write(p.stderr)")
+    proc = subprocess.run([sys.executable, "-c", probe, str(fissile), "compile", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    rc, rss_kib = map(int, proc.stdout.split())
+    assert rc == 0, proc.stderr[-2000:]
+    assert rss_kib < 1536 * 1024, f"compile took {rss_kib / 1024:.0f} MiB"
