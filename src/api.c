@@ -458,8 +458,14 @@ fsl_status fsl_model_fission(fsl_model *m) {
     const fsl_ruleset *rs = fsl_ruleset_builtin();
     fsl_rewrite_stats rw = {0};
     if (!rs) st = FSL_ERR_INVALID;
-    else if (m->rewrite == FSL_REWRITE_SEARCH) st = fsl_rewrite_search(&g, rs, NULL, &rw);
-    else st = fsl_rewrite(g, rs, &rw);
+    else if (m->rewrite == FSL_REWRITE_SEARCH) {
+      st = fsl_rewrite_search(&g, rs, &m->search, &rw);
+      m->search_evals = rw.n_evals;
+      m->search_alpha = fsl_rewrite_search_alpha(&m->search);
+      m->search = (fsl_rewrite_search_opts){0}; /* a replay is for one fission */
+    } else {
+      st = fsl_rewrite(g, rs, &rw);
+    }
     m->rewrite_fired = rw.fired;
     m->n_rewrites = rw.n_applied;
     m->rewrite_s = rw.seconds;

@@ -18,13 +18,16 @@
  *   CONSTS   inputs frozen to constants: name, dtype, rank, dims, bytes
  *   SHAPES   every input's bound shape: name, rank, dims
  *   PLAN     strategy, flags (bit 0 optimal, 1 profiled, 2-3 the rewrite
- *            mode), predicted and orchestration seconds, a hash of
+ *            mode), predicted and orchestration seconds, the rewrite
+ *            search's cost evaluations (u32) and alpha (f64), a hash of
  *            the primitive graph, and each kernel: kind, cost, the
  *            positions of its primitives in the primitive graph
  *   EXE      the backend's exported executable (its compiled kernels)
  *
  * Loading re-imports the ONNX bytes and runs fission (deterministic: the
- * same primitive graph, checked against the hash), rebuilds the kernels
+ * same primitive graph, checked against the hash; a rewrite search is
+ * replayed with the file's alpha and number of evaluations and no time
+ * limit, so neither $FSL_REWRITE_ALPHA nor a slower machine changes it), rebuilds the kernels
  * from their primitives and verifies the plan, and lets the backend rebuild
  * its executable from EXE (the CPU backend checks that the code it would
  * generate hashes as the code the object was built from, and loads the
@@ -34,7 +37,7 @@
 #include "model.h"
 #include "core/bytes.h"
 
-#define FSL_AOT_FORMAT 1u
+#define FSL_AOT_FORMAT 2u /* 2: the rewrite search's evaluations and alpha */
 static const unsigned char k_magic[8] = {0x89, 'F', 'S', 'L', '\r', '\n', 0x1a, '\n'};
 
 enum { SEC_VERSION = 1, SEC_BACKEND, SEC_ONNX, SEC_CONSTS, SEC_SHAPES, SEC_PLAN, SEC_EXE, SEC_COUNT };
@@ -105,6 +108,9 @@ static fsl_status plan_section(const fsl_model *m, fsl_bytes *b) {
   fsl_bytes_u32(b, (uint32_t)p->optimal | (uint32_t)p->profiled << 1 | (uint32_t)m->rewrite << 2);
   fsl_bytes_f64(b, p->predicted_s);
   fsl_bytes_f64(b, p->orchestrate_s);
+  bool search = m->rewrite == FSL_REWRITE_SEARCH;
+  fsl_bytes_u32(b, search ? (uint32_t)m->search_evals : 0u);
+  fsl_bytes_f64(b, search ? m->search_alpha : 0.0);
   fsl_bytes_u64(b, graph_hash(g));
   fsl_bytes_u32(b, (uint32_t)p->kernels.n);
   for (int i = 0; i < p->kernels.n; i++) {
@@ -290,6 +296,8 @@ static fsl_status rebuild_plan(fsl_model *m, fsl_reader *r) {
   uint32_t strategy = fsl_read_u32(r), flags = fsl_read_u32(r);
   p->predicted_s = fsl_read_f64(r);
   p->orchestrate_s = fsl_read_f64(r);
+  fsl_read_u32(r); /* the rewrite search's replay (fsl_aot_load) */
+  fsl_read_f64(r);
   uint64_t hash = fsl_read_u64(r);
   uint32_t nk = fsl_read_u32(r);
   if (r->bad || strategy >= FSL_STRATEGY_COUNT) return bad_file("malformed PLAN", NULL);
@@ -362,9 +370,19 @@ fsl_status fsl_aot_load(const void *buf, size_t len, fsl_model **out) {
   if (st == FSL_OK && has_plan) {
     fsl_reader peek = f.sec[SEC_PLAN];
     uint32_t strategy = fsl_read_u32(&peek), flags = fsl_read_u32(&peek);
+    fsl_read_f64(&peek);
+    fsl_read_f64(&peek);
+    uint32_t evals = fsl_read_u32(&peek);
+    double alpha = fsl_read_f64(&peek);
     st = fsl_model_set_strategy(m, (fsl_strategy)(strategy < FSL_STRATEGY_COUNT ? strategy : 0));
-    /* the rewrites the plan was made after (none in files written before rewrites existed) */
+    /* the rewrites the plan was made after */
     if (st == FSL_OK) st = fsl_model_set_rewrite(m, (fsl_rewrite_mode)((flags >> 2) & 3));
+    if (st == FSL_OK && m->rewrite == FSL_REWRITE_SEARCH) {
+      /* the same search: its alpha, as many evaluations, no time limit */
+      if (peek.bad || evals > (uint32_t)INT32_MAX || !(alpha >= 1.0 && alpha <= 4.0))
+        st = bad_file("malformed PLAN (rewrite search)", NULL);
+      m->search = (fsl_rewrite_search_opts){.max_evals = evals ? (int)evals : -1, .max_seconds = -1, .alpha = alpha};
+    }
   }
   if (st == FSL_OK) st = fsl_model_fission(m);
   if (st == FSL_OK && has_plan) st = rebuild_plan(m, &f.sec[SEC_PLAN]);

@@ -7,6 +7,7 @@
 #include "fissile.h"
 #include "backend/backend.h"
 #include "orchestrate/orchestrate.h"
+#include "rewrite/rewrite.h"
 #include "runtime/memplan.h"
 
 typedef struct dim_binding { char *name; int64_t size; } dim_binding;
@@ -24,6 +25,12 @@ struct fsl_model {
   int n_rewrites;
   int *rewrite_fired;
   double rewrite_s;
+  /* --rewrite search: the budget and alpha of the next fission's search
+   * (zero: the defaults; a compiled model file sets them to replay its
+   * search, api_aot.c), and what the last search used */
+  fsl_rewrite_search_opts search;
+  int search_evals;
+  double search_alpha;
   /* built by compile when a strategy or a plan backend is set: */
   bool has_plan;
   fsl_plan plan;     /* over prim */

@@ -210,8 +210,12 @@ fsl_status fsl_rewrite(fsl_graph *g, const fsl_ruleset *rs, fsl_rewrite_stats *s
 
 /* ---- the cost-guided search (search.c) ---- */
 typedef struct fsl_rewrite_search_opts {
-  int max_evals;        /* cost evaluations (0: 256) */
-  double max_seconds;   /* wall seconds (0: 10) */
+  int max_evals;        /* cost evaluations (0: 256; negative: none) */
+  double max_seconds;   /* wall seconds (0: 10; negative: no limit).  The
+                           result depends on the seconds only where they
+                           run out: a compiled model file records n_evals
+                           and alpha and replays with max_evals = n_evals
+                           and no time limit, which rebuilds the same graph */
   double alpha;         /* relaxation, >= 1 (0: $FSL_REWRITE_ALPHA, else 1.05); capped at 4 */
 } fsl_rewrite_search_opts;
 

@@ -24,6 +24,8 @@
 #include "orchestrate/orchestrate.h"
 #include "passes/passes.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 
 #define DEFAULT_EVALS 256
@@ -260,8 +262,8 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
                               fsl_rewrite_stats *stats) {
   if (!gp || !*gp || !rs || !stats) return fsl_errorf(FSL_ERR_ARG, "fsl_rewrite_search: NULL argument");
   double t0 = fsl_now_s();
-  int max_evals = o && o->max_evals > 0 ? o->max_evals : DEFAULT_EVALS;
-  double max_s = o && o->max_seconds > 0 ? o->max_seconds : DEFAULT_SECONDS;
+  int max_evals = !o || o->max_evals == 0 ? DEFAULT_EVALS : o->max_evals < 0 ? 0 : o->max_evals;
+  double max_s = !o || o->max_seconds == 0 ? DEFAULT_SECONDS : o->max_seconds < 0 ? HUGE_VAL : o->max_seconds;
   double alpha = fsl_rewrite_search_alpha(o);
   FSL_TRY(fsl_rewrite(*gp, rs, stats));
   fsl_device dev;
