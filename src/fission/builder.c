@@ -55,6 +55,7 @@ void *fsl_b_table(fsl_builder *b, int64_t n, int64_t m, size_t sz, const char *w
                       "model's constants (%s)", what, (long long)n, (long long)m, FSL_CONST_LIMIT_TEXT);
   void *p = fsl_arena_alloc(&b->g->arena, nb ? (size_t)nb : 1);
   if (!p) return fsl_b_fail(b, FSL_ERR_NOMEM, "%s: out of memory for a %lld-byte table", what, (long long)nb);
+  if (b->const_left) *b->const_left -= nb; /* held by the arena as long as the graph */
   return p;
 }
 

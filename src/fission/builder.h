@@ -49,8 +49,9 @@ fsl_value *fsl_b_const(fsl_builder *b, fsl_dtype dt, int rank, const int64_t *di
 /** Host table of n x m elements of sz bytes in the graph's arena (freed
  *  with the graph), for the data of a constant about to be made from it
  *  (an iota, a mask, interpolation weights).  NULL, with b->st set, if
- *  n or m is negative, the size overflows, or a constant that large would
- *  take the model's constants past their limit (FSL_CONST_LIMIT_*): a
+ *  n or m is negative, the size overflows, or the table would take the
+ *  model's constants past their limit (FSL_CONST_LIMIT_*; a table counts
+ *  against it, as it lives in the arena as long as the graph): a
  *  table sized by a fuzzed or absurd shape is an error, not an attempt to
  *  allocate it.  `what` names the table in the error. */
 void *fsl_b_table(fsl_builder *b, int64_t n, int64_t m, size_t sz, const char *what);
