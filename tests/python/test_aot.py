@@ -134,6 +134,8 @@ def test_bad_files_are_clear_errors(fissile, compiled, tmp_path):
         "truncated": (data[: len(data) // 2], "not a valid compiled model file"),
         "header_only": (data[:12], "not a valid compiled model file"),
         "garbage": (MAGIC + bytes(range(256)) * 4, "format"),
+        # format 1 had no rewrite-search replay in PLAN: refused, not misread
+        "old_format": (data[:8] + (1).to_bytes(4, "little") + data[12:], "compiled model file format 1"),
         "wrong_version": (patched(data, b"0.1.0", b"9.9.9"), "compiled by fissile 9.9.9"),
         "trailing": (data + b"\0", "bytes after the last section"),
     }
