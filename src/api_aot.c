@@ -286,22 +286,39 @@ static fsl_status apply_shapes(fsl_model *m, fsl_reader *r) {
   return r->bad || r->p != r->end ? bad_file("malformed SHAPES", NULL) : FSL_OK;
 }
 
-/* Kernels from their primitives' positions in the primitive graph. */
-static fsl_status rebuild_plan(fsl_model *m, fsl_reader *r) {
+/* The fixed fields at the start of PLAN, up to the kernels. */
+typedef struct plan_head {
+  uint32_t strategy, flags;
+  double predicted_s, orchestrate_s;
+  uint32_t search_evals;
+  double search_alpha;
+  uint64_t hash;
+} plan_head;
+
+static void read_plan_head(fsl_reader *r, plan_head *h) {
+  h->strategy = fsl_read_u32(r);
+  h->flags = fsl_read_u32(r);
+  h->predicted_s = fsl_read_f64(r);
+  h->orchestrate_s = fsl_read_f64(r);
+  h->search_evals = fsl_read_u32(r);
+  h->search_alpha = fsl_read_f64(r);
+  h->hash = fsl_read_u64(r);
+}
+
+/* Kernels from their primitives' positions in the primitive graph; r is
+ * the rest of PLAN after its head. */
+static fsl_status rebuild_plan(fsl_model *m, const plan_head *h, fsl_reader *r) {
   fsl_plan *p = &m->plan;
   const fsl_graph *g = m->prim;
   memset(p, 0, sizeof *p);
   p->g = g;
   p->kernels.g = g;
-  uint32_t strategy = fsl_read_u32(r), flags = fsl_read_u32(r);
-  p->predicted_s = fsl_read_f64(r);
-  p->orchestrate_s = fsl_read_f64(r);
-  fsl_read_u32(r); /* the rewrite search's replay (fsl_aot_load) */
-  fsl_read_f64(r);
-  uint64_t hash = fsl_read_u64(r);
+  uint32_t strategy = h->strategy, flags = h->flags;
+  p->predicted_s = h->predicted_s;
+  p->orchestrate_s = h->orchestrate_s;
   uint32_t nk = fsl_read_u32(r);
   if (r->bad || strategy >= FSL_STRATEGY_COUNT) return bad_file("malformed PLAN", NULL);
-  if (hash != graph_hash(g))
+  if (h->hash != graph_hash(g))
     return fsl_errorf(FSL_ERR_INVALID, "the primitive graph fission makes from the file's model differs from the one "
                       "its plan was made for: compile the ONNX model again");
   p->strategy = (fsl_strategy)strategy;
@@ -367,25 +384,24 @@ fsl_status fsl_aot_load(const void *buf, size_t len, fsl_model **out) {
   if (st == FSL_OK) st = apply_shapes(m, &f.sec[SEC_SHAPES]);
   if (st == FSL_OK) st = fsl_model_set_backend(m, backend);
   bool has_plan = f.sec[SEC_PLAN].p != f.sec[SEC_PLAN].end;
+  fsl_reader *plan = &f.sec[SEC_PLAN];
+  plan_head head = {0};
   if (st == FSL_OK && has_plan) {
-    fsl_reader peek = f.sec[SEC_PLAN];
-    uint32_t strategy = fsl_read_u32(&peek), flags = fsl_read_u32(&peek);
-    fsl_read_f64(&peek);
-    fsl_read_f64(&peek);
-    uint32_t evals = fsl_read_u32(&peek);
-    double alpha = fsl_read_f64(&peek);
-    st = fsl_model_set_strategy(m, (fsl_strategy)(strategy < FSL_STRATEGY_COUNT ? strategy : 0));
+    read_plan_head(plan, &head);
+    st = fsl_model_set_strategy(m, (fsl_strategy)(head.strategy < FSL_STRATEGY_COUNT ? head.strategy : 0));
     /* the rewrites the plan was made after */
-    if (st == FSL_OK) st = fsl_model_set_rewrite(m, (fsl_rewrite_mode)((flags >> 2) & 3));
+    if (st == FSL_OK) st = fsl_model_set_rewrite(m, (fsl_rewrite_mode)((head.flags >> 2) & 3));
     if (st == FSL_OK && m->rewrite == FSL_REWRITE_SEARCH) {
       /* the same search: its alpha, as many evaluations, no time limit */
-      if (peek.bad || evals > (uint32_t)INT32_MAX || !(alpha >= 1.0 && alpha <= 4.0))
+      uint32_t evals = head.search_evals;
+      double alpha = head.search_alpha;
+      if (plan->bad || evals > (uint32_t)INT32_MAX || !(alpha >= 1.0 && alpha <= 4.0))
         st = bad_file("malformed PLAN (rewrite search)", NULL);
       m->search = (fsl_rewrite_search_opts){.max_evals = evals ? (int)evals : -1, .max_seconds = -1, .alpha = alpha};
     }
   }
   if (st == FSL_OK) st = fsl_model_fission(m);
-  if (st == FSL_OK && has_plan) st = rebuild_plan(m, &f.sec[SEC_PLAN]);
+  if (st == FSL_OK && has_plan) st = rebuild_plan(m, &head, plan);
   if (st == FSL_OK && has_plan) {
     fsl_reader *exe = &f.sec[SEC_EXE];
     st = fsl_model_finish_plan(m, exe->p, (size_t)(exe->end - exe->p));
