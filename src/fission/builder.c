@@ -30,16 +30,23 @@ static fsl_value *new_value(fsl_builder *b, fsl_dtype dt, int rank, const int64_
   return v;
 }
 
+/* Whether nb more bytes of constants stay within the builder's limit;
+ * take_const charges them. */
+static bool const_fits(const fsl_builder *b, int64_t nb) { return !b->const_left || nb <= *b->const_left; }
+static void take_const(fsl_builder *b, int64_t nb) {
+  if (b->const_left) *b->const_left -= nb;
+}
+
 fsl_value *fsl_b_const(fsl_builder *b, fsl_dtype dt, int rank, const int64_t *dims, const void *data) {
   if (b->st) return NULL;
   int64_t nb = fsl_nbytes(dt, rank, dims);
   if (nb < 0 || !fsl_dtype_valid(dt)) return fsl_b_fail(b, FSL_ERR_NOMEM, "constant too large or of bad dtype");
-  if (b->const_left && nb > *b->const_left)
+  if (!const_fits(b, nb))
     return fsl_b_fail(b, FSL_ERR_UNSUPPORTED, "a %lld-byte constant would take the model's constants past their "
                       "limit (%s)", (long long)nb, FSL_CONST_LIMIT_TEXT);
   fsl_value *v = new_value(b, dt, rank, dims);
   if (!v) return NULL;
-  if (b->const_left) *b->const_left -= nb;
+  take_const(b, nb);
   v->data = fsl_arena_alloc(&b->g->arena, (size_t)nb);
   if (!v->data) return fsl_b_fail(b, FSL_ERR_NOMEM, "out of memory for a %lld-byte constant", (long long)nb);
   if (nb && data) memcpy(v->data, data, (size_t)nb);
@@ -55,7 +62,7 @@ void *fsl_b_table(fsl_builder *b, int64_t n, int64_t m, size_t sz, const char *w
                       "model's constants (%s)", what, (long long)n, (long long)m, FSL_CONST_LIMIT_TEXT);
   void *p = fsl_arena_alloc(&b->g->arena, nb ? (size_t)nb : 1);
   if (!p) return fsl_b_fail(b, FSL_ERR_NOMEM, "%s: out of memory for a %lld-byte table", what, (long long)nb);
-  if (b->const_left) *b->const_left -= nb; /* held by the arena as long as the graph */
+  take_const(b, nb); /* held by the arena as long as the graph */
   return p;
 }
 
@@ -145,7 +152,7 @@ fsl_value *fsl_b_prim(fsl_builder *b, fsl_op op, fsl_value *const *in, int n_in,
   if (out_nb < 0) return fsl_b_fail(b, FSL_ERR_NOMEM, "%s: output size overflows", fsl_op_name(op));
   /* past the constants' limit a constant primitive stays a node: it is
    * computed at run time, where its size is checked against memory */
-  if (b->fold && all_const(in, n_in) && (!b->const_left || out_nb <= *b->const_left)) {
+  if (b->fold && all_const(in, n_in) && const_fits(b, out_nb)) {
     int64_t in_nb = 0;
     for (int i = 0; i < n_in; i++) in_nb += fsl_value_nbytes(in[i]);
     if (out_nb <= in_nb || out_nb <= (b->fold_limit > 0 ? b->fold_limit : FOLD_GROW_LIMIT)) {
