@@ -90,15 +90,24 @@ fsl_status fsl_linear_split_make(const fsl_kernel *k, fsl_linear_split *s) {
       }
     }
   }
-  /* epilogue chain: single-consumer elementwise (or reshape) nodes of the
-   * kernel after lin (onednn.h: a reshape that keeps the last dim is absorbed) */
-  fsl_value *cur = lin->out[0];
-  while (s->n_chain < FSL_LINEAR_CHAIN_MAX && cur->n_cons == 1 && !cur->is_output) {
-    fsl_node *c = cur->cons[0];
-    if (!fsl_vl_has(&s->knodes, c) || !(is_ew(c) || c->op == FSL_OP_reshape) || c->n_out != 1) break;
+  /* epilogue chain: the kernel's elementwise (or reshape) nodes after lin,
+   * in topological order, that read lin's output or an earlier chain node's,
+   * up to the first node that reads one and is neither (onednn.h: a reshape
+   * that keeps the last dim is absorbed).  Nodes reading none of them are
+   * passed over.  A chain value may have several consumers (x * sigmoid(x)
+   * reads x twice): a backend absorbs only a prefix whose values, the last
+   * one excepted, are read inside the prefix (fsl_linear_chain_closed). */
+  fsl_vlist cv = {0};
+  if (!fsl_vl_add(&cv, lin->out[0])) return oom();
+  for (int i = li + 1; i < k->n_nodes && s->n_chain < FSL_LINEAR_CHAIN_MAX; i++) {
+    fsl_node *c = k->nodes[i];
+    bool reads = false;
+    for (int j = 0; j < c->n_in && !reads; j++) reads = c->in[j] && fsl_vl_has(&cv, c->in[j]);
+    if (!reads) continue;
+    if (!(is_ew(c) || c->op == FSL_OP_reshape) || c->n_out != 1 || !fsl_vl_add(&cv, c->out[0])) break;
     s->chain[s->n_chain++] = c;
-    cur = c->out[0];
   }
+  free(cv.p);
   return FSL_OK;
 }
 
@@ -118,6 +127,20 @@ fsl_status fsl_linear_split_epilogue(const fsl_kernel *k, const fsl_linear_split
     if (v->producer && fsl_vl_has(post, v->producer) && !fsl_vl_add(post_out, v)) return oom();
   }
   return FSL_OK;
+}
+
+bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n) {
+  if (n <= 0) return true;
+  for (int j = -1; j < n - 1; j++) {
+    const fsl_value *v = j < 0 ? lin->out[0] : chain[j]->out[0];
+    if (v->is_output) return false;
+    for (int c = 0; c < v->n_cons; c++) {
+      bool inside = false;
+      for (int t = j + 1; t < n && !inside; t++) inside = chain[t] == v->cons[c];
+      if (!inside) return false;
+    }
+  }
+  return true;
 }
 
 void fsl_linear_split_free(fsl_linear_split *s) {

@@ -42,7 +42,8 @@ typedef struct fsl_linear_split {
   bool gen_prologue;             /* anc holds more than reshapes: generate anc, writing pre_out */
   fsl_vlist pre_out;             /* values of anc read outside anc (by lin or later) or graph outputs */
   fsl_node *chain[FSL_LINEAR_CHAIN_MAX];
-  int n_chain;                   /* post-op candidates after lin, in order */
+  int n_chain;                   /* post-op candidates after lin, in topological order
+                                    (absorb only closed prefixes: fsl_linear_chain_closed) */
 } fsl_linear_split;
 
 /**
@@ -63,6 +64,12 @@ fsl_status fsl_linear_split_make(const fsl_kernel *k, fsl_linear_split *s);
 fsl_status fsl_linear_split_epilogue(const fsl_kernel *k, const fsl_linear_split *s, int n_abs, const fsl_value *z,
                                      bool (*written)(const void *ctx, const fsl_value *v), const void *ctx,
                                      fsl_vlist *post, fsl_vlist *post_out);
+
+/** Whether chain[0 .. n) can be computed inside the linear op without
+ *  materialising anything but its last value: lin's output and every chain
+ *  value but the last are read only by chain[0 .. n) and are no graph
+ *  outputs.  True for n = 0. */
+bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n);
 
 void fsl_linear_split_free(fsl_linear_split *s);
 

@@ -149,21 +149,22 @@ static void want_desc(const char *want) {
  */
 static int check_chain(tgraph *t, int want_absorbed, bool exact) {
   fsl_graph *g = t->b.g;
+  /* created before the chain values become graph outputs (a graph output is
+   * materialised, so it ends every prefix oneDNN may absorb) */
+  fsl_onednn_linear *op = NULL;
+  int na = -1;
+  fsl_status st = fsl_onednn_linear_create(t->lin, t->epi, t->n_epi, 0, &op, &na);
+  if (st) fprintf(stderr, "create: %s\n", fsl_last_error());
+  assert_int_equal(st, FSL_OK);
   /* every chain value is a graph output, so any absorbed prefix can be checked */
   assert_int_equal(fsl_graph_add_output(g, t->lin->out[0]), FSL_OK);
   for (int i = 0; i < t->n_epi; i++) assert_int_equal(fsl_graph_add_output(g, t->epi[i]->out[0]), FSL_OK);
-  fsl_status st = fsl_graph_verify(g);
+  st = fsl_graph_verify(g);
   if (st) fprintf(stderr, "verify: %s\n", fsl_last_error());
   assert_int_equal(st, FSL_OK);
   void *outs[1 + MAX_EPI] = {0};
   st = fsl_ref_run(g, (const void *const *)t->in_data, outs);
   if (st) fprintf(stderr, "ref: %s\n", fsl_last_error());
-  assert_int_equal(st, FSL_OK);
-
-  fsl_onednn_linear *op = NULL;
-  int na = -1;
-  st = fsl_onednn_linear_create(t->lin, t->epi, t->n_epi, 0, &op, &na);
-  if (st) fprintf(stderr, "create: %s\n", fsl_last_error());
   assert_int_equal(st, FSL_OK);
   if (exact) assert_int_equal(na, want_absorbed);
   else assert_true(na >= want_absorbed);
@@ -324,6 +325,60 @@ static void test_epilogue_kinds(void **state) {
   tg_mark(&t, fsl_b_unary(&t.b, FSL_OP_abs, y));
   check_chain(&t, 11, true);
   tg_free(&t);
+}
+
+/* HardSwish as the ONNX fission writes it (h * max(0, min(1, h/6 + 1/2)))
+ * and as older exporters do (h * clip(h + 3, 0, 6) / 6) becomes one
+ * eltwise post-op; near misses do not: y * hardsigmoid(h), another alpha.
+ * The product reads h a second time, so a prefix that stops inside the
+ * pattern would need h materialised: only the bias add is absorbed then. */
+static void test_hardswish(void **state) {
+  (void)state;
+  for (int form = 0; form < 4; form++) {
+    tgraph t;
+    tg_init(&t, true);
+    int64_t dx[] = {1, 8, 9, 9}, dw[] = {16, 8, 3, 3}, db[] = {16}, dc[] = {1, 16, 1, 1};
+    int64_t one[] = {1, 1}, pads[] = {1, 1, 1, 1};
+    fsl_value *y = tg_mark(&t, fsl_b_conv(&t.b, tg_input(&t, 4, dx), tg_const(&t, 4, dw), one, one, pads, 1, NULL));
+    fsl_value *h = tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_add, y, fsl_b_reshape(&t.b, tg_const(&t, 1, db), 4, dc)));
+    fsl_value *u = h;
+    if (form == 1) { /* clip(h + 3, 0, 6) / 6 */
+      u = tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_add, u, 3.0));
+      u = tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_max, u, 0.0));
+      u = tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_min, u, 6.0));
+      u = tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_div, u, 6.0));
+    } else {
+      u = tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_mul, u, form == 3 ? 0.2 : 1.0 / 6.0));
+      u = tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_add, u, 0.5));
+      u = tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_min, u, 1.0));
+      u = tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_max, u, 0.0));
+    }
+    fsl_value *other = form == 2 ? tg_input(&t, 4, (int64_t[]){1, 16, 9, 9}) : h; /* x * hardsigmoid(y) */
+    tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_mul, u, other));
+    /* form 2 has no second read of h: its nodes are ordinary post-ops, up
+     * to the product with a full-size run-time operand of a conv
+     * (test_conv_residual_not_absorbed) */
+    check_chain(&t, form < 2 ? 6 : form == 2 ? 5 : 1, true);
+    tg_free(&t);
+  }
+}
+
+/* x * sigmoid(x) is absorbed as swish only when nothing else reads x: a
+ * third reader outside the chain keeps the prefix at the bias. */
+static void test_swish_closed_prefix(void **state) {
+  (void)state;
+  for (int extra = 0; extra < 2; extra++) {
+    tgraph t;
+    tg_init(&t, true);
+    int64_t dx[] = {5, 12}, dw[] = {12, 8}, db[] = {8};
+    fsl_value *y = tg_mark(&t, fsl_b_matmul(&t.b, tg_input(&t, 2, dx), tg_const(&t, 2, dw)));
+    fsl_value *h = tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_add, y, tg_const(&t, 1, db)));
+    fsl_value *sg = tg_mark(&t, fsl_b_unary(&t.b, FSL_OP_sigmoid, h));
+    tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_mul, h, sg));
+    if (extra) assert_non_null(fsl_b_unary(&t.b, FSL_OP_tanh, h)); /* not in the chain */
+    check_chain(&t, extra ? 1 : 3, true);
+    tg_free(&t);
+  }
 }
 
 /* ---- conv ---- */
@@ -543,6 +598,7 @@ int main(void) {
       cmocka_unit_test(test_conv_lhs_dilation),  cmocka_unit_test(test_unsupported),
       cmocka_unit_test(test_matmul_batch_fold),  cmocka_unit_test(test_conv_residual_not_absorbed),
       cmocka_unit_test(test_deconv_rules),       cmocka_unit_test(test_conv_1x1_as_matmul),
+      cmocka_unit_test(test_hardswish),          cmocka_unit_test(test_swish_closed_prefix),
       cmocka_unit_test(test_sgemm_throughput),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -54,7 +54,13 @@ static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
 static void print_profile(const cpu_exe *x) {
   double total = 0;
   for (int i = 0; i < x->low.n_steps; i++) total += x->prof[i];
-  fprintf(stderr, "cpu profile: %d runs, %.3f ms per run\n", x->n_runs, 1e3 * total / (x->n_runs ? x->n_runs : 1));
+  double runs = x->n_runs ? x->n_runs : 1, by_kind[3] = {0};
+  int n_kind[3] = {0};
+  for (int i = 0; i < x->low.n_steps; i++) by_kind[x->low.steps[i].kind] += x->prof[i], n_kind[x->low.steps[i].kind]++;
+  fprintf(stderr, "cpu profile: %d runs, %.3f ms per run (gen %.3f ms in %d steps, onednn %.3f ms in %d, ref %.3f ms in %d)\n",
+          x->n_runs, 1e3 * total / runs, 1e3 * by_kind[FSL_CPU_STEP_GEN] / runs, n_kind[FSL_CPU_STEP_GEN],
+          1e3 * by_kind[FSL_CPU_STEP_ONEDNN] / runs, n_kind[FSL_CPU_STEP_ONEDNN], 1e3 * by_kind[FSL_CPU_STEP_REF] / runs,
+          n_kind[FSL_CPU_STEP_REF]);
   bool *done = calloc((size_t)(x->low.n_steps > 0 ? x->low.n_steps : 1), sizeof(bool));
   if (!done) return;
   for (int r = 0; r < x->low.n_steps && r < 20; r++) {
@@ -139,10 +145,12 @@ static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe
     st = fsl_cpu_lower_kernel(&x->low, ki, p->kernels.k[ki]);
     if (st != FSL_OK) fsl_error_context(st, "cpu backend, kernel %d", ki);
   }
+  if (st == FSL_OK) fsl_cpu_chain_layouts(&x->low);
   const fsl_cpu_lowering *L = &x->low;
   x->stats.n_kernels = p->kernels.n;
   x->stats.n_generated = L->n_generated;
   x->stats.n_onednn = L->n_onednn;
+  x->stats.n_chained = L->n_chained;
   x->stats.n_fallback = L->n_fallback;
   x->stats.n_opaque = L->n_opaque;
   if (st == FSL_OK && L->n_generated > 0) {

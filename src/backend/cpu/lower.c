@@ -227,3 +227,42 @@ fsl_status fsl_cpu_lower_kernel(fsl_cpu_lowering *L, int ki, const fsl_kernel *k
   if (st == FSL_OK && L->src.oom) st = oom();
   return st;
 }
+
+/* 1: step c reads v as a chainable oneDNN source of producer p (capacity
+ * bytes); 0: c does not touch v; -1: c reads or writes v otherwise. */
+static int chain_reader(const fsl_cpu_step *p, const fsl_cpu_step *c, const fsl_value *v, size_t capacity) {
+  int reads = 0;
+  for (int k = 0; k < c->n_out; k++)
+    if (c->out[k] == v) return -1;
+  for (int k = 0; k < c->n_in; k++) {
+    if (c->in[k] != v) continue;
+    if (c->kind != FSL_CPU_STEP_ONEDNN || k != 0 || c < p || !fsl_onednn_linear_chainable(p->dnn, c->dnn, capacity))
+      return -1;
+    reads = 1;
+  }
+  return reads;
+}
+
+int fsl_cpu_chain_layouts(fsl_cpu_lowering *L) {
+  for (int i = 0; i < L->n_steps; i++) {
+    fsl_cpu_step *p = &L->steps[i];
+    if (p->kind != FSL_CPU_STEP_ONEDNN || p->n_out != 1 || !p->out[0]) continue;
+    const fsl_value *z = p->out[0];
+    int64_t nb = fsl_value_nbytes(z);
+    bool ok = nb > 0;
+    for (int k = 0; k < L->g->n_outputs && ok; k++) ok = L->g->outputs[k] != z;
+    for (int k = 0; k < p->n_in && ok; k++) ok = p->in[k] != z;
+    int readers = 0;
+    for (int j = 0; j < L->n_steps && ok; j++) {
+      if (j == i) continue;
+      int r = chain_reader(p, &L->steps[j], z, (size_t)nb);
+      ok = r >= 0;
+      readers += r > 0;
+    }
+    if (!ok || readers == 0) continue;
+    for (int j = 0; j < L->n_steps; j++)
+      if (j != i && chain_reader(p, &L->steps[j], z, (size_t)nb) > 0) fsl_onednn_linear_chain(p->dnn, L->steps[j].dnn);
+    L->n_chained++;
+  }
+  return L->n_chained;
+}

@@ -53,6 +53,7 @@ typedef struct fsl_cpu_lowering {
   int n_generated, n_onednn;   /* GEN and ONEDNN steps */
   int n_fallback;              /* REF steps standing in for generated code or oneDNN */
   int n_opaque;                /* opaque kernels (REF by design) */
+  int n_chained;               /* values kept in a oneDNN layout (fsl_cpu_chain_layouts) */
   char fallback_why[256];      /* the first fallback: kernel, ONNX node, reason */
 } fsl_cpu_lowering;
 
@@ -68,6 +69,17 @@ void fsl_cpu_lowering_avail_only(fsl_cpu_lowering *L, fsl_value *const *vals, in
  *  What cannot be generated or run by oneDNN becomes a REF step (counted
  *  in n_fallback); only out-of-memory is an error (FSL_ERR_NOMEM). */
 fsl_status fsl_cpu_lower_kernel(fsl_cpu_lowering *L, int ki, const fsl_kernel *k);
+
+/** Layout chaining: a value written by a oneDNN step whose every reader is
+ *  a later oneDNN step taking it as its source in the same primitive
+ *  layout (fsl_onednn_linear_chainable; e.g. consecutive convolutions that
+ *  oneDNN runs on nhwc or nChw16c) stays in that layout: the producer's
+ *  reorder to row-major and the consumers' reorders back are dropped.
+ *  Graph outputs stay row-major.  Call once, after every kernel of the
+ *  plan is lowered (a kernel lowered alone, as the profiler does, has no
+ *  readers to chain to).  Returns the number of values chained
+ *  (L->n_chained). */
+int fsl_cpu_chain_layouts(fsl_cpu_lowering *L);
 
 /** Frees the steps (and their oneDNN primitives), the source and the
  *  availability map. */

@@ -46,6 +46,7 @@
 #include "backend/cpu/onednn.h"
 
 #include "backend/cpu/isa.h"
+#include "codegen/linsplit.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -154,6 +155,8 @@ struct fsl_onednn_linear {
   dnnl_primitive_t src_reorder, dst_reorder;
   dnnl_memory_t src_user_mem, dst_user_mem;
   void *src_buf, *dst_buf;
+  bool src_chained, dst_chained; /* fsl_onednn_linear_chain: src/dst in the primitive layout */
+  size_t desc_len;            /* desc up to "plain"/"reordered", before the chaining note */
   /* run-time weights reorder (non-constant weights whose chosen layout is not plain) */
   dnnl_primitive_t wei_reorder;
   dnnl_memory_t wei_user_mem;
@@ -284,6 +287,57 @@ static void add_eltwise(post_entry *e, int *n, int node, dnnl_alg_kind_t alg, fl
   p->alg = alg, p->alpha = alpha, p->beta = beta, p->node = node;
 }
 
+/* The constant scalar c of the binary node nd = `op`(x, c) (or op(c, x)
+ * when `x_first_only` is false), reached through reshape/expand views: a
+ * constant of one element, or one whose elements all equal c. */
+static bool scalar_operand(const fsl_node *nd, fsl_op op, const fsl_value *x, bool x_first_only, float *c) {
+  if (nd->op != op || nd->n_in != 2 || nd->n_out != 1 || !nd->in[0] || !nd->in[1] || !is_f32_like(nd->out[0], x))
+    return false;
+  int xi = nd->in[0] == x ? 0 : nd->in[1] == x && !x_first_only ? 1 : -1;
+  if (xi < 0 || nd->in[1 - xi] == x || nd->in[1 - xi]->rank > FSL_MAX_RANK || nd->in[1 - xi]->rank < 0) return false;
+  const fsl_value *src = NULL;
+  int64_t bd[FSL_MAX_RANK], bst[FSL_MAX_RANK];
+  operand_view(nd->in[1 - xi], nd->in[1 - xi]->rank, &src, bd, bst);
+  if (!src || !src->data || src->dtype != FSL_DT_F32) return false;
+  /* one element, or a folded broadcast of one: every element equal */
+  const float *d = src->data;
+  for (int64_t k = 1, n = fsl_value_numel(src); k < n; k++)
+    if (memcmp(&d[k], &d[0], sizeof *d)) return false;
+  *c = d[0];
+  return true;
+}
+
+static bool near(float a, double b) { return fabs((double)a - b) <= 1e-6 * fabs(b); }
+
+/* HardSwish over the chain value h, as the ONNX HardSwish fission writes it,
+ * h * max(0, min(1, h * (1/6) + 0.5)), or as exporters write it before
+ * opset 14, h * clip(h + 3, 0, 6) / 6: an affine map of h (mul or div by a
+ * scalar, then add one), a clamp (min and max, either order), optionally a
+ * scale, and the product with h.  Returns the number of nodes (0: none). */
+static int match_hardswish(fsl_node *const *epi, int n_epi, int i, const fsl_value *h) {
+  const fsl_value *t = h;
+  float a = 1, b = 0, lo = -INFINITY, hi = INFINITY, scale = 1, c;
+  int j = i;
+  if (j < n_epi && scalar_operand(epi[j], FSL_OP_mul, t, false, &c)) a = c, t = epi[j++]->out[0];
+  else if (j < n_epi && scalar_operand(epi[j], FSL_OP_div, t, true, &c) && c != 0) a = 1 / c, t = epi[j++]->out[0];
+  if (j < n_epi && scalar_operand(epi[j], FSL_OP_add, t, false, &c)) b = c, t = epi[j++]->out[0];
+  for (int k = 0; k < 2 && j < n_epi; k++) {
+    if (scalar_operand(epi[j], FSL_OP_min, t, false, &c) && hi == INFINITY) hi = c, t = epi[j++]->out[0];
+    else if (scalar_operand(epi[j], FSL_OP_max, t, false, &c) && lo == -INFINITY) lo = c, t = epi[j++]->out[0];
+  }
+  if (j < n_epi && scalar_operand(epi[j], FSL_OP_mul, t, false, &c)) scale = c, t = epi[j++]->out[0];
+  else if (j < n_epi && scalar_operand(epi[j], FSL_OP_div, t, true, &c) && c != 0) scale = 1 / c, t = epi[j++]->out[0];
+  if (j >= n_epi || j == i) return 0;
+  const fsl_node *m = epi[j];
+  if (m->op != FSL_OP_mul || m->n_in != 2 || m->n_out != 1 || !is_f32_like(m->out[0], h) ||
+      !((m->in[0] == h && m->in[1] == t) || (m->in[1] == h && m->in[0] == t)))
+    return 0;
+  /* h * scale * clamp(a h + b, 0, hi) = h * clamp(h / 6 + 1/2, 0, 1) */
+  if (lo != 0 || !(hi > 0) || hi == INFINITY || !near(a / hi, 1.0 / 6) || !near(b / hi, 0.5) || !near(scale * hi, 1))
+    return 0;
+  return j + 1 - i;
+}
+
 /*
  * Translates epi[i] (whose chain operand is `prev`) into post-op entries
  * appended at e[*n]; returns the number of epi nodes it consumed (0: stop,
@@ -320,6 +374,13 @@ static int translate(const fsl_value *lin_out, fsl_node *const *epi, int n_epi, 
     }
   }
   if (nd->n_in != 2) return 0;
+  int hs = match_hardswish(epi, n_epi, i, prev);
+  if (hs > 0) {
+    /* oneDNN 2.6: d = s * ReLU6(s + 3) / 6; 3.x: s * max(0, min(1, alpha s + beta)) */
+    add_eltwise(e, n, i, dnnl_eltwise_hardswish, 1.0f / 6, 0.5f);
+    e[*n - 1].node = i + hs - 1;
+    return hs;
+  }
   fsl_op op = nd->op;
   if (op != FSL_OP_add && op != FSL_OP_sub && op != FSL_OP_mul && op != FSL_OP_div && op != FSL_OP_max &&
       op != FSL_OP_min)
@@ -946,6 +1007,32 @@ static void describe(fsl_onednn_linear *op, const_dnnl_primitive_desc_t pd) {
   put_dims(op->desc, sizeof op->desc, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0));
   size_t l = strlen(op->desc);
   snprintf(op->desc + l, sizeof op->desc - l, " %s", op->src_reorder ? "reordered" : "plain");
+  op->desc_len = strlen(op->desc);
+}
+
+bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn_linear *cons, size_t capacity) {
+  if (!prod || !cons || prod == cons || !prod->dst_reorder || !cons->src_reorder || cons->src_const) return false;
+  const dnnl_memory_desc_t *pu = NULL, *pp = NULL, *cu = NULL, *cp = NULL;
+  if (dnnl_memory_get_memory_desc(prod->dst_user_mem, &pu) != dnnl_success ||
+      dnnl_memory_get_memory_desc(prod->dst_mem, &pp) != dnnl_success ||
+      dnnl_memory_get_memory_desc(cons->src_user_mem, &cu) != dnnl_success ||
+      dnnl_memory_get_memory_desc(cons->src_mem, &cp) != dnnl_success || !pu || !pp || !cu || !cp)
+    return false;
+  return dnnl_memory_desc_equal(pu, cu) && dnnl_memory_desc_equal(pp, cp) && dnnl_memory_desc_get_size(pp) <= capacity;
+}
+
+void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons) {
+  if (!prod || !cons) return;
+  prod->dst_chained = cons->src_chained = true;
+  /* the primitive memory now points at the caller's buffer on every run */
+  free(prod->dst_buf), prod->dst_buf = NULL;
+  free(cons->src_buf), cons->src_buf = NULL;
+  for (int i = 0; i < 2; i++) {
+    fsl_onednn_linear *op = i ? cons : prod;
+    op->desc[op->desc_len] = 0;
+    const char *what = op->src_chained && op->dst_chained ? "src+dst" : op->src_chained ? "src" : "dst";
+    snprintf(op->desc + op->desc_len, sizeof op->desc - op->desc_len, ", chained %s", what);
+  }
 }
 
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op) { return op ? op->desc : ""; }
@@ -1019,6 +1106,7 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
   dnnl_status_t last = dnnl_unimplemented;
   for (int L = ne; L >= 0; L--) {
     if (L > 0 && L < ne && e[L].node == e[L - 1].node) continue;
+    if (!fsl_linear_chain_closed(lin, epi, L > 0 ? e[L - 1].node + 1 : 0)) continue;
     dnnl_primitive_desc_t cand = NULL;
     pd_mds cm;
     last = make_pd(lin, &g, e, L, &cm, &cand);
@@ -1151,9 +1239,11 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
   dnnl_exec_arg_t args[4 + MAX_POST];
   int na = 0;
   dnnl_status_t s;
-  if ((s = dnnl_memory_set_data_handle(op->src_user_mem ? op->src_user_mem : op->src_mem, (void *)src)) !=
-          dnnl_success ||
-      (s = dnnl_memory_set_data_handle(op->dst_user_mem ? op->dst_user_mem : op->dst_mem, dst)) != dnnl_success)
+  /* chained (or plain) activations are the primitive's memory itself */
+  dnnl_memory_t src_in = op->src_user_mem && !op->src_chained ? op->src_user_mem : op->src_mem;
+  dnnl_memory_t dst_out = op->dst_user_mem && !op->dst_chained ? op->dst_user_mem : op->dst_mem;
+  if ((s = dnnl_memory_set_data_handle(src_in, (void *)src)) != dnnl_success ||
+      (s = dnnl_memory_set_data_handle(dst_out, dst)) != dnnl_success)
     goto fail;
   int old_threads = 0;
   if (op->n_threads > 0 && g_omp_set) {
@@ -1174,7 +1264,7 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
       goto restore;
     }
   }
-  if (op->src_reorder) {
+  if (op->src_reorder && !op->src_chained) {
     dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->src_user_mem}, {DNNL_ARG_TO, op->src_mem}};
     if ((s = dnnl_primitive_execute(op->src_reorder, g_stream, 2, ra)) != dnnl_success) goto restore;
   }
@@ -1197,7 +1287,7 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1, op->post_mem[i]};
   }
   s = dnnl_primitive_execute(op->prim, g_stream, na, args);
-  if (s == dnnl_success && op->dst_reorder) {
+  if (s == dnnl_success && op->dst_reorder && !op->dst_chained) {
     dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->dst_mem}, {DNNL_ARG_TO, op->dst_user_mem}};
     s = dnnl_primitive_execute(op->dst_reorder, g_stream, 2, ra);
   }

@@ -59,13 +59,34 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
  *  expanded view).  NULL when none is needed (an eltwise post-op, or a
  *  constant operand captured at create time). */
 const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i);
+/**
+ * Layout chaining (docs/cpu-backend.md, "Layout chaining").  True when the
+ * output of `prod`, in the layout its primitive writes (e.g. nhwc, or
+ * nChw16c), is exactly the source `cons`'s primitive reads: both reorder
+ * (their primitive layout is not the caller's row-major one), the row-major
+ * descriptors agree (same dims, same strides) and so do the primitive
+ * ones, `cons` reads the value as its source (not as weights), and the
+ * primitive layout takes at most `capacity` bytes (the value's buffer).
+ * Semantics: oneDNN developer guide, "Memory Format Propagation".
+ */
+bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn_linear *cons, size_t capacity);
+/** From now on `prod` writes its output in its primitive's layout (no
+ *  reorder to row-major), and `cons` reads its source in that layout (no
+ *  reorder from row-major).  Only for pairs fsl_onednn_linear_chainable
+ *  accepts, and only when every reader of the value is such a consumer:
+ *  the buffer no longer holds row-major data.  Frees the reorder buffers
+ *  no longer needed. */
+void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons);
+
 /** One line naming what oneDNN runs, for profiles and tests: the primitive
  *  kind, oneDNN's implementation, the dims of its src, weights and dst
  *  descriptors, and "plain" or "reordered" (whether the activations are
  *  reordered from/to the caller's row-major layout around the primitive),
  *  e.g. "matmul brg:avx512_core 128x768:768x2304:128x2304 plain" (a matmul
  *  whose batch dims were folded into M), or "convolution brgconv:avx512_core
- *  1x64x56x56:64x64x3x3:1x64x56x56 reordered".  "" for NULL. */
+ *  1x64x56x56:64x64x3x3:1x64x56x56 reordered"; a chained op
+ *  (fsl_onednn_linear_chain) ends in ", chained src", ", chained dst" or
+ *  ", chained src+dst".  "" for NULL. */
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op);
 void fsl_onednn_linear_free(fsl_onednn_linear *op);
 
