@@ -387,6 +387,64 @@ static void test_conv_bias(void **state) {
   fsl_graph_free(g);
 }
 
+/* conv -> conv chains (fsl_cpu_chain_layouts): a SiLU and a HardSwish
+ * absorbed as post-ops, a value read by two convs and by nothing else, and
+ * one also read by generated code (kept row-major).  Every plan matches the
+ * reference, and a plan of one kernel per conv passes the values that feed
+ * only convs between oneDNN primitives in their layout. */
+static void test_conv_chain(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 16, 12, 12}, dw[] = {16, 16, 3, 3}, db[] = {16}, rb[] = {1, 16, 1, 1};
+  int64_t st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
+  fsl_value *bias = input_dt(g, FSL_DT_F32, 1, db);
+  fsl_value *h = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL), fsl_b_reshape(&b, bias, 4, rb));
+  fsl_value *a = fsl_b_binary(&b, FSL_OP_mul, h, fsl_b_unary(&b, FSL_OP_sigmoid, h)); /* SiLU */
+  fsl_value *c = fsl_b_conv(&b, a, w, st, dl, pads, 1, NULL);
+  fsl_value *hs = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary_scalar(&b, FSL_OP_min,
+                  fsl_b_binary_scalar(&b, FSL_OP_add, fsl_b_binary_scalar(&b, FSL_OP_mul, c, 1.0 / 6.0), 0.5), 1.0), 0.0);
+  fsl_value *d = fsl_b_binary(&b, FSL_OP_mul, c, hs); /* HardSwish */
+  fsl_value *e1 = fsl_b_conv(&b, d, w, st, dl, pads, 1, NULL), *e2 = fsl_b_conv(&b, d, w, st, dl, pads, 1, NULL);
+  fsl_value *f = fsl_b_conv(&b, e2, w, st, dl, pads, 1, NULL);
+  fsl_value *z = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary(&b, FSL_OP_add, e1, f), e2);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, z);
+  void *in[] = {random_data(x, -1, 1), random_data(w, -0.3, 0.3), random_data(bias, -1, 1)};
+  check_graph(g, in, 1e-4, "conv-chain");
+  /* one kernel per conv with the nodes after it (the first also with the
+   * bias reshape before it): the SiLU and HardSwish outputs feed only
+   * convs; the value of the second conv over d also feeds the final adds */
+  fsl_node **sets[8];
+  int sizes[8], n = 0, n_conv = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    bool conv = g->nodes[i]->op == FSL_OP_conv;
+    if (n == 0 || (conv && n_conv++ > 0)) {
+      assert_true(n < 8);
+      sets[n] = &g->nodes[i], sizes[n++] = 0;
+    }
+    sizes[n - 1]++;
+  }
+  fsl_plan p;
+  assert_true(hand_plan(g, &p, sets, sizes, n));
+  void *exe = NULL;
+  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  fsl_cpu_stats stats;
+  fsl_cpu_exe_stats(exe, &stats);
+  if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "conv-chain/per-conv: %d values chained\n", stats.n_chained);
+  assert_int_equal(stats.n_chained, 2); /* the SiLU and the HardSwish outputs */
+  void *got[1] = {0}, *want[1] = {0};
+  assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
+  assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
+  compare(z, got[0], want[0], 1e-4, "conv-chain/per-conv");
+  free(got[0]), free(want[0]);
+  fsl_backend_cpu.free_exe(exe);
+  fsl_plan_free(&p);
+  free_inputs(in, 3);
+  fsl_graph_free(g);
+}
+
 static void test_gather_ints(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -739,6 +797,7 @@ int main(void) {
       cmocka_unit_test(test_maxpool),
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
+      cmocka_unit_test(test_conv_chain),
       cmocka_unit_test(test_gather_ints),
       cmocka_unit_test(test_gather_error),
       cmocka_unit_test(test_large_parallel),
