@@ -4,7 +4,8 @@
  *
  * Recipe: pad the spatial axes (-inf / lowest for max, 0 otherwise; the end
  * pad grows so that the last ceil_mode window exists) -> window over the
- * spatial axes -> reduce over the kernel axes.  AveragePool divides by a
+ * spatial axes -> reduce over the kernel axes (MaxPool: one axis at a time
+ * when that reads far fewer taps, separable_max).  AveragePool divides by a
  * per-position count computed at compile time by the same pad / window /
  * reduce over a constant plane of ones (it folds to a constant): elements
  * of the input count, explicit pads count when count_include_pad=1, the
@@ -134,6 +135,38 @@ static fsl_value *window_reduce(fsl_builder *b, fsl_value *xp, const pool_geom *
   return fsl_b_reduce(b, op, w, axes, g->k, false);
 }
 
+/* Max over windows of the padded xp as one window per spatial axis, the
+ * last axis first (max is exact in any order: the result is the same as
+ * window_reduce's), when that reads fewer than half the taps: a k x k
+ * window reads k + k taps per output instead of k * k (YOLO's 5x5 to 13x13
+ * stride-1 SPP pools).  NULL with b->st unset when it would not pay. */
+static fsl_value *separable_max(fsl_builder *b, fsl_value *xp, const pool_geom *g) {
+  if (g->k < 2) return NULL;
+  int lead = xp->rank - g->k;
+  double direct = 1, sep = 0;
+  int64_t cur[FSL_MAX_RANK];
+  for (int i = 0; i < g->k; i++) {
+    direct *= (double)g->out[i] * (double)g->kernel[i];
+    cur[i] = xp->dims[lead + i];
+  }
+  for (int i = g->k - 1; i >= 0; i--) {
+    cur[i] = g->out[i];
+    double pass = (double)g->kernel[i];
+    for (int j = 0; j < g->k; j++) pass *= (double)cur[j];
+    sep += pass;
+  }
+  if (!(2 * sep < direct)) return NULL;
+  fsl_value *y = xp;
+  for (int i = g->k - 1; i >= 0 && y; i--) {
+    if (g->kernel[i] == 1 && g->strides[i] == 1) continue;
+    pool_geom one = *g;
+    for (int j = 0; j < g->k; j++)
+      if (j != i) one.kernel[j] = one.strides[j] = one.dil[j] = 1;
+    y = window_reduce(b, y, &one, FSL_OP_reduce_max);
+  }
+  return y;
+}
+
 /* The smallest value of dtype dt (-inf for floats): max-pool padding. */
 static double lowest(fsl_dtype dt) {
   switch (dt) {
@@ -212,7 +245,8 @@ fsl_status fsl_fission_MaxPool(fsl_fctx *fx) {
   if (!x) return fsl_fx_done(fx);
   fsl_value *xp = pad_spatial(b, x, &g, g.pad_end, lowest(x->dtype));
   if (fx->n_out < 2 || !has_output(fx, 1)) {
-    fx->out[0] = window_reduce(b, xp, &g, FSL_OP_reduce_max);
+    fsl_value *y = separable_max(b, xp, &g);
+    fx->out[0] = y || b->st ? y : window_reduce(b, xp, &g, FSL_OP_reduce_max);
     return fsl_fx_done(fx);
   }
   fsl_value *w = fsl_b_window(b, xp, g.k, g.kernel, g.strides, g.dil);

@@ -10,6 +10,7 @@ graph optimizations disabled; ops it lacks fall back to onnx.reference.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -306,6 +307,11 @@ case("MaxPool", [F(2, 3, 6, 5)], "ceil", kernel_shape=[2, 2], strides=[2, 2], ce
 case("MaxPool", [F(1, 1, 8, 8)], "dilation", kernel_shape=[2, 2], dilations=[2, 2])
 case("MaxPool", [F(1, 2, 9)], "1d", kernel_shape=[3], strides=[2])
 case("MaxPool", [F(1, 2, 5, 5)], "same_upper", kernel_shape=[3, 3], auto_pad="SAME_UPPER")
+# large windows run one spatial axis at a time (pool.c, separable_max)
+case("MaxPool", [F(1, 3, 10, 10)], "spp13", kernel_shape=[13, 13], pads=[6, 6, 6, 6])
+case("MaxPool", [F(1, 2, 12, 12)], "k7_dilated", kernel_shape=[7, 7], dilations=[2, 2], pads=[6, 6, 6, 6])
+case("MaxPool", [F(1, 2, 6, 6, 6)], "3d_k5", kernel_shape=[5, 5, 5], pads=[2] * 6)
+case("MaxPool", [F(1, 2, 11, 11)], "k6_ceil", kernel_shape=[6, 6], strides=[1, 2], ceil_mode=1)
 case("AveragePool", [F(1, 2, 7, 7)], "k3s2p1", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 case("AveragePool", [F(1, 2, 7, 7)], "count_pad", kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)
 case("AveragePool", [F(2, 3, 6, 5)], "ceil", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
@@ -670,3 +676,17 @@ def test_every_op_has_a_case():
     covered = {c.op for c in CASES}
     missing = sorted(set(ops) - covered)
     assert not missing, f"ops in src/ir/ops.def without a case in tests/python/test_ops.py: {missing}"
+
+
+@pytest.mark.parametrize("kernel,pads,want", [(13, 6, 2), (3, 1, 1)])
+def test_maxpool_window_split_by_axis(fissile, tmp_path, kernel, pads, want):
+    """A 13x13 stride-1 MaxPool reads 13 + 13 taps per output as two
+    one-axis windows (two reduce_max primitives); a 3x3 one stays whole."""
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[kernel] * 2, pads=[pads] * 4)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 10, 10])])
+    path = tmp_path / "pool.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)]), path)
+    dot = subprocess.run([str(fissile), "explain", str(path), "--strategy", "unfused"], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert dot.count('label="reduce_max"') == want, dot
