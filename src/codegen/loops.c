@@ -200,23 +200,46 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
   return true;
 }
 
+/* The axis of v that is concat node cat's axis when v is cat itself or a
+ * reshape of it (through reshapes inside the kernel) that keeps the dims
+ * before the concat axis (their product) and the axis whole, so that v's
+ * coordinate along it is the concat's; -1 otherwise. */
+static int concat_axis_of(em *e, const fsl_value *v, const fsl_node **cat) {
+  const fsl_value *u = v;
+  while (u->producer && u->producer->op == FSL_OP_reshape && e->inside[u->id] && u->producer->in[0])
+    u = u->producer->in[0];
+  *cat = u->producer;
+  if (!*cat || (*cat)->op != FSL_OP_concat || !e->inside[u->id]) return -1;
+  int a = (int)fsl_attr_int(*cat, "axis", 0);
+  if (a < 0 || a >= u->rank) return -1;
+  int64_t before = 1, vb = 1;
+  for (int i = 0; i < a; i++) before *= u->dims[i];
+  for (int va = 0; va < v->rank; va++) {
+    if (vb == before && v->dims[va] == u->dims[a]) return va;
+    vb *= v->dims[va];
+    if (vb > before) break;
+  }
+  return -1;
+}
+
 /* One loop nest over the shape of out[outs[0]].  Where that output is a
- * concat along an outer axis inside the kernel (on a dialect with SIMD
- * loops), one nest per concat input, each reading only its input: the
- * innermost loop holds no branch on the row and vectorizes. */
+ * concat along an outer axis inside the kernel, or a reshape of one that
+ * keeps that axis (concat_axis_of), on a dialect with SIMD loops: one nest
+ * per concat input, each reading only its input, so that the innermost
+ * loop holds no branch on the row and vectorizes. */
 static bool loop_nest(em *e, int n, const int *outs) {
   const fsl_value *v = e->s->out[outs[0]];
-  const fsl_node *cat = v->producer;
-  int axis = cat && cat->op == FSL_OP_concat ? (int)fsl_attr_int(cat, "axis", 0) : -1;
-  if (n != 1 || e->d->par_min == 0 || !e->inside[v->id] || axis < 0 || axis >= v->rank - 1 || e->pin_node)
-    return nest_box(e, n, outs, -1, 0, -1);
+  const fsl_node *cat = NULL;
+  int axis = n == 1 && e->d->par_min != 0 && e->inside[v->id] && !e->pin_node ? concat_axis_of(e, v, &cat) : -1;
+  if (axis < 0 || axis >= v->rank - 1) return nest_box(e, n, outs, -1, 0, -1);
+  int cat_axis = (int)fsl_attr_int(cat, "axis", 0);
   int64_t off = 0;
   bool ok = true;
   e->pin_node = cat;
   for (int k = 0; k < cat->n_in && ok; k++) {
     e->pin_k = k;
-    ok = nest_box(e, n, outs, axis, off, cat->in[k]->dims[axis]);
-    off += cat->in[k]->dims[axis];
+    ok = nest_box(e, n, outs, axis, off, cat->in[k]->dims[cat_axis]);
+    off += cat->in[k]->dims[cat_axis];
   }
   e->pin_node = NULL;
   return ok;

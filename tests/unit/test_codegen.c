@@ -179,6 +179,27 @@ static void test_concat_rows(void **state) {
   fsl_graph_free(g);
 }
 
+/* The same as the kernel's output through a reshape that keeps the concat
+ * axis ([2, 8, 5] -> [2, 8, 1, 5], YOLOX's head output [1, 85, 40, 40] ->
+ * [1, 85, 1600]): still one nest per input, no branch on the row, and not
+ * for a reshape that merges the concat axis into its neighbour. */
+static void test_concat_rows_reshaped(void **state) {
+  (void)state;
+  for (int merge = 0; merge < 2; merge++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t d0[] = {2, 3, 5}, d1[] = {2, 1, 5}, d2[] = {2, 4, 5}, keep[] = {2, 8, 1, 5}, merged[] = {2, 40};
+    fsl_value *parts[] = {fsl_b_unary(&b, FSL_OP_sigmoid, input_dt(g, FSL_DT_F32, 3, d0)),
+                          input_dt(g, FSL_DT_F32, 3, d1), input_dt(g, FSL_DT_F32, 3, d2)};
+    fsl_value *c = fsl_b_concat(&b, parts, 3, 1);
+    fsl_value *y = merge ? fsl_b_reshape(&b, c, 2, merged) : fsl_b_reshape(&b, c, 4, keep);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    check_kernel(g, -5, 5, merge ? "if (" : "const int64_t g1 = 0 + 3;", "concat rows reshaped");
+    fsl_graph_free(g);
+  }
+}
+
 /* Pooling as pad + window + reduce: a 3x3 max pool (pad 1 with -inf) over
  * [1, 3, 12, 12] runs as window columns (an accumulator per output
  * column); a 3x3 sum pool with stride 2 (pad 1 with 0) over [2, 2, 9, 9],
@@ -286,7 +307,7 @@ static void test_unsupported_dtype(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
-      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
+      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_column_sum),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_unsupported_dtype),
   };
