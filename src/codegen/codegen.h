@@ -30,6 +30,15 @@
 #define FSL_KERR_NOMEM 4   /* scratch allocation failed */
 
 /** What one generated function computes. */
+/** How a kernel input is stored: its axes in memory order, outermost
+ *  first (e.g. {0, 2, 3, 1}: an [N, C, H, W] value stored NHWC, as oneDNN
+ *  writes it; backend/cpu/lower.h "layout chaining"), dense; rank 0 means
+ *  row-major. */
+typedef struct fsl_cg_layout {
+  int rank;
+  int order[FSL_MAX_RANK];
+} fsl_cg_layout;
+
 typedef struct fsl_cg_spec {
   const fsl_graph *g;
   int id;                      /* the function is named fsl_k<id> */
@@ -37,6 +46,7 @@ typedef struct fsl_cg_spec {
   fsl_node *const *nodes;      /* computed inside, in topological order */
   int n_in;
   fsl_value *const *in;        /* every value read that no node of `nodes` produces */
+  const fsl_cg_layout *in_layout; /* NULL, or n_in entries: how each input is stored */
   int n_out;
   fsl_value *const *out;       /* values written (produced by `nodes`) */
 } fsl_cg_spec;

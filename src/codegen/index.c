@@ -37,6 +37,12 @@ static void strides_of(int rank, const int64_t *dims, int64_t *s) {
  * that are contiguous in this value (only size-1 axes between them) with
  * the same extents, their terms are the decomposed index itself times the
  * innermost stride: no division or modulo per element. */
+const fsl_cg_layout *fsl_cg_in_layout(const em *e, const fsl_value *v) {
+  int i = v->id < e->nv ? e->in_idx[v->id] : -1;
+  if (i < 0 || !e->s->in_layout || e->s->in_layout[i].rank != v->rank || v->rank == 0) return NULL;
+  return &e->s->in_layout[i];
+}
+
 void fsl_cg_flat_index(em *e, int rank, const int64_t *dims, const coords *c, char *dst) {
   int64_t s[FSL_MAX_RANK];
   strides_of(rank, dims, s);

@@ -46,7 +46,14 @@ static void walk(const em *e, const fsl_value *v, const int64_t *c, probe *p, in
       return;
     }
     p->v[p->n] = v;
-    p->flat[p->n++] = flat_of(v, c);
+    const fsl_cg_layout *lay = fsl_cg_in_layout(e, v);
+    if (lay) { /* the flat index in memory order */
+      int64_t f = 0;
+      for (int k = 0; k < v->rank; k++) f = f * v->dims[lay->order[k]] + c[lay->order[k]];
+      p->flat[p->n++] = f;
+    } else {
+      p->flat[p->n++] = flat_of(v, c);
+    }
     return;
   }
   const fsl_node *n = v->producer;

@@ -12,10 +12,21 @@ bool fsl_cg_supported_dtype(em *e, const fsl_value *v) {
   return true;
 }
 
-/* Load of an outside value (or scratch buffer) at c. */
-static bool load(em *e, const fsl_value *v, const char *buf, const coords *c, char *res) {
+/* Load of an outside value (or scratch buffer) at c, stored in layout lay
+ * (NULL: row-major): the flat index over the dims in memory order. */
+static bool load(em *e, const fsl_value *v, const char *buf, const coords *c, const fsl_cg_layout *lay, char *res) {
   char idx[CLEN];
-  fsl_cg_flat_index(e, v->rank, v->dims, c, idx);
+  if (lay) {
+    int64_t pd[FSL_MAX_RANK];
+    coords pc = {.rank = v->rank};
+    for (int k = 0; k < v->rank; k++) {
+      pd[k] = v->dims[lay->order[k]];
+      snprintf(pc.c[k], CLEN, "%s", c->c[lay->order[k]]);
+    }
+    fsl_cg_flat_index(e, v->rank, pd, &pc, idx);
+  } else {
+    fsl_cg_flat_index(e, v->rank, v->dims, c, idx);
+  }
   int t = fsl_cg_new_tmp(e);
   fsl_cg_line(e, "const %s t%d = %s[%s];", fsl_cg_ctype(e->d, v->dtype), t, buf, idx);
   snprintf(res, CLEN, "t%d", t);
@@ -27,7 +38,7 @@ static bool ev_reduce_read(em *e, const fsl_value *v, const coords *c, char *res
   if (e->mode == MODE_PASSES) {
     char buf[16];
     snprintf(buf, sizeof buf, "s%d", k);
-    return load(e, v, buf, c, res);
+    return load(e, v, buf, c, NULL, res);
   }
   if (k >= e->n_red) return fsl_cg_fail(e, FSL_ERR_INVALID, "reduction read before it is computed");
   /* the row's accumulator is valid only at this row's kept coordinates */
@@ -106,7 +117,7 @@ bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res) {
       char buf[16];
       snprintf(buf, sizeof buf, "out%d", e->cache_out);
       const fsl_value *o = e->s->out[e->cache_out];
-      if (!load(e, o, buf, &e->cache_oc, res)) return false;
+      if (!load(e, o, buf, &e->cache_oc, NULL, res)) return false;
       fsl_cg_memo_add(e, v->id, c, res);
       return true;
     }
@@ -116,7 +127,7 @@ bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res) {
     if (i < 0) return fsl_cg_fail(e, FSL_ERR_INVALID, "value '%s' is read but is no input", v->name ? v->name : "?");
     char buf[16];
     snprintf(buf, sizeof buf, "in%d", i);
-    if (!load(e, v, buf, c, res)) return false;
+    if (!load(e, v, buf, c, fsl_cg_in_layout(e, v), res)) return false;
     fsl_cg_memo_add(e, v->id, c, res);
     return true;
   }

@@ -200,6 +200,51 @@ static void test_concat_rows_reshaped(void **state) {
   }
 }
 
+/* Inputs stored in another axis order (fsl_cg_layout; oneDNN's nhwc):
+ * x [2, 5, 3, 4] held NHWC and a per-channel scale, into y = relu(x * s)
+ * and a channel sum; the kernel reads x where it lies. */
+static void test_input_layout(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {2, 5, 3, 4}, ds[] = {1, 5, 1, 1}, axes[] = {2, 3};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *sc = input_dt(g, FSL_DT_F32, 4, ds);
+  fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_mul, x, sc), 0.0);
+  fsl_value *r = fsl_b_reduce(&b, FSL_OP_reduce_sum, x, axes, 2, true);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_graph_add_output(g, r);
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  fsl_cg_layout lay[2] = {{4, {0, 2, 3, 1}}, {0, {0}}};
+  for (int out = 0; out < 2; out++) {
+    fsl_value *o = g->outputs[out];
+    fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = 2, .in = g->inputs,
+                        .in_layout = lay, .n_out = 1, .out = &o};
+    fsl_sbuf src = {0};
+    fsl_codegen_prelude(&fsl_dialect_c, &src);
+    assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
+    void *h = NULL;
+    void *sym = compile_k0(src.p, &h);
+    int (*k0)(const void *const *, void *const *);
+    memcpy(&k0, &sym, sizeof k0);
+    float *xr = random_data(x, -1, 1), *s = random_data(sc, -1, 1), xn[120];
+    for (int n = 0; n < 2; n++) /* NCHW -> NHWC */
+      for (int c = 0; c < 5; c++)
+        for (int i = 0; i < 12; i++) xn[(n * 12 + i) * 5 + c] = xr[(n * 5 + c) * 12 + i];
+    void *in[2] = {xn, s}, *in_rm[2] = {xr, s}, *want[2] = {0};
+    float got[120];
+    void *outp[1] = {got};
+    assert_int_equal(k0((const void *const *)in, outp), 0);
+    assert_int_equal(fsl_ref_run(g, (const void *const *)in_rm, want), FSL_OK);
+    for (int64_t j = 0; j < fsl_value_numel(o); j++)
+      assert_true(fabsf(got[j] - ((float *)want[out])[j]) <= 1e-5f * (1 + fabsf(((float *)want[out])[j])));
+    free(want[0]), free(want[1]), free(xr), free(s);
+    dlclose(h);
+    fsl_sbuf_free(&src);
+  }
+  fsl_graph_free(g);
+}
+
 /* Pooling as pad + window + reduce: a 3x3 max pool (pad 1 with -inf) over
  * [1, 3, 12, 12] runs as window columns (an accumulator per output
  * column); a 3x3 sum pool with stride 2 (pad 1 with 0) over [2, 2, 9, 9],
@@ -307,7 +352,7 @@ static void test_unsupported_dtype(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
-      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
+      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_column_sum),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_unsupported_dtype),
   };

@@ -390,8 +390,10 @@ static void test_conv_bias(void **state) {
 /* conv -> conv chains (fsl_cpu_chain_layouts): a SiLU and a HardSwish
  * absorbed as post-ops, a value read by two convs and by nothing else, and
  * one also read by generated code (kept row-major).  Every plan matches the
- * reference, and a plan of one kernel per conv passes the values that feed
- * only convs between oneDNN primitives in their layout. */
+ * reference (the per-node plan also has generated code reading conv
+ * outputs in oneDNN's layout where that is nhwc), and a plan of one kernel
+ * per conv passes the values that feed only convs between oneDNN
+ * primitives in their layout. */
 static void test_conv_chain(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -433,7 +435,9 @@ static void test_conv_chain(void **state) {
   fsl_cpu_stats stats;
   fsl_cpu_exe_stats(exe, &stats);
   if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "conv-chain/per-conv: %d values chained\n", stats.n_chained);
-  assert_int_equal(stats.n_chained, 2); /* the SiLU and the HardSwish outputs */
+  /* at least the SiLU and HardSwish outputs; the others too where oneDNN's
+   * layout is a permutation that generated code reads (nhwc, not nChw8c) */
+  assert_true(stats.n_chained >= 2);
   void *got[1] = {0}, *want[1] = {0};
   assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
   assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);

@@ -145,7 +145,8 @@ static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe
     st = fsl_cpu_lower_kernel(&x->low, ki, p->kernels.k[ki]);
     if (st != FSL_OK) fsl_error_context(st, "cpu backend, kernel %d", ki);
   }
-  if (st == FSL_OK) fsl_cpu_chain_layouts(&x->low);
+  if (st == FSL_OK) fsl_cpu_chain_layouts(&x->low, &x->mem);
+  if (st == FSL_OK) st = fsl_cpu_lowering_source(&x->low);
   const fsl_cpu_lowering *L = &x->low;
   x->stats.n_kernels = p->kernels.n;
   x->stats.n_generated = L->n_generated;

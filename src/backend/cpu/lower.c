@@ -32,6 +32,8 @@ void fsl_cpu_lowering_free(fsl_cpu_lowering *L) {
     free(s->in);
     free(s->out);
     free(s->nodes);
+    free(s->code);
+    free(s->in_layout);
     if (s->dnn) fsl_onednn_linear_free(s->dnn);
   }
   free(L->steps);
@@ -100,11 +102,14 @@ static fsl_status add_gen(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_
   if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
   fsl_cg_spec spec = {.g = L->g, .id = L->next_fn, .n_nodes = n, .nodes = nodes, .n_in = ins.n,
                       .in = (fsl_value *const *)ins.p, .n_out = n_out, .out = outs};
-  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, &L->src, NULL);
+  fsl_sbuf code = {0};
+  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, &code, NULL);
+  if (st == FSL_OK && code.oom) st = oom();
   if (st == FSL_ERR_UNSUPPORTED) {
     note_fallback(L, ki, k, fsl_last_error());
     fsl_error_clear();
     free(ins.p);
+    fsl_sbuf_free(&code);
     return add_ref(L, ki, nodes, n, outs, n_out, true);
   }
   if (st == FSL_OK) {
@@ -112,9 +117,12 @@ static fsl_status add_gen(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_
     st = fill_step(L, s, (fsl_value *const *)ins.p, ins.n, outs, n_out, nodes, n);
     if (st == FSL_OK) {
       s->fn_id = L->next_fn++;
+      s->code = code.p;
+      code.p = NULL;
       L->n_generated++;
     }
   }
+  fsl_sbuf_free(&code);
   free(ins.p);
   return st;
 }
@@ -162,11 +170,14 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
   if (lin->op == FSL_OP_matmul) {
     fsl_sbuf tmp = {0};
     if (fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, &tmp, NULL) == FSL_OK && !tmp.oom) {
-      fsl_sbuf_puts(&L->src, tmp.p);
-      fsl_sbuf_free(&tmp);
       fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
       /* lin_in: the operands, or the values they are reshapes of (same bytes) */
-      FSL_TRY(fill_step(L, s, lin_in, 2, lin->out, 1, NULL, 0));
+      fsl_status fs = fill_step(L, s, lin_in, 2, lin->out, 1, NULL, 0);
+      if (fs != FSL_OK) {
+        fsl_sbuf_free(&tmp);
+        return fs;
+      }
+      s->code = tmp.p;
       s->fn_id = L->next_fn++;
       L->n_generated++;
       return FSL_OK;
@@ -224,26 +235,80 @@ fsl_status fsl_cpu_lower_kernel(fsl_cpu_lowering *L, int ki, const fsl_kernel *k
   } else {
     st = add_gen(L, ki, k, k->nodes, k->n_nodes, k->out, k->n_out);
   }
-  if (st == FSL_OK && L->src.oom) st = oom();
   return st;
 }
 
-/* 1: step c reads v as a chainable oneDNN source of producer p (capacity
- * bytes); 0: c does not touch v; -1: c reads or writes v otherwise. */
-static int chain_reader(const fsl_cpu_step *p, const fsl_cpu_step *c, const fsl_value *v, size_t capacity) {
-  int reads = 0;
-  for (int k = 0; k < c->n_out; k++)
-    if (c->out[k] == v) return -1;
-  for (int k = 0; k < c->n_in; k++) {
-    if (c->in[k] != v) continue;
-    if (c->kind != FSL_CPU_STEP_ONEDNN || k != 0 || c < p || !fsl_onednn_linear_chainable(p->dnn, c->dnn, capacity))
-      return -1;
-    reads = 1;
-  }
-  return reads;
+fsl_status fsl_cpu_lowering_source(fsl_cpu_lowering *L) {
+  for (int i = 0; i < L->n_steps; i++)
+    if (L->steps[i].kind == FSL_CPU_STEP_GEN && L->steps[i].code) fsl_sbuf_puts(&L->src, L->steps[i].code);
+  return L->src.oom ? oom() : FSL_OK;
 }
 
-int fsl_cpu_chain_layouts(fsl_cpu_lowering *L) {
+/* How step c reads value v, written by oneDNN step p in a buffer of
+ * `capacity` bytes: */
+typedef enum {
+  READ_NONE,    /* not at all */
+  READ_ONEDNN,  /* as the source of a oneDNN step in p's layout (fsl_onednn_linear_chainable) */
+  READ_GEN,     /* as an input of generated code, which can read any dense permutation */
+  READ_OTHER,   /* otherwise (or c writes v): v must stay row-major */
+} chain_read;
+
+static chain_read chain_reader(const fsl_cpu_step *p, const fsl_cpu_step *c, const fsl_value *v, size_t capacity) {
+  chain_read r = READ_NONE;
+  for (int k = 0; k < c->n_out; k++)
+    if (c->out[k] == v) return READ_OTHER;
+  for (int k = 0; k < c->n_in; k++) {
+    if (c->in[k] != v) continue;
+    if (c < p) return READ_OTHER;
+    if (c->kind == FSL_CPU_STEP_ONEDNN && k == 0 && fsl_onednn_linear_chainable(p->dnn, c->dnn, capacity))
+      r = READ_ONEDNN;
+    else if (c->kind == FSL_CPU_STEP_GEN && c->n_nodes > 0 && r == READ_NONE)
+      r = READ_GEN;
+    else
+      return READ_OTHER;
+  }
+  return r;
+}
+
+/* Generates GEN step s's function again, with its inputs' layouts. */
+static bool regen(fsl_cpu_lowering *L, fsl_cpu_step *s) {
+  fsl_cg_spec spec = {.g = L->g, .id = s->fn_id, .n_nodes = s->n_nodes, .nodes = s->nodes, .n_in = s->n_in,
+                      .in = s->in, .in_layout = s->in_layout, .n_out = s->n_out, .out = s->out};
+  fsl_sbuf code = {0};
+  if (fsl_codegen_kernel(&fsl_dialect_c, &spec, &code, NULL) != FSL_OK || code.oom) {
+    fsl_error_clear();
+    fsl_sbuf_free(&code);
+    return false;
+  }
+  free(s->code);
+  s->code = code.p;
+  return true;
+}
+
+/* Sets (lay) or clears (NULL) the layout of v among GEN step s's inputs
+ * and generates s again; false (s unchanged) when that fails. */
+static bool gen_reads_layout(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_value *v, const fsl_cg_layout *lay) {
+  if (!s->in_layout && !(s->in_layout = calloc((size_t)s->n_in, sizeof *s->in_layout))) return false;
+  fsl_cg_layout none = {0};
+  for (int k = 0; k < s->n_in; k++)
+    if (s->in[k] == v) s->in_layout[k] = lay ? *lay : none;
+  if (regen(L, s)) return true;
+  for (int k = 0; k < s->n_in; k++)
+    if (s->in[k] == v) s->in_layout[k] = none;
+  return false;
+}
+
+/* Whether a value is placed in place over v's buffer (memplan.h): it
+ * would be written row-major over data read in another layout. */
+static bool has_inplace_reader(const fsl_memplan *mp, const fsl_value *v) {
+  if (!mp || !mp->alias) return false;
+  for (int id = 0; id < mp->n_ids; id++)
+    for (int a = mp->alias[id], hops = 0; a >= 0 && a < mp->n_ids && hops < mp->n_ids; a = mp->alias[a], hops++)
+      if (a == v->id) return true;
+  return false;
+}
+
+int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp) {
   for (int i = 0; i < L->n_steps; i++) {
     fsl_cpu_step *p = &L->steps[i];
     if (p->kind != FSL_CPU_STEP_ONEDNN || p->n_out != 1 || !p->out[0]) continue;
@@ -252,16 +317,36 @@ int fsl_cpu_chain_layouts(fsl_cpu_lowering *L) {
     bool ok = nb > 0;
     for (int k = 0; k < L->g->n_outputs && ok; k++) ok = L->g->outputs[k] != z;
     for (int k = 0; k < p->n_in && ok; k++) ok = p->in[k] != z;
-    int readers = 0;
+    int n_dnn = 0, n_gen = 0;
     for (int j = 0; j < L->n_steps && ok; j++) {
       if (j == i) continue;
-      int r = chain_reader(p, &L->steps[j], z, (size_t)nb);
-      ok = r >= 0;
-      readers += r > 0;
+      chain_read r = chain_reader(p, &L->steps[j], z, (size_t)nb);
+      ok = r != READ_OTHER;
+      n_dnn += r == READ_ONEDNN;
+      n_gen += r == READ_GEN;
     }
-    if (!ok || readers == 0) continue;
+    fsl_cg_layout lay;
+    if (!ok || n_dnn + n_gen == 0 ||
+        (n_gen > 0 && (!fsl_onednn_linear_dst_layout(p->dnn, z, &lay) || has_inplace_reader(mp, z))))
+      continue;
+    /* generated readers first: any that cannot read the layout keeps z row-major */
+    int done = 0;
+    for (int j = 0; j < L->n_steps && ok; j++)
+      if (j != i && chain_reader(p, &L->steps[j], z, (size_t)nb) == READ_GEN) {
+        ok = gen_reads_layout(L, &L->steps[j], z, &lay);
+        done += ok;
+      }
+    if (!ok) {
+      for (int j = 0; j < L->n_steps && done > 0; j++)
+        if (j != i && chain_reader(p, &L->steps[j], z, (size_t)nb) == READ_GEN) {
+          gen_reads_layout(L, &L->steps[j], z, NULL);
+          done--;
+        }
+      continue;
+    }
+    fsl_onednn_linear_chain_dst(p->dnn);
     for (int j = 0; j < L->n_steps; j++)
-      if (j != i && chain_reader(p, &L->steps[j], z, (size_t)nb) > 0) fsl_onednn_linear_chain(p->dnn, L->steps[j].dnn);
+      if (j != i && chain_reader(p, &L->steps[j], z, (size_t)nb) == READ_ONEDNN) fsl_onednn_linear_chain(p->dnn, L->steps[j].dnn);
     L->n_chained++;
   }
   return L->n_chained;

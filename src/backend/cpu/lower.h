@@ -22,6 +22,7 @@
 #include "backend/cpu/onednn.h"
 #include "codegen/codegen.h"
 #include "orchestrate/orchestrate.h"
+#include "runtime/memplan.h"
 
 typedef enum { FSL_CPU_STEP_GEN, FSL_CPU_STEP_ONEDNN, FSL_CPU_STEP_REF } fsl_cpu_step_kind;
 
@@ -33,6 +34,8 @@ typedef struct fsl_cpu_step {
   int kernel;                  /* the kernel it belongs to (index given to fsl_cpu_lower_kernel) */
   int fn_id;                   /* GEN: fsl_k<fn_id> in the lowering's source */
   fsl_cpu_kernel_fn fn;        /* GEN: set once the source is compiled and loaded */
+  char *code;                  /* GEN: the function's C source (owned; fsl_cpu_lowering_source) */
+  fsl_cg_layout *in_layout;    /* GEN: NULL, or n_in entries: inputs kept in a oneDNN layout */
   fsl_onednn_linear *dnn;      /* ONEDNN (owned) */
   int n_in, n_out;
   fsl_value **in, **out;       /* read and written values (ONEDNN: src, weights, then the
@@ -45,7 +48,8 @@ typedef struct fsl_cpu_step {
 
 typedef struct fsl_cpu_lowering {
   const fsl_graph *g;
-  fsl_sbuf src;                /* generated C: the dialect's prelude, then the GEN steps' functions */
+  fsl_sbuf src;                /* generated C: the dialect's prelude, then (fsl_cpu_lowering_source)
+                                  the GEN steps' functions */
   fsl_cpu_step *steps;
   int n_steps, cap_steps;
   bool *avail;                 /* value id -> readable by the next step (inputs, written values) */
@@ -70,16 +74,25 @@ void fsl_cpu_lowering_avail_only(fsl_cpu_lowering *L, fsl_value *const *vals, in
  *  in n_fallback); only out-of-memory is an error (FSL_ERR_NOMEM). */
 fsl_status fsl_cpu_lower_kernel(fsl_cpu_lowering *L, int ki, const fsl_kernel *k);
 
-/** Layout chaining: a value written by a oneDNN step whose every reader is
- *  a later oneDNN step taking it as its source in the same primitive
- *  layout (fsl_onednn_linear_chainable; e.g. consecutive convolutions that
- *  oneDNN runs on nhwc or nChw16c) stays in that layout: the producer's
- *  reorder to row-major and the consumers' reorders back are dropped.
- *  Graph outputs stay row-major.  Call once, after every kernel of the
- *  plan is lowered (a kernel lowered alone, as the profiler does, has no
- *  readers to chain to).  Returns the number of values chained
- *  (L->n_chained). */
-int fsl_cpu_chain_layouts(fsl_cpu_lowering *L);
+/** Appends the GEN steps' functions to L->src, in step order: once, after
+ *  the last fsl_cpu_lower_kernel (and fsl_cpu_chain_layouts).  Errors:
+ *  FSL_ERR_NOMEM. */
+fsl_status fsl_cpu_lowering_source(fsl_cpu_lowering *L);
+
+/** Layout chaining: a value written by a oneDNN step in a layout of its
+ *  own (nhwc, nChw16c, ...) stays in that layout when every reader can take
+ *  it there: a later oneDNN step reading it as its source in the same
+ *  primitive layout (fsl_onednn_linear_chainable; e.g. consecutive
+ *  convolutions), or generated code, given the layout's axis order
+ *  (fsl_cg_layout) when it is a dense permutation such as nhwc
+ *  (fsl_onednn_linear_dst_layout) and no value is placed in place over the
+ *  buffer (mp, may be NULL).  The producer's reorder to row-major and the
+ *  consumers' reorders back are dropped; generated readers are generated
+ *  again.  Graph outputs stay row-major.  Call once, after every kernel of
+ *  the plan is lowered (a kernel lowered alone, as the profiler does, has
+ *  no readers to chain to), before fsl_cpu_lowering_source.  Returns the
+ *  number of values chained (L->n_chained). */
+int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp);
 
 /** Frees the steps (and their oneDNN primitives), the source and the
  *  availability map. */

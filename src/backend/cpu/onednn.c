@@ -1021,18 +1021,58 @@ bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn
   return dnnl_memory_desc_equal(pu, cu) && dnnl_memory_desc_equal(pp, cp) && dnnl_memory_desc_get_size(pp) <= capacity;
 }
 
-void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons) {
-  if (!prod || !cons) return;
-  prod->dst_chained = cons->src_chained = true;
+bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *v, fsl_cg_layout *lay) {
+  const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
+  if (!op || !v || !lay || !op->dst_reorder || v->rank < 1 || v->rank > FSL_MAX_RANK ||
+      dnnl_memory_get_memory_desc(op->dst_mem, &pp) != dnnl_success ||
+      dnnl_memory_get_memory_desc(op->dst_user_mem, &pu) != dnnl_success || !pp || !pu)
+    return false;
+  if (pp->format_kind != dnnl_blocked || pp->format_desc.blocking.inner_nblks != 0 || pp->offset0 != 0 ||
+      pp->ndims != v->rank)
+    return false;
+  for (int i = 0; i < v->rank; i++)
+    if (pp->dims[i] != v->dims[i] || pp->padded_dims[i] != v->dims[i] || pu->dims[i] != v->dims[i]) return false;
+  /* axes by decreasing stride (a stable sort: size-1 axes keep their order) */
+  const dnnl_dims_t *st = &pp->format_desc.blocking.strides;
+  lay->rank = v->rank;
+  for (int i = 0; i < v->rank; i++) lay->order[i] = i;
+  for (int i = 1; i < v->rank; i++)
+    for (int j = i; j > 0 && (*st)[lay->order[j]] > (*st)[lay->order[j - 1]]; j--) {
+      int t = lay->order[j];
+      lay->order[j] = lay->order[j - 1];
+      lay->order[j - 1] = t;
+    }
+  /* dense: each stride the product of the dims inside it */
+  int64_t want = 1;
+  for (int k = v->rank - 1; k >= 0; k--) {
+    int a = lay->order[k];
+    if (v->dims[a] != 1 && (*st)[a] != want) return false;
+    want *= v->dims[a];
+  }
+  return true;
+}
+
+/* Appends to the description which activations are chained. */
+static void describe_chain(fsl_onednn_linear *op) {
+  op->desc[op->desc_len] = 0;
+  const char *what = op->src_chained && op->dst_chained ? "src+dst" : op->src_chained ? "src" : "dst";
+  snprintf(op->desc + op->desc_len, sizeof op->desc - op->desc_len, ", chained %s", what);
+}
+
+void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod) {
+  if (!prod) return;
+  prod->dst_chained = true;
   /* the primitive memory now points at the caller's buffer on every run */
   free(prod->dst_buf), prod->dst_buf = NULL;
+  describe_chain(prod);
+}
+
+void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons) {
+  if (!prod || !cons) return;
+  fsl_onednn_linear_chain_dst(prod);
+  cons->src_chained = true;
   free(cons->src_buf), cons->src_buf = NULL;
-  for (int i = 0; i < 2; i++) {
-    fsl_onednn_linear *op = i ? cons : prod;
-    op->desc[op->desc_len] = 0;
-    const char *what = op->src_chained && op->dst_chained ? "src+dst" : op->src_chained ? "src" : "dst";
-    snprintf(op->desc + op->desc_len, sizeof op->desc - op->desc_len, ", chained %s", what);
-  }
+  describe_chain(cons);
 }
 
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op) { return op ? op->desc : ""; }

@@ -8,6 +8,7 @@
 #ifndef FSL_CPU_ONEDNN_H
 #define FSL_CPU_ONEDNN_H
 
+#include "codegen/codegen.h"
 #include "orchestrate/orchestrate.h"
 
 typedef struct fsl_onednn_linear fsl_onednn_linear;
@@ -70,6 +71,15 @@ const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i
  * Semantics: oneDNN developer guide, "Memory Format Propagation".
  */
 bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn_linear *cons, size_t capacity);
+/** Whether `op`'s primitive writes its output, value v, as a dense
+ *  permutation of v's row-major layout (nhwc, not a blocked one such as
+ *  nChw16c); then *lay receives the axes in memory order, for generated
+ *  code that reads the value where it lies (codegen.h, fsl_cg_layout). */
+bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *v, fsl_cg_layout *lay);
+/** Only `prod` of a chain: it writes its output in its primitive's layout,
+ *  which only readers told so (fsl_onednn_linear_chain, or generated code
+ *  given fsl_onednn_linear_dst_layout) may read. */
+void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod);
 /** From now on `prod` writes its output in its primitive's layout (no
  *  reorder to row-major), and `cons` reads its source in that layout (no
  *  reorder from row-major).  Only for pairs fsl_onednn_linear_chainable
