@@ -168,6 +168,10 @@ bool fsl_cg_ew_expr(em *e, const fsl_node *n, char a[3][CLEN], char *ex, size_t 
 void fsl_cg_flat_index(em *e, int rank, const int64_t *dims, const coords *c, char *dst);
 /* The input layout of outside value v (spec in_layout), NULL when row-major. */
 const fsl_cg_layout *fsl_cg_in_layout(const em *e, const fsl_value *v);
+/* The layout of output j (spec out_layout), NULL when row-major. */
+const fsl_cg_layout *fsl_cg_out_layout(const em *e, int j);
+/* flat index of v at c in layout lay (NULL: row-major) into dst */
+void fsl_cg_layout_index(em *e, const fsl_value *v, const fsl_cg_layout *lay, const coords *c, char *dst);
 void fsl_cg_decompose(em *e, const char *x, int n, const int *axes, const int64_t *dims, const char *prefix, coords *c);
 bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res);
 bool fsl_cg_ev_gather(em *e, const fsl_node *n, const coords *c, char *res);

@@ -30,10 +30,11 @@
 #define FSL_KERR_NOMEM 4   /* scratch allocation failed */
 
 /** What one generated function computes. */
-/** How a kernel input is stored: its axes in memory order, outermost
- *  first (e.g. {0, 2, 3, 1}: an [N, C, H, W] value stored NHWC, as oneDNN
- *  writes it; backend/cpu/lower.h "layout chaining"), dense; rank 0 means
- *  row-major. */
+/** How a kernel input or output is stored: its axes in memory order,
+ *  outermost first (e.g. {0, 2, 3, 1}: an [N, C, H, W] value stored NHWC,
+ *  as oneDNN writes and reads it; backend/cpu/lower.h "layout chaining"),
+ *  dense; rank 0 means row-major.  A LOOP nest writing an output with a
+ *  layout runs along its memory order. */
 typedef struct fsl_cg_layout {
   int rank;
   int order[FSL_MAX_RANK];
@@ -49,6 +50,8 @@ typedef struct fsl_cg_spec {
   const fsl_cg_layout *in_layout; /* NULL, or n_in entries: how each input is stored */
   int n_out;
   fsl_value *const *out;       /* values written (produced by `nodes`) */
+  const fsl_cg_layout *out_layout; /* NULL, or n_out entries: how each output is stored (a kernel
+                                      with a reduction takes none: FSL_ERR_UNSUPPORTED) */
 } fsl_cg_spec;
 
 /** How a generated kernel must be launched in a dialect with work-groups

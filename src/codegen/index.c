@@ -43,6 +43,26 @@ const fsl_cg_layout *fsl_cg_in_layout(const em *e, const fsl_value *v) {
   return &e->s->in_layout[i];
 }
 
+const fsl_cg_layout *fsl_cg_out_layout(const em *e, int j) {
+  const fsl_value *v = e->s->out[j];
+  if (!e->s->out_layout || e->s->out_layout[j].rank != v->rank || v->rank == 0) return NULL;
+  return &e->s->out_layout[j];
+}
+
+void fsl_cg_layout_index(em *e, const fsl_value *v, const fsl_cg_layout *lay, const coords *c, char *dst) {
+  if (!lay) {
+    fsl_cg_flat_index(e, v->rank, v->dims, c, dst);
+    return;
+  }
+  int64_t pd[FSL_MAX_RANK];
+  coords pc = {.rank = v->rank};
+  for (int k = 0; k < v->rank; k++) {
+    pd[k] = v->dims[lay->order[k]];
+    snprintf(pc.c[k], CLEN, "%s", c->c[lay->order[k]]);
+  }
+  fsl_cg_flat_index(e, v->rank, pd, &pc, dst);
+}
+
 void fsl_cg_flat_index(em *e, int rank, const int64_t *dims, const coords *c, char *dst) {
   int64_t s[FSL_MAX_RANK];
   strides_of(rank, dims, s);

@@ -107,6 +107,9 @@ fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *s, fsl_sb
   if (!d || !s || !b || !s->g) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_kernel: NULL argument");
   bool has_red = false;
   for (int i = 0; i < s->n_nodes; i++) has_red = has_red || fsl_op_get(s->nodes[i]->op)->kind == FSL_KIND_REDUCE;
+  for (int j = 0; has_red && s->out_layout && j < s->n_out; j++)
+    if (s->out_layout[j].rank > 0)
+      return fsl_errorf(FSL_ERR_UNSUPPORTED, "an output layout in a kernel with a reduction");
   bool ff = false;
   fsl_status st = emit_with(d, s, has_red ? MODE_FUSED : MODE_LOOP, b, &ff, launch);
   if (st != FSL_OK && has_red && ff) {

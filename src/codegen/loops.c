@@ -11,7 +11,7 @@ bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c) {
     const fsl_value *v = e->s->out[outs[k]];
     char r[CLEN], idx[CLEN];
     if (!fsl_cg_ev(e, v, c, r)) return false;
-    fsl_cg_flat_index(e, v->rank, v->dims, c, idx);
+    fsl_cg_layout_index(e, v, fsl_cg_out_layout(e, outs[k]), c, idx);
     fsl_cg_line(e, "out%d[%s] = %s;", outs[k], idx, r);
   }
   return true;
@@ -98,7 +98,7 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
   for (int k = 0; k < n; k++) {
     const fsl_value *o = e->s->out[outs[k]];
     char idx[CLEN];
-    fsl_cg_flat_index(e, o->rank, o->dims, &c, idx);
+    fsl_cg_layout_index(e, o, fsl_cg_out_layout(e, outs[k]), &c, idx);
     fsl_cg_line(e, "out%d[%s] = tb%d_[(%s - tl1_)*%d + %s - tl0_];", outs[k], idx, k, var[1], TILE, var[0]);
   }
   fsl_cg_close_scope(e);
@@ -111,7 +111,8 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
 
 /* One loop nest over the shape of out[outs[0]], writing every listed
  * output; with seg_len >= 0, only over coordinates seg_lo .. seg_lo +
- * seg_len - 1 of axis seg_axis (not the innermost). */
+ * seg_len - 1 of axis seg_axis (not the innermost).  The loops run along
+ * the first output's memory order (its fsl_cg_layout, else row-major). */
 static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo, int64_t seg_len) {
   const fsl_value *v = e->s->out[outs[0]];
   int r = v->rank;
@@ -121,6 +122,11 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
     total *= dims[i];
   }
   if (total == 0) return true;
+  /* the axes in the order the nest runs: memory order of the first output */
+  const fsl_cg_layout *ol = fsl_cg_out_layout(e, outs[0]);
+  int ord[FSL_MAX_RANK];
+  for (int i = 0; i < r; i++) ord[i] = ol ? ol->order[i] : i;
+  int inner = r > 0 ? ord[r - 1] : 0;
   coords c;
   c.rank = r;
   fsl_cg_line(e, "{");
@@ -142,15 +148,16 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
                                        .red = {"|:err_"}});
     fsl_cg_open_scope(e);
     fsl_cg_line(e, "int e_ = 0;");
-    int axes[FSL_MAX_RANK] = {0};
-    for (int i = 0; i < r; i++) axes[i] = i;
-    fsl_cg_decompose(e, "r_", r, axes, dims, "c", &c);
+    fsl_cg_decompose(e, "r_", r, ord, dims, "c", &c);
     if (!fsl_cg_store_outputs(e, n, outs, &c)) return false;
     nest_end(e);
     return true;
   }
-  int64_t L = dims[r - 1], rows = total / L, B = L, nblk = 1;
-  int ta = seg_len < 0 && L >= TILE ? fsl_cg_tile_axis(e, v) : -1;
+  int64_t L = dims[inner], rows = total / L, B = L, nblk = 1;
+  /* a row-major output only: tiles for an NHWC one (a [C, HW] -> [HW, C]
+   * transpose) measured 4x slower than the plain nest along its memory
+   * order, whose strided reads stay in L1 across the row */
+  int ta = seg_len < 0 && L >= TILE && !ol ? fsl_cg_tile_axis(e, v) : -1;
   if (ta >= 0) return tiled_nest(e, n, outs, ta, total);
   if (rows < 64 && L > 8192) {
     B = (L + 63) / 64;
@@ -170,9 +177,7 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
   } else {
     fsl_cg_line(e, "const int64_t rr_ = r_;");
   }
-  int axes[FSL_MAX_RANK] = {0};
-  for (int i = 0; i < r - 1; i++) axes[i] = i;
-  fsl_cg_decompose(e, "rr_", r - 1, axes, dims, "c", &c);
+  fsl_cg_decompose(e, "rr_", r - 1, ord, dims, "c", &c);
   fsl_cg_line(e, "(void)rr_;");
   if (seg_len >= 0 && seg_lo > 0) {
     /* the segment's coordinate along its axis, in the whole output */
@@ -180,7 +185,7 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
     snprintf(c.c[seg_axis], CLEN, "g%d", seg_axis);
   }
   char lv[CLEN];
-  snprintf(lv, CLEN, "c%d", r - 1);
+  snprintf(lv, CLEN, "c%d", inner);
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "", lv);
   char len[32];
@@ -189,8 +194,8 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
                                      .hi = nblk > 1 ? "hi_" : len});
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
-  if (L == 1) snprintf(c.c[r - 1], CLEN, "0");
-  else snprintf(c.c[r - 1], CLEN, "c%d", r - 1);
+  if (L == 1) snprintf(c.c[inner], CLEN, "0");
+  else snprintf(c.c[inner], CLEN, "c%d", inner);
   bool ok = fsl_cg_store_outputs(e, n, outs, &c);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
@@ -230,7 +235,9 @@ static int concat_axis_of(em *e, const fsl_value *v, const fsl_node **cat) {
 static bool loop_nest(em *e, int n, const int *outs) {
   const fsl_value *v = e->s->out[outs[0]];
   const fsl_node *cat = NULL;
-  int axis = n == 1 && e->d->par_min != 0 && e->inside[v->id] && !e->pin_node ? concat_axis_of(e, v, &cat) : -1;
+  int axis = n == 1 && e->d->par_min != 0 && e->inside[v->id] && !e->pin_node && !fsl_cg_out_layout(e, outs[0])
+                 ? concat_axis_of(e, v, &cat)
+                 : -1;
   if (axis < 0 || axis >= v->rank - 1) return nest_box(e, n, outs, -1, 0, -1);
   int cat_axis = (int)fsl_attr_int(cat, "axis", 0);
   int64_t off = 0;

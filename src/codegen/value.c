@@ -16,17 +16,7 @@ bool fsl_cg_supported_dtype(em *e, const fsl_value *v) {
  * (NULL: row-major): the flat index over the dims in memory order. */
 static bool load(em *e, const fsl_value *v, const char *buf, const coords *c, const fsl_cg_layout *lay, char *res) {
   char idx[CLEN];
-  if (lay) {
-    int64_t pd[FSL_MAX_RANK];
-    coords pc = {.rank = v->rank};
-    for (int k = 0; k < v->rank; k++) {
-      pd[k] = v->dims[lay->order[k]];
-      snprintf(pc.c[k], CLEN, "%s", c->c[lay->order[k]]);
-    }
-    fsl_cg_flat_index(e, v->rank, pd, &pc, idx);
-  } else {
-    fsl_cg_flat_index(e, v->rank, v->dims, c, idx);
-  }
+  fsl_cg_layout_index(e, v, lay, c, idx);
   int t = fsl_cg_new_tmp(e);
   fsl_cg_line(e, "const %s t%d = %s[%s];", fsl_cg_ctype(e->d, v->dtype), t, buf, idx);
   snprintf(res, CLEN, "t%d", t);

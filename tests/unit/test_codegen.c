@@ -200,9 +200,11 @@ static void test_concat_rows_reshaped(void **state) {
   }
 }
 
-/* Inputs stored in another axis order (fsl_cg_layout; oneDNN's nhwc):
- * x [2, 5, 3, 4] held NHWC and a per-channel scale, into y = relu(x * s)
- * and a channel sum; the kernel reads x where it lies. */
+/* Inputs and outputs stored in another axis order (fsl_cg_layout;
+ * oneDNN's nhwc): x [2, 5, 3, 4] held NHWC and a per-channel scale, into
+ * y = relu(x * s) (row-major, then NHWC too) and a channel sum; the kernel
+ * reads x, and writes y, where they lie.  A kernel with a reduction takes
+ * no output layout. */
 static void test_input_layout(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -216,13 +218,30 @@ static void test_input_layout(void **state) {
   fsl_graph_add_output(g, r);
   assert_int_equal(fsl_graph_verify(g), FSL_OK);
   fsl_cg_layout lay[2] = {{4, {0, 2, 3, 1}}, {0, {0}}};
-  for (int out = 0; out < 2; out++) {
-    fsl_value *o = g->outputs[out];
+  for (int out = 0; out < 3; out++) {
+    fsl_value *o = g->outputs[out % 2];
+    bool nhwc_out = out == 2;
     fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = 2, .in = g->inputs,
-                        .in_layout = lay, .n_out = 1, .out = &o};
+                        .in_layout = lay, .n_out = 1, .out = &o, .out_layout = nhwc_out ? lay : NULL};
     fsl_sbuf src = {0};
     fsl_codegen_prelude(&fsl_dialect_c, &src);
-    assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
+    if (nhwc_out) { /* only the elementwise nodes: y */
+      spec.n_nodes = 0;
+      fsl_node *ew[8];
+      for (int i = 0; i < g->n_nodes && spec.n_nodes < 8; i++)
+        if (fsl_op_get(g->nodes[i]->op)->kind != FSL_KIND_REDUCE) ew[spec.n_nodes++] = g->nodes[i];
+      spec.nodes = ew;
+      fsl_value *r_out = g->outputs[1];
+      fsl_cg_spec bad = spec;
+      bad.nodes = g->nodes, bad.n_nodes = g->n_nodes, bad.out = &r_out;
+      fsl_sbuf junk = {0};
+      assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &bad, &junk, NULL), FSL_ERR_UNSUPPORTED);
+      fsl_error_clear();
+      fsl_sbuf_free(&junk);
+      assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
+    } else {
+      assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
+    }
     void *h = NULL;
     void *sym = compile_k0(src.p, &h);
     int (*k0)(const void *const *, void *const *);
@@ -236,12 +255,55 @@ static void test_input_layout(void **state) {
     void *outp[1] = {got};
     assert_int_equal(k0((const void *const *)in, outp), 0);
     assert_int_equal(fsl_ref_run(g, (const void *const *)in_rm, want), FSL_OK);
-    for (int64_t j = 0; j < fsl_value_numel(o); j++)
-      assert_true(fabsf(got[j] - ((float *)want[out])[j]) <= 1e-5f * (1 + fabsf(((float *)want[out])[j])));
+    const float *w = want[out % 2];
+    for (int64_t j = 0; j < fsl_value_numel(o); j++) {
+      /* element j of y in NHWC order is row-major element (n, c, i) */
+      int64_t rm = nhwc_out ? ((j / 60) * 5 + j % 5) * 12 + (j % 60) / 5 : j;
+      assert_true(fabsf(got[j] - w[rm]) <= 1e-5f * (1 + fabsf(w[rm])));
+    }
     free(want[0]), free(want[1]), free(xr), free(s);
     dlclose(h);
     fsl_sbuf_free(&src);
   }
+  fsl_graph_free(g);
+}
+
+/* A row-major input into an NHWC output ([2, 20, 3, 17]: the write
+ * transposes): the nest runs along the output's memory order, channels
+ * innermost (contiguous writes). */
+static void test_output_layout_transpose(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {2, 20, 3, 17};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx);
+  fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_add, fsl_b_unary(&b, FSL_OP_tanh, x), 1.0);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_cg_layout nhwc = {4, {0, 2, 3, 1}};
+  fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = 1, .in = g->inputs,
+                      .n_out = 1, .out = g->outputs, .out_layout = &nhwc};
+  fsl_sbuf src = {0};
+  fsl_codegen_prelude(&fsl_dialect_c, &src);
+  assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
+  if (!strstr(src.p, "c1 < 20; c1++")) fail_msg("channels are not the innermost loop:\n%s", src.p);
+  void *h = NULL;
+  void *sym = compile_k0(src.p, &h);
+  int (*k0)(const void *const *, void *const *);
+  memcpy(&k0, &sym, sizeof k0);
+  float *xr = random_data(x, -2, 2), got[2040];
+  void *in[1] = {xr}, *outp[1] = {got}, *want[1] = {0};
+  assert_int_equal(k0((const void *const *)in, outp), 0);
+  assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
+  for (int64_t n = 0; n < 2; n++)
+    for (int64_t c = 0; c < 20; c++)
+      for (int64_t i = 0; i < 51; i++) {
+        float w = ((float *)want[0])[(n * 20 + c) * 51 + i], v = got[(n * 51 + i) * 20 + c];
+        assert_true(fabsf(v - w) <= 1e-5f * (1 + fabsf(w)));
+      }
+  free(want[0]), free(xr);
+  dlclose(h);
+  fsl_sbuf_free(&src);
   fsl_graph_free(g);
 }
 
@@ -352,7 +414,7 @@ static void test_unsupported_dtype(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
-      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
+      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_column_sum),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_unsupported_dtype),
   };

@@ -34,6 +34,7 @@ void fsl_cpu_lowering_free(fsl_cpu_lowering *L) {
     free(s->nodes);
     free(s->code);
     free(s->in_layout);
+    free(s->out_layout);
     if (s->dnn) fsl_onednn_linear_free(s->dnn);
   }
   free(L->steps);
@@ -273,7 +274,8 @@ static chain_read chain_reader(const fsl_cpu_step *p, const fsl_cpu_step *c, con
 /* Generates GEN step s's function again, with its inputs' layouts. */
 static bool regen(fsl_cpu_lowering *L, fsl_cpu_step *s) {
   fsl_cg_spec spec = {.g = L->g, .id = s->fn_id, .n_nodes = s->n_nodes, .nodes = s->nodes, .n_in = s->n_in,
-                      .in = s->in, .in_layout = s->in_layout, .n_out = s->n_out, .out = s->out};
+                      .in = s->in, .in_layout = s->in_layout, .n_out = s->n_out, .out = s->out,
+                      .out_layout = s->out_layout};
   fsl_sbuf code = {0};
   if (fsl_codegen_kernel(&fsl_dialect_c, &spec, &code, NULL) != FSL_OK || code.oom) {
     fsl_error_clear();
@@ -308,7 +310,51 @@ static bool has_inplace_reader(const fsl_memplan *mp, const fsl_value *v) {
   return false;
 }
 
+/* Value w, output `o` of GEN step g (index gi): written in the dense
+ * permutation every reader (oneDNN steps only, taking it as their source)
+ * reorders it to, when g can generate it so. */
+static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_memplan *mp) {
+  fsl_cpu_step *g = &L->steps[gi];
+  const fsl_value *w = g->out[o];
+  int64_t nb = fsl_value_nbytes(w);
+  if (!w || nb <= 0 || (mp && mp->alias && w->id < mp->n_ids && mp->alias[w->id] >= 0)) return false;
+  for (int k = 0; k < L->g->n_outputs; k++)
+    if (L->g->outputs[k] == w) return false;
+  fsl_cg_layout lay = {0}, cl;
+  int readers = 0;
+  for (int j = 0; j < L->n_steps; j++) {
+    const fsl_cpu_step *c = &L->steps[j];
+    for (int k = 0; k < c->n_out; k++)
+      if (c->out[k] == w && j != gi) return false;
+    for (int k = 0; k < c->n_in; k++) {
+      if (c->in[k] != w) continue;
+      if (j <= gi || c->kind != FSL_CPU_STEP_ONEDNN || k != 0 ||
+          !fsl_onednn_linear_src_layout(c->dnn, w, (size_t)nb, &cl) ||
+          (readers > 0 && memcmp(&cl, &lay, sizeof cl) != 0))
+        return false;
+      lay = cl;
+      readers++;
+    }
+  }
+  if (readers == 0) return false;
+  if (!g->out_layout && !(g->out_layout = calloc((size_t)g->n_out, sizeof *g->out_layout))) return false;
+  g->out_layout[o] = lay;
+  if (!regen(L, g)) {
+    memset(&g->out_layout[o], 0, sizeof lay);
+    return false;
+  }
+  for (int j = gi + 1; j < L->n_steps; j++)
+    if (L->steps[j].kind == FSL_CPU_STEP_ONEDNN && L->steps[j].n_in > 0 && L->steps[j].in[0] == w)
+      fsl_onednn_linear_chain_src(L->steps[j].dnn);
+  return true;
+}
+
 int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp) {
+  for (int i = 0; i < L->n_steps; i++) {
+    fsl_cpu_step *g = &L->steps[i];
+    if (g->kind != FSL_CPU_STEP_GEN || g->n_nodes == 0) continue;
+    for (int o = 0; o < g->n_out; o++) L->n_chained += chain_gen_output(L, i, o, mp);
+  }
   for (int i = 0; i < L->n_steps; i++) {
     fsl_cpu_step *p = &L->steps[i];
     if (p->kind != FSL_CPU_STEP_ONEDNN || p->n_out != 1 || !p->out[0]) continue;

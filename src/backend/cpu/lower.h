@@ -36,6 +36,7 @@ typedef struct fsl_cpu_step {
   fsl_cpu_kernel_fn fn;        /* GEN: set once the source is compiled and loaded */
   char *code;                  /* GEN: the function's C source (owned; fsl_cpu_lowering_source) */
   fsl_cg_layout *in_layout;    /* GEN: NULL, or n_in entries: inputs kept in a oneDNN layout */
+  fsl_cg_layout *out_layout;   /* GEN: NULL, or n_out entries: outputs written in one */
   fsl_onednn_linear *dnn;      /* ONEDNN (owned) */
   int n_in, n_out;
   fsl_value **in, **out;       /* read and written values (ONEDNN: src, weights, then the
@@ -86,9 +87,11 @@ fsl_status fsl_cpu_lowering_source(fsl_cpu_lowering *L);
  *  convolutions), or generated code, given the layout's axis order
  *  (fsl_cg_layout) when it is a dense permutation such as nhwc
  *  (fsl_onednn_linear_dst_layout) and no value is placed in place over the
- *  buffer (mp, may be NULL).  The producer's reorder to row-major and the
- *  consumers' reorders back are dropped; generated readers are generated
- *  again.  Graph outputs stay row-major.  Call once, after every kernel of
+ *  buffer (mp, may be NULL).  Likewise a value generated code writes (a
+ *  LOOP kernel, not in place over its input) whose every reader is a oneDNN
+ *  step that reorders it to one dense permutation is written in that
+ *  layout (fsl_onednn_linear_src_layout).  The reorders are dropped;
+ *  generated steps are generated again.  Graph outputs stay row-major.  Call once, after every kernel of
  *  the plan is lowered (a kernel lowered alone, as the profiler does, has
  *  no readers to chain to), before fsl_cpu_lowering_source.  Returns the
  *  number of values chained (L->n_chained). */

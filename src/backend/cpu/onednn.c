@@ -1021,14 +1021,13 @@ bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn
   return dnnl_memory_desc_equal(pu, cu) && dnnl_memory_desc_equal(pp, cp) && dnnl_memory_desc_get_size(pp) <= capacity;
 }
 
-bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *v, fsl_cg_layout *lay) {
-  const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
-  if (!op || !v || !lay || !op->dst_reorder || v->rank < 1 || v->rank > FSL_MAX_RANK ||
-      dnnl_memory_get_memory_desc(op->dst_mem, &pp) != dnnl_success ||
-      dnnl_memory_get_memory_desc(op->dst_user_mem, &pu) != dnnl_success || !pp || !pu)
-    return false;
-  if (pp->format_kind != dnnl_blocked || pp->format_desc.blocking.inner_nblks != 0 || pp->offset0 != 0 ||
-      pp->ndims != v->rank)
+/* Whether primitive descriptor pp (with caller-side descriptor pu) holds
+ * value v as a dense permutation of its row-major layout; *lay receives
+ * the axes in memory order. */
+static bool perm_layout(const dnnl_memory_desc_t *pp, const dnnl_memory_desc_t *pu, const fsl_value *v,
+                        fsl_cg_layout *lay) {
+  if (!pp || !pu || v->rank < 1 || v->rank > FSL_MAX_RANK || pp->format_kind != dnnl_blocked ||
+      pp->format_desc.blocking.inner_nblks != 0 || pp->offset0 != 0 || pp->ndims != v->rank || pu->ndims != v->rank)
     return false;
   for (int i = 0; i < v->rank; i++)
     if (pp->dims[i] != v->dims[i] || pp->padded_dims[i] != v->dims[i] || pu->dims[i] != v->dims[i]) return false;
@@ -1052,6 +1051,21 @@ bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *
   return true;
 }
 
+bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *v, fsl_cg_layout *lay) {
+  const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
+  return op && v && lay && op->dst_reorder && dnnl_memory_get_memory_desc(op->dst_mem, &pp) == dnnl_success &&
+         dnnl_memory_get_memory_desc(op->dst_user_mem, &pu) == dnnl_success && perm_layout(pp, pu, v, lay);
+}
+
+bool fsl_onednn_linear_src_layout(const fsl_onednn_linear *op, const fsl_value *v, size_t capacity,
+                                  fsl_cg_layout *lay) {
+  const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
+  return op && v && lay && op->src_reorder && !op->src_const && !op->src_chained &&
+         dnnl_memory_get_memory_desc(op->src_mem, &pp) == dnnl_success &&
+         dnnl_memory_get_memory_desc(op->src_user_mem, &pu) == dnnl_success && perm_layout(pp, pu, v, lay) &&
+         dnnl_memory_desc_get_size(pp) <= capacity;
+}
+
 /* Appends to the description which activations are chained. */
 static void describe_chain(fsl_onednn_linear *op) {
   op->desc[op->desc_len] = 0;
@@ -1067,12 +1081,17 @@ void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod) {
   describe_chain(prod);
 }
 
-void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons) {
-  if (!prod || !cons) return;
-  fsl_onednn_linear_chain_dst(prod);
+void fsl_onednn_linear_chain_src(fsl_onednn_linear *cons) {
+  if (!cons) return;
   cons->src_chained = true;
   free(cons->src_buf), cons->src_buf = NULL;
   describe_chain(cons);
+}
+
+void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons) {
+  if (!prod || !cons) return;
+  fsl_onednn_linear_chain_dst(prod);
+  fsl_onednn_linear_chain_src(cons);
 }
 
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op) { return op ? op->desc : ""; }

@@ -76,6 +76,14 @@ bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn
  *  nChw16c); then *lay receives the axes in memory order, for generated
  *  code that reads the value where it lies (codegen.h, fsl_cg_layout). */
 bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *v, fsl_cg_layout *lay);
+/** The same for `op`'s source v (a buffer of `capacity` bytes), when op
+ *  reorders it from row-major: generated code that writes v may write it
+ *  in that layout (then fsl_onednn_linear_chain_src). */
+bool fsl_onednn_linear_src_layout(const fsl_onednn_linear *op, const fsl_value *v, size_t capacity,
+                                  fsl_cg_layout *lay);
+/** Only `cons` of a chain: it reads its source in its primitive's layout,
+ *  written there by generated code. */
+void fsl_onednn_linear_chain_src(fsl_onednn_linear *cons);
 /** Only `prod` of a chain: it writes its output in its primitive's layout,
  *  which only readers told so (fsl_onednn_linear_chain, or generated code
  *  given fsl_onednn_linear_dst_layout) may read. */
