@@ -206,3 +206,27 @@ def test_two_compiled_files_in_one_process(fissile, compiled, tmp_path):
     for sess in (second, first, second):
         (y,) = sess.run(None, {"x": x})
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-7)
+
+
+def test_round_trip_with_no_generated_kernel(fissile, tmp_path, rng):
+    """A plan whose every kernel is a library call (MatMul + bias + Relu: one
+    oneDNN matmul with post-ops) exports no kernel object; its file loads."""
+    if not has_cpu(fissile):
+        pytest.skip("this build has no cpu backend")
+    w = numpy_helper.from_array(rng.standard_normal((16, 24)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(24).astype(np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["z"]),
+             helper.make_node("Relu", ["z"], ["y"])]
+    g = helper.make_graph(nodes, "lib", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 24])], [w, b])
+    onnx_path = tmp_path / "lib.onnx"
+    onnx_path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    p = run(fissile, "compile", onnx_path, "--backend", "cpu", "-o", tmp_path / "lib.fsl")
+    assert p.returncode == 0, p.stderr
+    p = run(fissile, "run", tmp_path / "lib.fsl", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir",
+            tmp_path / "out", env=fresh_env(tmp_path))
+    assert p.returncode == 0, p.stderr
+    want = np.maximum(x @ numpy_helper.to_array(w) + numpy_helper.to_array(b), 0)
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-4, atol=1e-5)

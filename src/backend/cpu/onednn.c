@@ -27,7 +27,8 @@
  *     its gemm path on plain nchw here), reordered from/to plain per run,
  *     except a deconvolution to fewer than 8 channels (plain, make_pd).
  *   1x1 conv: a matmul over the plain data where conv_mm_rule says so (1x1
- *     spatial: x [N, C] w^T; >= 128 pixels: w [M, C] x [C, HW]).
+ *     spatial: x [N, C] w^T; >= 128 pixels: w [M, C] x [C, HW], unless the
+ *     direct convolution runs on nhwc, direct_in_permutation).
  * Weights use a layout oneDNN chooses (format_tag any): constant weights
  * are reordered once at create time, others at every run (matmul keeps
  * run-time weights plain, no reorder).
@@ -783,7 +784,7 @@ static conv_mm conv_mm_rule(const geom *g, const fsl_value *x, const fsl_value *
 
 /* Fills the geometry of lin; FSL_ERR_UNSUPPORTED (with a message) for what
  * this mapping does not cover. */
-static fsl_status lin_geom(const fsl_node *lin, geom *g) {
+static fsl_status lin_geom(const fsl_node *lin, geom *g, bool allow_mm_wx) {
   memset(g, 0, sizeof *g);
   if (lin->n_in != 2 || lin->n_out != 1 || !lin->in[0] || !lin->in[1] || !lin->out[0])
     return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN: expected 2 inputs and 1 output");
@@ -886,6 +887,7 @@ static fsl_status lin_geom(const fsl_node *lin, geom *g) {
   rm_strides(wnd, g->wdims, g->wstr);
   g->wdata = w->data;
   g->mm = conv_mm_rule(g, x, w);
+  if (g->mm == CONV_MM_WX && !allow_mm_wx) g->mm = CONV_DIRECT;
   if (g->mm == CONV_MM_FC) {
     /* weights w [M, C, 1...] read as w^T [C, M] */
     g->wnd = 2;
@@ -900,6 +902,32 @@ static fsl_status lin_geom(const fsl_node *lin, geom *g) {
     g->wdata = NULL;
   }
   return FSL_OK;
+}
+
+/* Whether a memory descriptor is a dense permutation of its dims other
+ * than row-major (nhwc). */
+static bool md_permuted(const dnnl_memory_desc_t *md) {
+  if (!md || md->format_kind != dnnl_blocked || md->format_desc.blocking.inner_nblks != 0) return false;
+  for (int i = 1; i < md->ndims; i++)
+    if (md->dims[i] > 1 && md->format_desc.blocking.strides[i] > md->format_desc.blocking.strides[i - 1]) return true;
+  return false;
+}
+
+/* Whether oneDNN runs the direct convolution g (a 1x1 conv conv_mm_rule
+ * would run as CONV_MM_WX) on a permuted layout (nhwc, as on AVX-512): then
+ * the direct convolution is used, because layout chaining (lower.h) lets
+ * its neighbours read and write that layout and drops the reorders that
+ * made the plain matmul faster, and its per-channel post-ops (bias and
+ * activation) have oneDNN's fast path, which the matmul's per-row ones
+ * lack.  On a blocked layout (nChw8c on AVX2) the matmul stays. */
+static bool direct_in_permutation(const fsl_node *lin, const geom *g) {
+  pd_mds m;
+  dnnl_primitive_desc_t pd = NULL;
+  if (make_pd(lin, g, NULL, 0, &m, &pd) != dnnl_success || !pd) return false;
+  bool perm = md_permuted(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0)) &&
+              md_permuted(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0));
+  dnnl_primitive_desc_destroy(pd);
+  return perm;
 }
 
 static fsl_status dnnl_fail(const fsl_node *lin, dnnl_status_t s, const char *what) {
@@ -1109,8 +1137,11 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
   *out = NULL;
   *n_absorbed = 0;
   geom g;
-  FSL_TRY(lin_geom(lin, &g));
+  FSL_TRY(lin_geom(lin, &g, true));
   FSL_TRY(engine_get());
+  geom gd;
+  if (g.mm == CONV_MM_WX && lin_geom(lin, &gd, false) == FSL_OK && direct_in_permutation(lin, &gd)) g = gd;
+  fsl_error_clear();
   pthread_once(&g_omp_once, init_omp);
 
   /* epilogue -> post-op entries (longest expressible prefix) */
