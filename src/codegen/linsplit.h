@@ -8,9 +8,10 @@
  *             writing what the linear op and later nodes read, unless they
  *             are only reshape views (then the operands are read through
  *             them: a reshape is the same bytes);
- *   linear    the matmul/conv, with a prefix of `chain` (single-consumer
- *             elementwise or reshape nodes after it) absorbed as oneDNN
- *             post-ops (CPU: onednn.h; other backends absorb none);
+ *   linear    the matmul/conv, with a closed prefix of `chain` (the
+ *             elementwise or reshape nodes after it that read its result or
+ *             each other's) absorbed as oneDNN post-ops (CPU: onednn.h;
+ *             other backends absorb none);
  *   epilogue  every other node of the kernel, generated over the linear
  *             op's result.
  */
