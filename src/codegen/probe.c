@@ -16,9 +16,14 @@ typedef struct probe {
   bool ok; /* false: a node the probe does not follow (gather, ...) */
 } probe;
 
-static int64_t flat_of(const fsl_value *v, const int64_t *c) {
+/* The flat index of v at c, over its axes in the memory order of lay
+ * (NULL: row-major). */
+static int64_t flat_in(const fsl_value *v, const fsl_cg_layout *lay, const int64_t *c) {
   int64_t f = 0;
-  for (int i = 0; i < v->rank; i++) f = f * v->dims[i] + c[i];
+  for (int k = 0; k < v->rank; k++) {
+    int a = lay ? lay->order[k] : k;
+    f = f * v->dims[a] + c[a];
+  }
   return f;
 }
 
@@ -46,14 +51,7 @@ static void walk(const em *e, const fsl_value *v, const int64_t *c, probe *p, in
       return;
     }
     p->v[p->n] = v;
-    const fsl_cg_layout *lay = fsl_cg_in_layout(e, v);
-    if (lay) { /* the flat index in memory order */
-      int64_t f = 0;
-      for (int k = 0; k < v->rank; k++) f = f * v->dims[lay->order[k]] + c[lay->order[k]];
-      p->flat[p->n++] = f;
-    } else {
-      p->flat[p->n++] = flat_of(v, c);
-    }
+    p->flat[p->n++] = flat_in(v, fsl_cg_in_layout(e, v), c); /* in memory order */
     return;
   }
   const fsl_node *n = v->producer;
@@ -71,7 +69,7 @@ static void walk(const em *e, const fsl_value *v, const int64_t *c, probe *p, in
     }
     return;
   case FSL_OP_reshape:
-    unflat(x, flat_of(v, c), ic);
+    unflat(x, flat_in(v, NULL, c), ic);
     break;
   case FSL_OP_permute: {
     const int64_t *perm = ints(n, "perm");

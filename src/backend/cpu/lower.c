@@ -366,51 +366,53 @@ static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_mempl
   return true;
 }
 
+/* Value z, written by oneDNN step i, kept in its primitive layout when
+ * every reader can take it there (fsl_cpu_chain_layouts); how each step
+ * reads z goes to how[] (one entry per step). */
+static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *mp, chain_read *how) {
+  fsl_cpu_step *p = &L->steps[i];
+  const fsl_value *z = p->out[0];
+  int64_t nb = fsl_value_nbytes(z);
+  if (nb <= 0) return false;
+  for (int k = 0; k < L->g->n_outputs; k++)
+    if (L->g->outputs[k] == z) return false;
+  for (int k = 0; k < p->n_in; k++)
+    if (p->in[k] == z) return false;
+  int n_dnn = 0, n_gen = 0;
+  for (int j = 0; j < L->n_steps; j++) {
+    how[j] = j == i ? READ_NONE : chain_reader(p, &L->steps[j], z, (size_t)nb);
+    if (how[j] == READ_OTHER) return false;
+    n_dnn += how[j] == READ_ONEDNN;
+    n_gen += how[j] == READ_GEN;
+  }
+  fsl_cg_layout lay;
+  if (n_dnn + n_gen == 0 ||
+      (n_gen > 0 && (!fsl_onednn_linear_dst_layout(p->dnn, z, &lay) || has_inplace_reader(mp, z))))
+    return false;
+  /* generated readers first: any that cannot read the layout keeps z row-major */
+  for (int j = 0; j < L->n_steps; j++) {
+    if (how[j] != READ_GEN || gen_reads_layout(L, &L->steps[j], z, &lay)) continue;
+    for (int q = 0; q < j; q++)
+      if (how[q] == READ_GEN) gen_reads_layout(L, &L->steps[q], z, NULL);
+    return false;
+  }
+  fsl_onednn_linear_chain_dst(p->dnn);
+  for (int j = 0; j < L->n_steps; j++)
+    if (how[j] == READ_ONEDNN) fsl_onednn_linear_chain_src(L->steps[j].dnn);
+  return true;
+}
+
 int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp) {
   for (int i = 0; i < L->n_steps; i++) {
     fsl_cpu_step *g = &L->steps[i];
     if (g->kind != FSL_CPU_STEP_GEN || g->n_nodes == 0) continue;
     for (int o = 0; o < g->n_out; o++) L->n_chained += chain_gen_output(L, i, o, mp);
   }
-  for (int i = 0; i < L->n_steps; i++) {
-    fsl_cpu_step *p = &L->steps[i];
-    if (p->kind != FSL_CPU_STEP_ONEDNN || p->n_out != 1 || !p->out[0]) continue;
-    const fsl_value *z = p->out[0];
-    int64_t nb = fsl_value_nbytes(z);
-    bool ok = nb > 0;
-    for (int k = 0; k < L->g->n_outputs && ok; k++) ok = L->g->outputs[k] != z;
-    for (int k = 0; k < p->n_in && ok; k++) ok = p->in[k] != z;
-    int n_dnn = 0, n_gen = 0;
-    for (int j = 0; j < L->n_steps && ok; j++) {
-      if (j == i) continue;
-      chain_read r = chain_reader(p, &L->steps[j], z, (size_t)nb);
-      ok = r != READ_OTHER;
-      n_dnn += r == READ_ONEDNN;
-      n_gen += r == READ_GEN;
-    }
-    fsl_cg_layout lay;
-    if (!ok || n_dnn + n_gen == 0 ||
-        (n_gen > 0 && (!fsl_onednn_linear_dst_layout(p->dnn, z, &lay) || has_inplace_reader(mp, z))))
-      continue;
-    /* generated readers first: any that cannot read the layout keeps z row-major */
-    int done = 0;
-    for (int j = 0; j < L->n_steps && ok; j++)
-      if (j != i && chain_reader(p, &L->steps[j], z, (size_t)nb) == READ_GEN) {
-        ok = gen_reads_layout(L, &L->steps[j], z, &lay);
-        done += ok;
-      }
-    if (!ok) {
-      for (int j = 0; j < L->n_steps && done > 0; j++)
-        if (j != i && chain_reader(p, &L->steps[j], z, (size_t)nb) == READ_GEN) {
-          gen_reads_layout(L, &L->steps[j], z, NULL);
-          done--;
-        }
-      continue;
-    }
-    fsl_onednn_linear_chain_dst(p->dnn);
-    for (int j = 0; j < L->n_steps; j++)
-      if (j != i && chain_reader(p, &L->steps[j], z, (size_t)nb) == READ_ONEDNN) fsl_onednn_linear_chain(p->dnn, L->steps[j].dnn);
-    L->n_chained++;
+  chain_read *how = malloc(sizeof *how * (size_t)(L->n_steps > 0 ? L->n_steps : 1));
+  for (int i = 0; i < L->n_steps && how; i++) {
+    const fsl_cpu_step *p = &L->steps[i];
+    if (p->kind == FSL_CPU_STEP_ONEDNN && p->n_out == 1 && p->out[0]) L->n_chained += chain_onednn_output(L, i, mp, how);
   }
+  free(how);
   return L->n_chained;
 }

@@ -156,7 +156,7 @@ struct fsl_onednn_linear {
   dnnl_primitive_t src_reorder, dst_reorder;
   dnnl_memory_t src_user_mem, dst_user_mem;
   void *src_buf, *dst_buf;
-  bool src_chained, dst_chained; /* fsl_onednn_linear_chain: src/dst in the primitive layout */
+  bool src_chained, dst_chained; /* fsl_onednn_linear_chain_src/_dst: in the primitive layout */
   size_t desc_len;            /* desc up to "plain"/"reordered", before the chaining note */
   /* run-time weights reorder (non-constant weights whose chosen layout is not plain) */
   dnnl_primitive_t wei_reorder;
@@ -904,13 +904,41 @@ static fsl_status lin_geom(const fsl_node *lin, geom *g, bool allow_mm_wx) {
   return FSL_OK;
 }
 
-/* Whether a memory descriptor is a dense permutation of its dims other
- * than row-major (nhwc). */
-static bool md_permuted(const dnnl_memory_desc_t *md) {
-  if (!md || md->format_kind != dnnl_blocked || md->format_desc.blocking.inner_nblks != 0) return false;
-  for (int i = 1; i < md->ndims; i++)
-    if (md->dims[i] > 1 && md->format_desc.blocking.strides[i] > md->format_desc.blocking.strides[i - 1]) return true;
-  return false;
+/* Whether primitive descriptor pp (with caller-side descriptor pu) holds
+ * value v as a dense permutation of its row-major layout; *lay receives
+ * the axes in memory order. */
+static bool perm_layout(const dnnl_memory_desc_t *pp, const dnnl_memory_desc_t *pu, const fsl_value *v,
+                        fsl_cg_layout *lay) {
+  if (!pp || !pu || v->rank < 1 || v->rank > FSL_MAX_RANK || pp->format_kind != dnnl_blocked ||
+      pp->format_desc.blocking.inner_nblks != 0 || pp->offset0 != 0 || pp->ndims != v->rank || pu->ndims != v->rank)
+    return false;
+  for (int i = 0; i < v->rank; i++)
+    if (pp->dims[i] != v->dims[i] || pp->padded_dims[i] != v->dims[i] || pu->dims[i] != v->dims[i]) return false;
+  /* axes by decreasing stride (a stable sort: size-1 axes keep their order) */
+  const dnnl_dims_t *st = &pp->format_desc.blocking.strides;
+  lay->rank = v->rank;
+  for (int i = 0; i < v->rank; i++) lay->order[i] = i;
+  for (int i = 1; i < v->rank; i++)
+    for (int j = i; j > 0 && (*st)[lay->order[j]] > (*st)[lay->order[j - 1]]; j--) {
+      int t = lay->order[j];
+      lay->order[j] = lay->order[j - 1];
+      lay->order[j - 1] = t;
+    }
+  /* dense: each stride the product of the dims inside it */
+  int64_t want = 1;
+  for (int k = v->rank - 1; k >= 0; k--) {
+    int a = lay->order[k];
+    if (v->dims[a] != 1 && (*st)[a] != want) return false;
+    want *= v->dims[a];
+  }
+  return true;
+}
+
+/* Whether layout lay keeps the axes in their order (row-major). */
+static bool row_major(const fsl_cg_layout *lay) {
+  for (int k = 0; k < lay->rank; k++)
+    if (lay->order[k] != k) return false;
+  return true;
 }
 
 /* Whether oneDNN runs the direct convolution g (a 1x1 conv conv_mm_rule
@@ -929,8 +957,10 @@ static bool direct_in_permutation(const fsl_node *lin, const geom *g) {
   pd_mds m;
   dnnl_primitive_desc_t pd = NULL;
   if (make_pd(lin, g, NULL, 0, &m, &pd) != dnnl_success || !pd) return false;
-  bool perm = md_permuted(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0)) &&
-              md_permuted(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0));
+  fsl_cg_layout ls, ld;
+  bool perm = perm_layout(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), &m.src, lin->in[0], &ls) &&
+              perm_layout(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &m.dst, lin->out[0], &ld) &&
+              !row_major(&ls) && !row_major(&ld);
   dnnl_primitive_desc_destroy(pd);
   return perm;
 }
@@ -1054,36 +1084,6 @@ bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn
   return dnnl_memory_desc_equal(pu, cu) && dnnl_memory_desc_equal(pp, cp) && dnnl_memory_desc_get_size(pp) <= capacity;
 }
 
-/* Whether primitive descriptor pp (with caller-side descriptor pu) holds
- * value v as a dense permutation of its row-major layout; *lay receives
- * the axes in memory order. */
-static bool perm_layout(const dnnl_memory_desc_t *pp, const dnnl_memory_desc_t *pu, const fsl_value *v,
-                        fsl_cg_layout *lay) {
-  if (!pp || !pu || v->rank < 1 || v->rank > FSL_MAX_RANK || pp->format_kind != dnnl_blocked ||
-      pp->format_desc.blocking.inner_nblks != 0 || pp->offset0 != 0 || pp->ndims != v->rank || pu->ndims != v->rank)
-    return false;
-  for (int i = 0; i < v->rank; i++)
-    if (pp->dims[i] != v->dims[i] || pp->padded_dims[i] != v->dims[i] || pu->dims[i] != v->dims[i]) return false;
-  /* axes by decreasing stride (a stable sort: size-1 axes keep their order) */
-  const dnnl_dims_t *st = &pp->format_desc.blocking.strides;
-  lay->rank = v->rank;
-  for (int i = 0; i < v->rank; i++) lay->order[i] = i;
-  for (int i = 1; i < v->rank; i++)
-    for (int j = i; j > 0 && (*st)[lay->order[j]] > (*st)[lay->order[j - 1]]; j--) {
-      int t = lay->order[j];
-      lay->order[j] = lay->order[j - 1];
-      lay->order[j - 1] = t;
-    }
-  /* dense: each stride the product of the dims inside it */
-  int64_t want = 1;
-  for (int k = v->rank - 1; k >= 0; k--) {
-    int a = lay->order[k];
-    if (v->dims[a] != 1 && (*st)[a] != want) return false;
-    want *= v->dims[a];
-  }
-  return true;
-}
-
 bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *v, fsl_cg_layout *lay) {
   const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
   return op && v && lay && op->dst_reorder && dnnl_memory_get_memory_desc(op->dst_mem, &pp) == dnnl_success &&
@@ -1121,11 +1121,6 @@ void fsl_onednn_linear_chain_src(fsl_onednn_linear *cons) {
   describe_chain(cons);
 }
 
-void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons) {
-  if (!prod || !cons) return;
-  fsl_onednn_linear_chain_dst(prod);
-  fsl_onednn_linear_chain_src(cons);
-}
 
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op) { return op ? op->desc : ""; }
 

@@ -81,20 +81,19 @@ bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *
  *  in that layout (then fsl_onednn_linear_chain_src). */
 bool fsl_onednn_linear_src_layout(const fsl_onednn_linear *op, const fsl_value *v, size_t capacity,
                                   fsl_cg_layout *lay);
-/** Only `cons` of a chain: it reads its source in its primitive's layout,
- *  written there by generated code. */
+/** From now on `cons` reads its source in its primitive's layout (no
+ *  reorder from row-major), written there by a oneDNN producer
+ *  (fsl_onednn_linear_chainable) or by generated code
+ *  (fsl_onednn_linear_src_layout); only when every writer and reader of the
+ *  value agrees: the buffer no longer holds row-major data.  Frees the
+ *  reorder buffer no longer needed. */
 void fsl_onednn_linear_chain_src(fsl_onednn_linear *cons);
-/** Only `prod` of a chain: it writes its output in its primitive's layout,
- *  which only readers told so (fsl_onednn_linear_chain, or generated code
- *  given fsl_onednn_linear_dst_layout) may read. */
-void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod);
 /** From now on `prod` writes its output in its primitive's layout (no
- *  reorder to row-major), and `cons` reads its source in that layout (no
- *  reorder from row-major).  Only for pairs fsl_onednn_linear_chainable
- *  accepts, and only when every reader of the value is such a consumer:
- *  the buffer no longer holds row-major data.  Frees the reorder buffers
- *  no longer needed. */
-void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons);
+ *  reorder to row-major), which only readers told so
+ *  (fsl_onednn_linear_chain_src, or generated code given
+ *  fsl_onednn_linear_dst_layout) may read.  Frees the reorder buffer no
+ *  longer needed. */
+void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod);
 
 /** One line naming what oneDNN runs, for profiles and tests: the primitive
  *  kind, oneDNN's implementation, the dims of its src, weights and dst
@@ -103,7 +102,7 @@ void fsl_onednn_linear_chain(fsl_onednn_linear *prod, fsl_onednn_linear *cons);
  *  e.g. "matmul brg:avx512_core 128x768:768x2304:128x2304 plain" (a matmul
  *  whose batch dims were folded into M), or "convolution brgconv:avx512_core
  *  1x64x56x56:64x64x3x3:1x64x56x56 reordered"; a chained op
- *  (fsl_onednn_linear_chain) ends in ", chained src", ", chained dst" or
+ *  (fsl_onednn_linear_chain_src/_dst) ends in ", chained src", ", chained dst" or
  *  ", chained src+dst".  "" for NULL. */
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op);
 void fsl_onednn_linear_free(fsl_onednn_linear *op);
