@@ -145,34 +145,55 @@ static fsl_status add_gen(fsl_gpu_lowering *x, int ki, const char *part, fsl_nod
 }
 
 /* The linear op: a generated matmul or direct convolution over the
- * view-resolved operands, else the host (with the in-kernel reshapes
- * between its operands and lin). */
-static fsl_status add_linear(fsl_gpu_lowering *x, int ki, fsl_node *lin, fsl_value *const *lin_in) {
+ * view-resolved operands with the longest epilogue it can compute before
+ * its store (fsl_codegen_linear; *z: the value it writes, *n_abs: the
+ * chain nodes it absorbed), a LIB step, else the host (with the in-kernel
+ * reshapes between its operands and lin). */
+static fsl_status add_linear(fsl_gpu_lowering *x, int ki, const fsl_kernel *k, const fsl_linear_split *sp, int *n_abs,
+                             const fsl_value **z) {
+  fsl_node *lin = sp->lin;
+  fsl_value *const *lin_in = sp->lin_in;
+  *n_abs = 0;
+  *z = lin->out[0];
   if (x->library && x->library(lin)) {
     fsl_gpu_step *s = new_step(x, FSL_GPU_LIB, ki, lin->op == FSL_OP_matmul ? "matmul" : "conv");
     return fill_step(x, s, lin_in, 2, lin->out, 1, &lin, 1);
   }
-  if (lin->op == FSL_OP_matmul || lin->op == FSL_OP_conv) {
-    fsl_sbuf tmp = {0};
-    fsl_cg_launch launch = {0};
-    bool mm = lin->op == FSL_OP_matmul;
-    fsl_status st = mm ? fsl_codegen_matmul(x->dia, x->n_fn, lin, &tmp, &launch)
-                       : fsl_codegen_conv(x->dia, x->n_fn, lin, &tmp, &launch);
-    if (st == FSL_OK && !tmp.oom) {
-      fsl_sbuf_puts(&x->src, tmp.p);
-      fsl_sbuf_free(&tmp);
-      return gen_step(x, ki, mm ? "matmul" : "conv", &lin, 1, lin->out, 1, lin_in, 2, &launch);
-    }
-    fsl_sbuf_free(&tmp);
-    fsl_error_clear();
+  fsl_sbuf tmp = {0};
+  fsl_cg_launch launch = {0};
+  fsl_vlist nodes = {0}, ins = {0};
+  fsl_status st = fsl_codegen_linear(x->dia, x->n_fn, x->p->g, k, sp, n_abs, &nodes, &ins, &tmp, &launch);
+  if (st == FSL_OK && tmp.oom) st = oom();
+  /* the function's arguments by position (an operand may repeat), the nodes it computes */
+  fsl_value **args = st == FSL_OK ? malloc(sizeof *args * (size_t)(2 + ins.n)) : NULL;
+  fsl_node **comp = st == FSL_OK ? malloc(sizeof *comp * (size_t)(1 + nodes.n)) : NULL;
+  if (st == FSL_OK && (!args || !comp)) st = oom();
+  if (st == FSL_OK) {
+    args[0] = lin_in[0];
+    args[1] = lin_in[1];
+    if (ins.n) memcpy(args + 2, ins.p, sizeof *args * (size_t)ins.n);
+    comp[0] = lin;
+    if (nodes.n) memcpy(comp + 1, nodes.p, sizeof *comp * (size_t)nodes.n);
+    fsl_value *out = fsl_linear_split_out(sp, *n_abs);
+    *z = out;
+    fsl_sbuf_puts(&x->src, tmp.p);
+    st = gen_step(x, ki, lin->op == FSL_OP_matmul ? "matmul" : "conv", comp, 1 + nodes.n, &out, 1, args, 2 + ins.n,
+                  &launch);
   }
+  fsl_sbuf_free(&tmp);
+  free(nodes.p);
+  free(ins.p);
+  free(args);
+  free(comp);
+  if (st != FSL_ERR_UNSUPPORTED) return st;
+  fsl_error_clear();
   char why[160];
   snprintf(why, sizeof why, "no generated %s code for %s over %s", x->dia->name, fsl_op_get(lin->op)->name,
            fsl_dtype_name(lin->in[0]->dtype));
   note_fallback(x, ki, why);
-  fsl_node *nodes[2 * FSL_MAX_RANK + 1];
-  int n = fsl_linear_ref_nodes(lin, lin_in, nodes);
-  return add_host(x, ki, nodes, n, lin->out, 1);
+  fsl_node *hn[2 * FSL_MAX_RANK + 1];
+  int n = fsl_linear_ref_nodes(lin, lin_in, hn);
+  return add_host(x, ki, hn, n, lin->out, 1);
 }
 
 static bool was_written(const void *ctx, const fsl_value *v) { return ((const fsl_gpu_lowering *)ctx)->avail[v->id]; }
@@ -189,9 +210,11 @@ static fsl_status lower_linear(fsl_gpu_lowering *x, int ki, const fsl_kernel *k)
   if (st == FSL_OK && sp.gen_prologue)
     st = add_gen(x, ki, "prologue", (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p,
                  sp.pre_out.n);
-  if (st == FSL_OK) st = add_linear(x, ki, sp.lin, sp.lin_in);
+  int n_abs = 0;
+  const fsl_value *z = NULL;
+  if (st == FSL_OK) st = add_linear(x, ki, k, &sp, &n_abs, &z);
   fsl_vlist post = {0}, post_out = {0};
-  if (st == FSL_OK) st = fsl_linear_split_epilogue(k, &sp, 0, sp.lin->out[0], was_written, x, &post, &post_out);
+  if (st == FSL_OK) st = fsl_linear_split_epilogue(k, &sp, n_abs, z, was_written, x, &post, &post_out);
   if (st == FSL_OK && post_out.n > 0)
     st = add_gen(x, ki, "epilogue", (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p, post_out.n);
   fsl_linear_split_free(&sp);

@@ -100,7 +100,17 @@ typedef struct em {
   int pin_k;
   /* work-group REDUCE rows (dialect group, fused body): the launch */
   bool grp;
+  int grp_lanes;        /* work-items per row */
+  int grp_rows;         /* rows per group (q_: this work-item's; rv_: whether it is a row) */
   fsl_cg_launch launch;
+  /* a matmul or convolution with an epilogue (epilogue.c): the store
+   * evaluates epi->out with lin_out at the stored element taken from the
+   * accumulator; e->s is epi_spec, over in = {a, b, epi->in..} (epi_in) */
+  const fsl_cg_epilogue *epi;
+  const fsl_value *lin_out;
+  char lin_var[CLEN];   /* lin_out at the element being stored ("" outside the store) */
+  fsl_cg_spec epi_spec;
+  fsl_value **epi_in;
   fsl_status st;
 } em;
 
@@ -122,6 +132,10 @@ static inline bool is_s(fsl_dtype dt) {
   return dt == FSL_DT_I8 || dt == FSL_DT_I16 || dt == FSL_DT_I32 || dt == FSL_DT_I64;
 }
 
+/* kernel.c — e's per-value tables for graph g (nv, in_idx and red_idx all
+ * -1, inside all false); false on OOM (em_free releases what was made). */
+bool fsl_cg_value_tables(em *e, const fsl_graph *g);
+
 /* kernel.c — the start of a kernel written whole by one emitter (matmul,
  * conv): e zeroed, emitting into body at indent 1 after the dialect's
  * signature of kernel `id` (n_in inputs, n_out outputs). */
@@ -129,6 +143,19 @@ void fsl_cg_kernel_open(em *e, fsl_sbuf *body, const fsl_dialect *d, int id, int
 /* kernel.c — the end of a kernel written into body (the dialect's last
  * statement, "}"), appended to b; body and e are freed.  FSL_ERR_NOMEM. */
 fsl_status fsl_cg_kernel_close(em *e, fsl_sbuf *body, fsl_sbuf *b);
+
+/* epilogue.c — the store of a matmul or convolution (codegen.h,
+ * fsl_cg_epilogue).  epi_open (after fsl_cg_kernel_open, before any loop):
+ * sets e up to evaluate epi (NULL: none) of linear node lin and declares
+ * its input pointers and error word; false (e->st set) when the generator
+ * cannot take it.  epi_store: dst[idx] = the accumulator acc rounded to T,
+ * or with an epilogue the value epi->out at coordinates c (the stored
+ * element's, "0" for axes of one element; epi->out is read at the same
+ * flat index) with every read of lin's output equal to that rounded
+ * value.  A kernel with an epilogue returns its error
+ * bits (fsl_cg_kernel_close). */
+bool fsl_cg_epi_open(em *e, const fsl_cg_epilogue *epi, const fsl_node *lin);
+void fsl_cg_epi_store(em *e, const char *T, const char *acc, const coords *c, const char *dst, const char *idx);
 
 /* kernel.c — tiled products in a dialect with work-groups (matmul, and
  * convolution as an implicit matmul): C[m][n] = sum over k of A[m][k] *

@@ -76,13 +76,15 @@ void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b);
  * result stays in its row, otherwise one pass per reduction through
  * scratch buffers).  In a dialect with work-groups (d->group) a fused
  * REDUCE body runs each kept-space row with one work-group when rows have
- * more than one element, the reductions need at most d->group->local_bytes
- * of local memory and none is an argmax/argmin (else one thread per row):
+ * more than one element and the reductions need at most
+ * d->group->local_bytes of local memory (else one thread per row):
  * each work-item reduces a strided part of the row, a tree in local memory
  * combines the parts (in a dialect with warps, d->group->warp: register
  * shuffles inside each warp first, then the warps' partials through local
- * memory, none for a row of one warp), and the row's outputs are written
- * by the work-items in the same strided parts.  *launch (may be NULL) receives how to launch
+ * memory, none for a row of one warp; an argmax/argmin exchanges its best
+ * value and index, equal values going to the lower index, with
+ * select_last_index the higher: the serial scan's answer), and the row's
+ * outputs are written by the work-items in the same strided parts.  *launch (may be NULL) receives how to launch
  * the kernel.  Nothing is appended on failure.
  * Errors: FSL_ERR_UNSUPPORTED (a dtype the dialect has no type for, e.g.
  * f16/bf16 in C; scatter, linear or opaque nodes; the caller falls back to
@@ -90,6 +92,25 @@ void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b);
  * produce), FSL_ERR_NOMEM.
  */
 fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *spec, fsl_sbuf *b, fsl_cg_launch *launch);
+
+/** An epilogue computed inside a generated matmul or convolution, on the
+ *  accumulated value before its store (linsplit.h: a closed prefix of the
+ *  chain, fsl_linear_split_fused): `nodes` are the chain (elementwise
+ *  nodes and reshapes reading the linear op's output or each other's, so
+ *  that element i of `out` comes from element i of that output, flat
+ *  row-major) and the nodes feeding it that read neither (movement,
+ *  elementwise and gather nodes over kernel inputs, e.g. a bias broadcast
+ *  by `expand`); `out` is written instead of the linear op's output, with
+ *  as many elements, row-major.  The function then takes
+ *  in = {a, b, in[0], in[1], ...}. */
+typedef struct fsl_cg_epilogue {
+  const fsl_graph *g;
+  int n_nodes;
+  fsl_node *const *nodes;    /* topological order */
+  int n_in;
+  fsl_value *const *in;      /* every value the nodes read besides the linear op's output and what they produce */
+  const fsl_value *out;      /* the value stored: produced by nodes, shaped as the linear op's output */
+} fsl_cg_epilogue;
 
 /**
  * Appends fsl_k<id>(in = {a, b}, out = {c}) computing the matmul node mm
@@ -100,10 +121,14 @@ fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *spec, fsl
  * tiled instead: one work-group of TL*TL work-items per TL x TL tile of c,
  * the K axis in steps of TL through two local-memory tiles of a and b
  * (zero-padded past the edges of odd sizes), the same order of additions.
+ * With epi (may be NULL) each element of c is rounded to its type, run
+ * through the epilogue and stored as epi->out (in = {a, b, epi->in..}).
  * *launch (may be NULL) receives how to launch the kernel.
- * FSL_ERR_UNSUPPORTED for f16/bf16/bool.
+ * FSL_ERR_UNSUPPORTED for f16/bf16/bool and for an epilogue the generator
+ * cannot take (nothing appended).
  */
-fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b, fsl_cg_launch *launch);
+fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, const fsl_cg_epilogue *epi, fsl_sbuf *b,
+                              fsl_cg_launch *launch);
 
 /**
  * Appends fsl_k<id>(in = {x, w}, out = {y}) computing the conv node cv
@@ -116,9 +141,11 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
  * the input under the window [C/group * window, output positions], one
  * work-group per TL x TL tile of output channels x positions, both
  * operands through local tiles (zero in the padding and past the edges),
- * the same order of additions.  *launch (may be NULL) receives how to
- * launch the kernel.  Float dtypes only: FSL_ERR_UNSUPPORTED otherwise.
+ * the same order of additions.  With epi (may be NULL) as for
+ * fsl_codegen_matmul.  *launch (may be NULL) receives how to launch the
+ * kernel.  Float dtypes only: FSL_ERR_UNSUPPORTED otherwise.
  */
-fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fsl_sbuf *b, fsl_cg_launch *launch);
+fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, const fsl_cg_epilogue *epi, fsl_sbuf *b,
+                            fsl_cg_launch *launch);
 
 #endif

@@ -67,6 +67,16 @@ static void conv_load(em *e, const void *ctx) {
   fsl_cg_line(e, "}");
 }
 
+/* y[idx] = s (or the epilogue's value there) at output coordinates y<axis>. */
+static void conv_store(em *e, const fsl_value *Y, const char *T, const char *idx) {
+  coords c = {.rank = Y->rank};
+  for (int i = 0; i < Y->rank; i++) {
+    if (Y->dims[i] == 1) snprintf(c.c[i], CLEN, "0");
+    else snprintf(c.c[i], CLEN, "y%d", i);
+  }
+  fsl_cg_epi_store(e, T, "s", &c, "y", idx);
+}
+
 /* The convolution as an implicit matmul per image and group (a dialect
  * with matmul tiles): Y[n, g*Mg + mm_, p] = sum over r of W[g*Mg + mm_, r]
  * * X_window[r, p], a tile of output channels (rows) x output positions
@@ -83,13 +93,20 @@ static void tiled_conv(em *e, const conv_dims *c) {
     fsl_cg_line(e, "const int64_t y%d = (p / %lld) %% %lld;", i + 2, (long long)fsl_numel(c->k - i - 1, c->Y->dims + 3 + i),
                 (long long)c->Y->dims[2 + i]);
   fsl_cg_tiles_kloop(e, "double", c->R, conv_load, c);
-  fsl_cg_line(e, "if (mm_ < %lld && p < %lld) y[(n_ * %lld + g_ * %lld + mm_) * %lld + p] = (%s)s;", (long long)c->Mg,
-              (long long)c->P, (long long)c->M, (long long)c->Mg, (long long)c->P, c->T);
+  fsl_cg_line(e, "if (mm_ < %lld && p < %lld) {", (long long)c->Mg, (long long)c->P);
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "const int64_t y0 = n_, y1 = g_ * %lld + mm_;", (long long)c->Mg);
+  char idx[96];
+  snprintf(idx, sizeof idx, "(y0 * %lld + y1) * %lld + p", (long long)c->M, (long long)c->P);
+  conv_store(e, c->Y, c->T, idx);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
 }
 
-fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fsl_sbuf *b, fsl_cg_launch *launch) {
+fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, const fsl_cg_epilogue *epi, fsl_sbuf *b,
+                            fsl_cg_launch *launch) {
   if (!d || !cv || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_conv: NULL argument");
   const fsl_value *X = cv->in[0], *W = cv->in[1], *Y = cv->out[0];
   fsl_dtype dt = X->dtype;
@@ -110,9 +127,11 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fs
   const char *T = fsl_cg_ctype(d, dt), *S = d->buf_space;
   em e;
   fsl_sbuf body;
-  fsl_cg_kernel_open(&e, &body, d, id, 2, 1);
+  fsl_cg_kernel_open(&e, &body, d, id, 2 + (epi ? epi->n_in : 0), 1);
   fsl_cg_line(&e, "const %s%s *x = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
-  fsl_cg_line(&e, "%s%s *y = (%s%s *)out[0];", S, T, S, T);
+  if (!fsl_cg_epi_open(&e, epi, cv)) return fsl_cg_kernel_close(&e, &body, b);
+  const char *TO = fsl_cg_ctype(d, epi ? epi->out->dtype : dt);
+  fsl_cg_line(&e, "%s%s *y = (%s%s *)out[0];", S, TO, S, TO);
   if (fsl_cg_tiles_fit(d, dt)) {
     conv_dims c = {.X = X, .W = W, .Y = Y, .T = T, .k = k, .C = C, .M = M, .Cg = Cg, .Mg = Mg,
                    .KS = fsl_numel(k, W->dims + 2), .P = fsl_numel(k, Y->dims + 2)};
@@ -173,7 +192,7 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, fs
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");
   }
-  fsl_cg_line(&e, "y[i_] = (%s)s;", T);
+  conv_store(&e, Y, T, "i_");
   fsl_cg_close_scope(&e);
   fsl_cg_line(&e, "}");
   if (launch) *launch = (fsl_cg_launch){0};

@@ -57,11 +57,12 @@ typedef struct fsl_cg_group {
   /** With warp > 1: the expression (into dst[cap]) of accumulator v as
    *  held by the work-item whose index in the group is this one's XOR
    *  `mask` (an int expression below `lanes`), exchanged among aligned
-   *  runs of `lanes` work-items (a power of two, at most warp; the group
-   *  has at least that many, and every one of them evaluates the
-   *  expression: it is a convergence point).  v is a double, float,
+   *  runs of `lanes` work-items (a power of two, at most warp); the
+   *  first `active` work-items of each warp (a power of two, at least
+   *  `lanes`: the group's size when it is below a warp) evaluate the
+   *  expression together (a convergence point).  v is a double, float,
    *  int64_t or uint64_t variable.  CUDA: __shfl_xor_sync. */
-  void (*warp_xor)(char *dst, size_t cap, const char *v, const char *mask, int lanes);
+  void (*warp_xor)(char *dst, size_t cap, const char *v, const char *mask, int lanes, int active);
 } fsl_cg_group;
 
 typedef struct fsl_dialect {

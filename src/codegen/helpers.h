@@ -45,4 +45,14 @@ FSL_H int fsl_argbetter(double a, double b, int ismax, int last) {
   int na = a != a, nb = b != b, c;
   if (na || nb) c = (na && nb) ? 0 : (na ? 1 : -1); else c = ismax ? (a > b) - (a < b) : (b > a) - (b < a);
   return c > 0 || (last && c == 0); }
+/* argmax/argmin across the partial results of a work-group row: 1 if
+ * (a at index ia) beats (b at ib); index -1: no element; equal values
+ * (or two NaNs): the lower index, with `last` the higher (the serial
+ * scan's answer, whatever order the partials meet in) */
+FSL_H int fsl_argtake(double a, int64_t ia, double b, int64_t ib, int ismax, int last) {
+  if (ia < 0) return 0;
+  if (ib < 0) return 1;
+  int na = a != a, nb = b != b, c;
+  if (na || nb) c = (na && nb) ? 0 : (na ? 1 : -1); else c = ismax ? (a > b) - (a < b) : (b > a) - (b < a);
+  return c > 0 || (c == 0 && (last ? ia > ib : ia < ib)); }
 

@@ -11,6 +11,18 @@ static void em_free(em *e) {
   free(e->memo);
   free(e->tvar);
   free(e->dec);
+  free(e->epi_in);
+}
+
+bool fsl_cg_value_tables(em *e, const fsl_graph *g) {
+  e->nv = g->n_values;
+  size_t nv = (size_t)(e->nv > 0 ? e->nv : 1);
+  e->in_idx = malloc(sizeof(int) * nv);
+  e->inside = calloc(nv, sizeof(bool));
+  e->red_idx = malloc(sizeof(int) * nv);
+  if (!e->in_idx || !e->inside || !e->red_idx) return false;
+  for (size_t i = 0; i < nv; i++) e->in_idx[i] = e->red_idx[i] = -1;
+  return true;
 }
 
 static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mode mode, fsl_sbuf *out, bool *fused_fail,
@@ -22,16 +34,10 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
   e.s = s;
   e.b = &b;
   e.mode = mode;
-  e.nv = s->g->n_values;
-  size_t nv = (size_t)(e.nv > 0 ? e.nv : 1);
-  e.in_idx = malloc(sizeof(int) * nv);
-  e.inside = calloc(nv, sizeof(bool));
-  e.red_idx = malloc(sizeof(int) * nv);
-  if (!e.in_idx || !e.inside || !e.red_idx) {
+  if (!fsl_cg_value_tables(&e, s->g)) {
     em_free(&e);
     return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   }
-  for (size_t i = 0; i < nv; i++) e.in_idx[i] = e.red_idx[i] = -1;
   for (int i = 0; i < s->n_in; i++) e.in_idx[s->in[i]->id] = i;
   const fsl_node *red[64];
   int nr = 0;
@@ -129,9 +135,10 @@ void fsl_cg_kernel_open(em *e, fsl_sbuf *body, const fsl_dialect *d, int id, int
 }
 
 fsl_status fsl_cg_kernel_close(em *e, fsl_sbuf *body, fsl_sbuf *b) {
-  if (e->d->ret_ok[0]) fsl_cg_line(e, "%s", e->d->ret_ok);
+  if (e->epi) fsl_cg_line(e, "%s", e->d->ret_err);
+  else if (e->d->ret_ok[0]) fsl_cg_line(e, "%s", e->d->ret_ok);
   fsl_sbuf_puts(body, "}\n\n");
-  fsl_status st = body->oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
+  fsl_status st = e->st != FSL_OK ? e->st : body->oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
   if (st == FSL_OK) fsl_sbuf_puts(b, body->p);
   if (st == FSL_OK && b->oom) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   fsl_sbuf_free(body);
@@ -192,6 +199,21 @@ void fsl_cg_tiles_kloop(em *e, const char *acc, int64_t K, void (*load)(em *e, c
   fsl_cg_line(e, "}");
 }
 
+/* c[b_, m, n] = s (or the epilogue's value there): b_ the flat batch
+ * index, m and n the row and column. */
+static void mm_store(em *e, const fsl_value *C, const char *T) {
+  int r = C->rank;
+  coords c = {.rank = r};
+  int axes[FSL_MAX_RANK];
+  for (int i = 0; i < r - 2; i++) axes[i] = i;
+  if (e->epi) fsl_cg_decompose(e, "b_", r - 2, axes, C->dims, "bq", &c);
+  snprintf(c.c[r - 2], CLEN, "%s", C->dims[r - 2] == 1 ? "0" : "m");
+  snprintf(c.c[r - 1], CLEN, "%s", C->dims[r - 1] == 1 ? "0" : "n");
+  char idx[128];
+  snprintf(idx, sizeof idx, "(b_ * %lld + m) * %lld + n", (long long)C->dims[r - 2], (long long)C->dims[r - 1]);
+  fsl_cg_epi_store(e, T, "s", &c, "c", idx);
+}
+
 typedef struct mm_dims {
   const char *T;
   int64_t M, K, N;
@@ -210,6 +232,7 @@ static void mm_load(em *e, const void *ctx) {
 /* The tiled matmul of a dialect with work-groups (codegen.h): a tile of
  * c per work-group, row m = the work-item's ly_, column n = its lx_. */
 static void tiled_matmul(em *e, const char *T, const char *acc, int64_t batch, int64_t M, int64_t K, int64_t N) {
+  const fsl_value *C = e->lin_out;
   int TL = e->d->group->tile;
   int64_t tm = (M + TL - 1) / TL, tn = (N + TL - 1) / TL;
   fsl_cg_tiles_open(e, T, batch * tm * tn);
@@ -217,13 +240,17 @@ static void tiled_matmul(em *e, const char *T, const char *acc, int64_t batch, i
               (long long)(tm * tn), (long long)tn, (long long)tm, TL, (long long)tn, TL);
   mm_dims md = {.T = T, .M = M, .K = K, .N = N};
   fsl_cg_tiles_kloop(e, acc, K, mm_load, &md);
-  fsl_cg_line(e, "if (m < %lld && n < %lld) c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, (long long)M,
-              (long long)N, T);
+  fsl_cg_line(e, "if (m < %lld && n < %lld) {", (long long)M, (long long)N);
+  fsl_cg_open_scope(e);
+  mm_store(e, C, T);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
 }
 
-fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, fsl_sbuf *b, fsl_cg_launch *launch) {
+fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, const fsl_cg_epilogue *epi, fsl_sbuf *b,
+                              fsl_cg_launch *launch) {
   if (!d || !mm || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_matmul: NULL argument");
   const fsl_value *A = mm->in[0], *W = mm->in[1], *C = mm->out[0];
   fsl_dtype dt = A->dtype;
@@ -235,10 +262,12 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   const char *T = fsl_cg_ctype(d, dt), *acc = is_f(dt) ? "double" : "uint64_t";
   em e;
   fsl_sbuf body;
-  fsl_cg_kernel_open(&e, &body, d, id, 2, 1);
+  fsl_cg_kernel_open(&e, &body, d, id, 2 + (epi ? epi->n_in : 0), 1);
   const char *S = d->buf_space;
   fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
-  fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, T, S, T);
+  if (!fsl_cg_epi_open(&e, epi, mm)) return fsl_cg_kernel_close(&e, &body, b);
+  const char *TO = fsl_cg_ctype(d, epi ? epi->out->dtype : dt);
+  fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, TO, S, TO);
   char nb[32], nm[32], nn[32], nk[32];
   snprintf(nb, sizeof nb, "%lld", (long long)batch);
   snprintf(nm, sizeof nm, "%lld", (long long)M);
@@ -256,7 +285,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
                 (long long)N, (long long)M, (long long)N);
     row_pointers(&e, S, T, M, K, N);
     dot_product(&e, acc, nk, N);
-    fsl_cg_line(&e, "c[i_] = (%s)s;", T);
+    mm_store(&e, C, T);
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");
   } else {
@@ -270,7 +299,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
     fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
     fsl_cg_open_scope(&e);
     dot_product(&e, acc, nk, N);
-    fsl_cg_line(&e, "c[(b_ * %lld + m) * %lld + n] = (%s)s;", (long long)M, (long long)N, T);
+    mm_store(&e, C, T);
     for (int i = 0; i < 3; i++) {
       fsl_cg_close_scope(&e);
       fsl_cg_line(&e, "}");

@@ -143,6 +143,104 @@ bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n)
   return true;
 }
 
+/* Adds to side the kernel nodes that compute value v for an epilogue over
+ * chain[0 .. upto) (fsl_linear_split_fused): nothing for lin's output, a
+ * chain value, a kernel input or a prologue output; false when a node on
+ * the way is one a generated loop cannot take or reads lin's output, or
+ * on OOM (*oom set). */
+static bool side_nodes(const fsl_linear_split *s, int upto, fsl_value *v, fsl_vlist *side, bool *oom) {
+  if (v == s->lin->out[0]) return true;
+  for (int j = 0; j < upto; j++)
+    if (s->chain[j]->out[0] == v) return true;
+  fsl_node *p = v->producer;
+  if (!p || !fsl_vl_has(&s->knodes, p) || (s->gen_prologue && fsl_vl_has(&s->anc, p)) || fsl_vl_has(side, p)) return true;
+  fsl_kind kind = fsl_op_get(p->op)->kind;
+  if (p == s->lin || !fsl_op_is_primitive(p->op) ||
+      (kind != FSL_KIND_ELEMENTWISE && kind != FSL_KIND_MOVEMENT && kind != FSL_KIND_GATHER))
+    return false;
+  for (int i = 0; i < p->n_in; i++) {
+    if (!p->in[i]) continue;
+    if (p->in[i] == s->lin->out[0]) return false;
+    for (int j = 0; j < s->n_chain; j++)
+      if (s->chain[j]->out[0] == p->in[i]) return false;
+    if (!side_nodes(s, upto, p->in[i], side, oom)) return false;
+  }
+  if (!fsl_vl_add(side, p)) return !(*oom = true);
+  return true;
+}
+
+fsl_status fsl_linear_split_fused(const fsl_kernel *k, const fsl_linear_split *s, int *n_abs, fsl_vlist *nodes,
+                                  fsl_vlist *ins) {
+  *n_abs = 0;
+  const fsl_value *y = s->lin->out[0];
+  fsl_vlist side = {0};
+  bool oom_ = false;
+  /* n_side[j]: the side nodes chain[0 .. j] need are side.p[0 .. n_side[j]) (side only grows) */
+  int valid = 0, n_side[FSL_LINEAR_CHAIN_MAX];
+  for (int j = 0; j < s->n_chain; j++) {
+    fsl_node *c = s->chain[j];
+    bool ok = (is_ew(c) || c->op == FSL_OP_reshape) && c->n_out == 1;
+    for (int i = 0; ok && i < c->n_in; i++) ok = !c->in[i] || side_nodes(s, j, c->in[i], &side, &oom_);
+    if (oom_) {
+      free(side.p);
+      return oom();
+    }
+    if (!ok) break;
+    n_side[j] = side.n;
+    valid = j + 1;
+  }
+  int n = valid;
+  while (n > 0 && !fsl_linear_chain_closed(s->lin, s->chain, n)) n--;
+  /* the side nodes of the prefix only, with it, in the kernel's order */
+  fsl_vlist need = {.n = n > 0 ? n_side[n - 1] : 0, .p = side.p};
+  for (int i = 0; i < k->n_nodes && !oom_ && n > 0; i++) {
+    fsl_node *m = k->nodes[i];
+    bool take = fsl_vl_has(&need, m);
+    for (int j = 0; j < n && !take; j++) take = s->chain[j] == m;
+    if (take && !fsl_vl_add(nodes, m)) oom_ = true;
+  }
+  fsl_vlist all = {0};
+  if (!oom_ && n > 0 && !fsl_vl_add_inputs(&all, (fsl_node *const *)nodes->p, nodes->n)) oom_ = true;
+  for (int i = 0; i < all.n && !oom_; i++)
+    if (all.p[i] != y && !fsl_vl_add(ins, all.p[i])) oom_ = true;
+  free(side.p);
+  free(all.p);
+  if (oom_) return oom();
+  *n_abs = nodes->n > 0 ? n : 0;
+  return FSL_OK;
+}
+
+fsl_value *fsl_linear_split_out(const fsl_linear_split *s, int n_abs) {
+  return n_abs > 0 ? s->chain[n_abs - 1]->out[0] : s->lin->out[0];
+}
+
+fsl_status fsl_codegen_linear(const fsl_dialect *d, int id, const fsl_graph *g, const fsl_kernel *k,
+                              const fsl_linear_split *s, int *n_abs, fsl_vlist *nodes, fsl_vlist *ins, fsl_sbuf *b,
+                              fsl_cg_launch *launch) {
+  *n_abs = 0;
+  fsl_node *lin = s->lin;
+  if (lin->op != FSL_OP_matmul && lin->op != FSL_OP_conv)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "no generated code for %s", fsl_op_get(lin->op)->name);
+  int na = 0;
+  fsl_status st = fsl_linear_split_fused(k, s, &na, nodes, ins);
+  if (st != FSL_OK) return st;
+  if (na > 0) {
+    fsl_cg_epilogue epi = {.g = g, .n_nodes = nodes->n, .nodes = (fsl_node *const *)nodes->p,
+                           .n_in = ins->n, .in = (fsl_value *const *)ins->p, .out = fsl_linear_split_out(s, na)};
+    st = lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, id, lin, &epi, b, launch)
+                                  : fsl_codegen_conv(d, id, lin, &epi, b, launch);
+    if (st == FSL_OK) {
+      *n_abs = na;
+      return FSL_OK;
+    }
+    if (st == FSL_ERR_NOMEM) return st;
+    fsl_error_clear(); /* the epilogue stays a function of its own */
+  }
+  nodes->n = ins->n = 0;
+  return lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, id, lin, NULL, b, launch)
+                                  : fsl_codegen_conv(d, id, lin, NULL, b, launch);
+}
+
 void fsl_linear_split_free(fsl_linear_split *s) {
   free(s->knodes.p);
   free(s->anc.p);

@@ -10,14 +10,16 @@
  *             them: a reshape is the same bytes);
  *   linear    the matmul/conv, with a closed prefix of `chain` (the
  *             elementwise or reshape nodes after it that read its result or
- *             each other's) absorbed as oneDNN post-ops (CPU: onednn.h;
- *             other backends absorb none);
+ *             each other's) absorbed as oneDNN post-ops (CPU: onednn.h)
+ *             or computed before the store of a generated matmul or
+ *             convolution (GPU dialects: fsl_linear_split_fused);
  *   epilogue  every other node of the kernel, generated over the linear
  *             op's result.
  */
 #ifndef FSL_CG_LINSPLIT_H
 #define FSL_CG_LINSPLIT_H
 
+#include "codegen/codegen.h"
 #include "orchestrate/orchestrate.h"
 
 /** A growable list of distinct pointers (values or nodes), in insertion order. */
@@ -71,6 +73,40 @@ fsl_status fsl_linear_split_epilogue(const fsl_kernel *k, const fsl_linear_split
  *  value but the last are read only by chain[0 .. n) and are no graph
  *  outputs.  True for n = 0. */
 bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n);
+
+/**
+ * The epilogue a generated matmul or convolution computes before its
+ * store (codegen.h, fsl_cg_epilogue): the longest closed prefix
+ * chain[0 .. *n_abs) (elementwise nodes and reshapes: each element of its
+ * last value comes from the linear output's element at the same flat
+ * index) whose other operands are kernel inputs, prologue outputs, or
+ * values of kernel nodes a generated loop takes (elementwise, movement,
+ * gather) that read neither the linear output nor the chain.  nodes
+ * (empty on entry) receives those nodes and the prefix in the kernel's
+ * order, ins what they read besides the linear output.  *n_abs = 0 when
+ * no prefix qualifies.  Errors: FSL_ERR_NOMEM.
+ */
+fsl_status fsl_linear_split_fused(const fsl_kernel *k, const fsl_linear_split *s, int *n_abs, fsl_vlist *nodes,
+                                  fsl_vlist *ins);
+
+/** The value the linear step writes once it absorbed chain[0 .. n_abs):
+ *  the last absorbed node's output, lin's when n_abs is 0. */
+fsl_value *fsl_linear_split_out(const fsl_linear_split *s, int n_abs);
+
+/**
+ * The linear op of split s of kernel k (of graph g), a matmul or
+ * convolution, appended to b as function fsl_k<id> in dialect d
+ * (codegen.h) with the longest epilogue the generator takes before its
+ * store (fsl_linear_split_fused; else none).  On success *n_abs chain
+ * nodes are absorbed: the function reads in = {s->lin_in[0],
+ * s->lin_in[1], ins..} and writes chain[*n_abs - 1]'s output (lin's when
+ * *n_abs is 0); nodes (empty on entry) holds the epilogue's nodes; the
+ * caller frees both lists.  Errors: FSL_ERR_UNSUPPORTED when the op has
+ * no generated code in d (another op, a dtype), FSL_ERR_NOMEM.
+ */
+fsl_status fsl_codegen_linear(const fsl_dialect *d, int id, const fsl_graph *g, const fsl_kernel *k,
+                              const fsl_linear_split *s, int *n_abs, fsl_vlist *nodes, fsl_vlist *ins, fsl_sbuf *b,
+                              fsl_cg_launch *launch);
 
 void fsl_linear_split_free(fsl_linear_split *s);
 

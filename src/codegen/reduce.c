@@ -45,9 +45,27 @@ void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *
   }
 }
 
-/* Bytes of reduce node n's accumulator (fsl_cg_red_acc_of). */
+static bool is_arg(const fsl_node *n) { return n->op == FSL_OP_argmax || n->op == FSL_OP_argmin; }
+
+/* The bound of a row's loops over its `inner` elements: none past the
+ * last row when rows share a group (fsl_cg_row_loop_open). */
+static void row_bound(const em *e, const char *inner, char *dst, size_t cap) {
+  if (e->grp && e->grp_rows > 1) snprintf(dst, cap, "(rv_ ? %s : 0)", inner);
+  else snprintf(dst, cap, "%s", inner);
+}
+
+/* The type of an argmax/argmin's best value b<k>: the input's type, in a
+ * work-group row 64-bit for integers (exchanged between work-items). */
+static const char *arg_best_type(const em *e, const fsl_value *x) {
+  if (!e->grp || is_f(x->dtype)) return fsl_cg_ctype(e->d, x->dtype);
+  return is_s(x->dtype) ? "int64_t" : "uint64_t";
+}
+
+/* Bytes of reduce node n's accumulator (fsl_cg_red_acc_of; an
+ * argmax/argmin: its best value and index). */
 static int acc_bytes(const fsl_node *n) {
   fsl_dtype dt = n->in[0]->dtype;
+  if (is_arg(n)) return 8 + (is_f(dt) ? (int)fsl_dtype_size(dt) : 8);
   if (is_f(dt) && n->op != FSL_OP_reduce_sum && n->op != FSL_OP_reduce_prod) return (int)fsl_dtype_size(dt);
   return 8;
 }
@@ -56,9 +74,24 @@ static int acc_bytes(const fsl_node *n) {
  * (group->warp; 1: none). */
 static int warp_lanes(const fsl_cg_group *G, int gs) { return G->warp > 1 ? (gs < G->warp ? gs : G->warp) : 1; }
 
+/* Work-items of each warp that run a group row's shuffles: the whole
+ * group when it is below a warp (rows sharing it included). */
+static int warp_active(const em *e) {
+  int W = e->d->group->warp, gs = e->launch.group_size;
+  return gs < W ? gs : W;
+}
+
 /* Partial results of a group row that meet in local memory: one per
  * warp (per work-item without warps); 1: none, no local memory. */
 static int group_partials(const fsl_cg_group *G, int gs) { return gs / warp_lanes(G, gs); }
+
+/* Into dst: the index of this row's partial `i` (an expression) in a
+ * local array of P partials per row: rows share a group (grp_rows > 1)
+ * at q_ * P. */
+static void part_idx(const em *e, int P, const char *i, char *dst, size_t cap) {
+  if (e->grp_rows > 1) snprintf(dst, cap, "q_ * %d + %s", P, i);
+  else snprintf(dst, cap, "%s", i);
+}
 
 /* Combines accumulator a<k> of reduce node n across the work-items whose
  * indices differ in bits `from`, from/2, ..., 1 (aligned runs of `lanes`
@@ -70,7 +103,7 @@ static void warp_steps(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a,
   bool fl = is_f(n->in[0]->dtype);
   char av[16], sh[160];
   snprintf(av, sizeof av, "a%d", k);
-  e->d->group->warp_xor(sh, sizeof sh, av, "s_", lanes);
+  e->d->group->warp_xor(sh, sizeof sh, av, "s_", lanes, warp_active(e));
   fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", from);
   fsl_cg_open_scope(e);
   if (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)
@@ -82,6 +115,74 @@ static void warp_steps(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a,
     fsl_cg_line(e, "const %s v_ = %s; if (v_ %s a%d) a%d = v_;", a->type, sh, op == FSL_OP_reduce_max ? ">" : "<", k, k);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
+}
+
+/* Into dst: whether (value vb at index ib) beats (va at ia) for argmax /
+ * argmin node n (fsl_argtake; index -1: none). */
+static void arg_take(const fsl_node *n, const char *vb, const char *ib, const char *va, const char *ia, char *dst,
+                     size_t cap) {
+  int ismax = n->op == FSL_OP_argmax, last = fsl_attr_int(n, "select_last_index", 0) != 0;
+  if (is_f(n->in[0]->dtype))
+    snprintf(dst, cap, "fsl_argtake((double)%s, %s, (double)%s, %s, %d, %d)", vb, ib, va, ia, ismax, last);
+  else
+    snprintf(dst, cap, "(%s >= 0 && (%s < 0 || %s %s %s || (%s == %s && %s %s %s)))", ib, ia, vb, ismax ? ">" : "<", va,
+             vb, va, ib, last ? ">" : "<", ia);
+}
+
+/* arg_steps / arg_tree: group_tree for argmax / argmin node n, whose
+ * work-items hold best value b<k> (type BT) at index a<k> (-1: none);
+ * the same exchanges, each keeping the pair that wins (arg_take), the
+ * index kept in li<k>[] beside lr<k>[]. */
+static void arg_steps(em *e, const fsl_node *n, int k, const char *BT, int from, int lanes) {
+  char bv[16], av[16], shb[160], sha[160], take[512];
+  snprintf(bv, sizeof bv, "b%d", k);
+  snprintf(av, sizeof av, "a%d", k);
+  e->d->group->warp_xor(shb, sizeof shb, bv, "s_", lanes, warp_active(e));
+  e->d->group->warp_xor(sha, sizeof sha, av, "s_", lanes, warp_active(e));
+  fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", from);
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "const %s ob_ = %s; const int64_t oa_ = %s;", BT, shb, sha);
+  arg_take(n, "ob_", "oa_", bv, av, take, sizeof take);
+  fsl_cg_line(e, "if (%s) { b%d = ob_; a%d = oa_; }", take, k, k);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
+static void arg_tree(em *e, const fsl_node *n, int k, const char *BT) {
+  const fsl_cg_group *G = e->d->group;
+  int gs = e->grp_lanes, W = warp_lanes(G, gs), P = group_partials(G, gs);
+  if (W > 1) arg_steps(e, n, k, BT, W / 2, W);
+  if (P <= 1) return;
+  char w[32], l[96], ls[96], r0[96];
+  snprintf(w, sizeof w, "l_ / %d", W);
+  part_idx(e, P, W > 1 ? w : "l_", l, sizeof l);
+  part_idx(e, P, "l_ + s_", ls, sizeof ls);
+  part_idx(e, P, "0", r0, sizeof r0);
+  if (W > 1) fsl_cg_line(e, "if ((l_ & %d) == 0) { lr%d[%s] = b%d; li%d[%s] = a%d; }", W - 1, k, l, k, k, l, k);
+  else fsl_cg_line(e, "lr%d[%s] = b%d; li%d[%s] = a%d;", k, l, k, k, l, k);
+  fsl_cg_line(e, "%s", G->barrier);
+  if (W > 1 && P <= W) {
+    char lp[32], pi[96];
+    snprintf(lp, sizeof lp, "(l_ & %d)", P - 1);
+    part_idx(e, P, lp, pi, sizeof pi);
+    fsl_cg_line(e, "b%d = lr%d[%s]; a%d = li%d[%s];", k, k, pi, k, k, pi);
+    arg_steps(e, n, k, BT, P / 2, W);
+  } else {
+    char vb[128], ib[128], va[128], ia[128], take[768];
+    snprintf(vb, sizeof vb, "lr%d[%s]", k, ls);
+    snprintf(ib, sizeof ib, "li%d[%s]", k, ls);
+    snprintf(va, sizeof va, "lr%d[%s]", k, l);
+    snprintf(ia, sizeof ia, "li%d[%s]", k, l);
+    arg_take(n, vb, ib, va, ia, take, sizeof take);
+    fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", P / 2);
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "if (l_ < s_ && %s) { %s = %s; %s = %s; }", take, va, vb, ia, ib);
+    fsl_cg_line(e, "%s", G->barrier);
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    fsl_cg_line(e, "b%d = lr%d[%s]; a%d = li%d[%s];", k, k, r0, k, k, r0);
+  }
+  fsl_cg_line(e, "%s", G->barrier);
 }
 
 /* Work-group rows (dialect group): combines the work-items' accumulators
@@ -97,7 +198,7 @@ static void warp_steps(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a,
  * barrier after the read lets the next row write lr<k>[] again. */
 static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a) {
   const fsl_cg_group *G = e->d->group;
-  int gs = e->launch.group_size, W = warp_lanes(G, gs), P = group_partials(G, gs);
+  int gs = e->grp_lanes, W = warp_lanes(G, gs), P = group_partials(G, gs);
   fsl_op op = n->op;
   bool fl = is_f(n->in[0]->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
   if (W > 1) {
@@ -105,28 +206,36 @@ static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a)
     warp_steps(e, n, k, a, W / 2, W);
   }
   if (P > 1) {
-    if (W > 1) fsl_cg_line(e, "if ((l_ & %d) == 0) lr%d[l_ / %d] = a%d;", W - 1, k, W, k);
-    else if (fl && mx) fsl_cg_line(e, "lr%d[l_] = n%d ? (%s)NAN : a%d;", k, k, a->type, k);
-    else fsl_cg_line(e, "lr%d[l_] = a%d;", k, k);
+    char w[32], lp[32], l[96], ls[96], r0[96];
+    snprintf(w, sizeof w, "l_ / %d", W);
+    snprintf(lp, sizeof lp, "(l_ & %d)", P - 1);
+    part_idx(e, P, W > 1 ? w : "l_", l, sizeof l);
+    part_idx(e, P, "l_ + s_", ls, sizeof ls);
+    part_idx(e, P, "0", r0, sizeof r0);
+    if (W > 1) fsl_cg_line(e, "if ((l_ & %d) == 0) lr%d[%s] = a%d;", W - 1, k, l, k);
+    else if (fl && mx) fsl_cg_line(e, "lr%d[%s] = n%d ? (%s)NAN : a%d;", k, l, k, a->type, k);
+    else fsl_cg_line(e, "lr%d[%s] = a%d;", k, l, k);
     fsl_cg_line(e, "%s", G->barrier);
     if (W > 1 && P <= W) {
-      fsl_cg_line(e, "a%d = lr%d[l_ & %d];", k, k, P - 1);
+      char pi[96];
+      part_idx(e, P, lp, pi, sizeof pi);
+      fsl_cg_line(e, "a%d = lr%d[%s];", k, k, pi);
       warp_steps(e, n, k, a, P / 2, W);
     } else {
       fsl_cg_line(e, "for (int s_ = %d; s_ > 0; s_ >>= 1) {", P / 2);
       fsl_cg_open_scope(e);
       if (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)
-        fsl_cg_line(e, "if (l_ < s_) lr%d[l_] %s= lr%d[l_ + s_];", k, op == FSL_OP_reduce_sum ? "+" : "*", k);
+        fsl_cg_line(e, "if (l_ < s_) lr%d[%s] %s= lr%d[%s];", k, l, op == FSL_OP_reduce_sum ? "+" : "*", k, ls);
       else if (fl) /* NaN-propagating (helpers.h) */
-        fsl_cg_line(e, "if (l_ < s_) lr%d[l_] = fsl_%s%s(lr%d[l_], lr%d[l_ + s_]);", k,
-                    op == FSL_OP_reduce_max ? "max" : "min", n->in[0]->dtype == FSL_DT_F32 ? "f" : "d", k, k);
+        fsl_cg_line(e, "if (l_ < s_) lr%d[%s] = fsl_%s%s(lr%d[%s], lr%d[%s]);", k, l,
+                    op == FSL_OP_reduce_max ? "max" : "min", n->in[0]->dtype == FSL_DT_F32 ? "f" : "d", k, l, k, ls);
       else
-        fsl_cg_line(e, "if (l_ < s_ && lr%d[l_ + s_] %s lr%d[l_]) lr%d[l_] = lr%d[l_ + s_];", k,
-                    op == FSL_OP_reduce_max ? ">" : "<", k, k, k);
+        fsl_cg_line(e, "if (l_ < s_ && lr%d[%s] %s lr%d[%s]) lr%d[%s] = lr%d[%s];", k, ls,
+                    op == FSL_OP_reduce_max ? ">" : "<", k, l, k, l, k, ls);
       fsl_cg_line(e, "%s", G->barrier);
       fsl_cg_close_scope(e);
       fsl_cg_line(e, "}");
-      fsl_cg_line(e, "a%d = lr%d[0];", k, k);
+      fsl_cg_line(e, "a%d = lr%d[%s];", k, k, r0);
     }
   }
   if (fl && mx) fsl_cg_line(e, "n%d = a%d != a%d;", k, k, k);
@@ -157,7 +266,6 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   bool arg = op == FSL_OP_argmax || op == FSL_OP_argmin;
   bool fl = is_f(x->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
   fsl_cg_red_acc a;
-  const char *T = fsl_cg_ctype(e->d, x->dtype);
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "j", "");
   fsl_cg_win_row w;
@@ -167,7 +275,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   bool fsum = !e->grp && !nested && fl && op == FSL_OP_reduce_sum && x->dtype == FSL_DT_F32 && inner >= 8;
   bool blocked = fsum && inner > SUM_BLOCK;
   if (arg) {
-    fsl_cg_line(e, "%s b%d = 0; int64_t a%d = 0;", T, k, k);
+    fsl_cg_line(e, "%s b%d = 0; int64_t a%d = %d;", arg_best_type(e, x), k, k, e->grp ? -1 : 0);
   } else {
     fsl_cg_red_acc_of(e->d, n, &a);
     fsl_cg_line(e, "%s a%d = %s;", a.type, k, a.init);
@@ -216,7 +324,9 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     if (r1[0]) jl.red[jl.n_red++] = r1;
     jl.red[jl.n_red++] = "|:e_";
   }
-  if (e->grp) jl = (fsl_cg_loop){.kind = FSL_CG_LANES, .var = "j_", .lo = "0", .hi = n_inner, .step = e->launch.group_size};
+  char row_hi[64];
+  row_bound(e, n_inner, row_hi, sizeof row_hi);
+  if (e->grp) jl = (fsl_cg_loop){.kind = FSL_CG_LANES, .var = "j_", .lo = "0", .hi = row_hi, .step = e->grp_lanes};
   fsl_cg_loop_open(e, &jl);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
@@ -231,12 +341,15 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   if (!ok) {
   } else if (arg) {
     int last = fsl_attr_int(n, "select_last_index", 0) != 0, ismax = op == FSL_OP_argmax;
+    /* a work-item of a group row starts at its first element, j_ = l_ */
+    char first[16];
+    snprintf(first, sizeof first, e->grp ? "a%d < 0" : "j_ == 0", k);
     if (fl)
-      fsl_cg_line(e, "if (j_ == 0 || fsl_argbetter((double)%s, (double)b%d, %d, %d)) { b%d = %s; a%d = j_; }", v, k, ismax,
-           last, k, v, k);
+      fsl_cg_line(e, "if (%s || fsl_argbetter((double)%s, (double)b%d, %d, %d)) { b%d = %s; a%d = j_; }", first, v, k,
+                  ismax, last, k, v, k);
     else
-      fsl_cg_line(e, "if (j_ == 0 || %s %s b%d || (%d && %s == b%d)) { b%d = %s; a%d = j_; }", v, ismax ? ">" : "<", k, last,
-           v, k, k, v, k);
+      fsl_cg_line(e, "if (%s || %s %s b%d || (%d && %s == b%d)) { b%d = %s; a%d = j_; }", first, v, ismax ? ">" : "<", k,
+                  last, v, k, k, v, k);
   } else if (fl) {
     switch (op) {
     case FSL_OP_reduce_sum:
@@ -270,7 +383,8 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   }
   fsl_cg_loop_end(e, &lc);
   if (!ok) return false;
-  if (e->grp) group_tree(e, n, k, &a);
+  if (e->grp && arg) arg_tree(e, n, k, arg_best_type(e, x));
+  else if (e->grp) group_tree(e, n, k, &a);
   const char *Y = fsl_cg_ctype(e->d, n->out[0]->dtype);
   if (arg) fsl_cg_line(e, "const int64_t r%d = a%d;", k, k);
   else if (fl && mx) fsl_cg_line(e, "const %s r%d = n%d ? (%s)NAN : (%s)a%d;", Y, k, k, Y, Y, k);
@@ -308,6 +422,20 @@ void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner) {
   char n_outer[32];
   snprintf(n_outer, sizeof n_outer, "%lld", (long long)outer);
   bool par = outer * inner > e->d->par_min && (outer > 1 || e->d->par_min == 0);
+  if (e->grp && e->grp_rows > 1) {
+    /* grp_rows rows per group: row q_ of group iteration t_; a work-item
+     * past the last row works on the last one (every work-item meets
+     * every barrier) but loads and stores nothing in its loops (rv_) */
+    int R = e->grp_rows;
+    snprintf(n_outer, sizeof n_outer, "%lld", (long long)((outer + R - 1) / R));
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_GROUPS, .var = "t_", .lo = "0", .hi = n_outer, .n_red = 1,
+                                       .red = {"|:err_"}});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "const int rv_ = t_ * %d + q_ < %lld;", R, (long long)outer);
+    fsl_cg_line(e, "const int64_t o_ = rv_ ? t_ * %d + q_ : %lld;", R, (long long)(outer - 1));
+    fsl_cg_line(e, "int e_ = 0;");
+    return;
+  }
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = e->grp ? FSL_CG_GROUPS : par ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
                                      .var = "o_", .lo = "0", .hi = n_outer, .n_red = 1, .red = {"|:err_"}});
   fsl_cg_open_scope(e);
@@ -315,14 +443,17 @@ void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner) {
 }
 
 /* Whether the fused body runs its rows with work-groups (e->grp): the
- * dialect has them, rows have more than one element, no reduction is an
- * argmax/argmin (ties would need the index in the tree too) and the
- * accumulators fit in local memory.  Then declares them at kernel scope,
- * lr<k>[P] with P partials per row (group_tree: one per warp, or per
- * work-item without warps; none when a row is one warp), and l_, the
- * work-item's index in its group, and sets the launch: one group per row,
- * of the dialect's group size or, for shorter rows, the smallest power of
- * two that covers a row. */
+ * dialect has them, rows have more than one element and the accumulators
+ * (an argmax/argmin: its best value and index) fit in local memory.
+ * A row gets gs work-items (grp_lanes): the dialect's group size or, for
+ * shorter rows, the smallest power of two that covers a row; rows shorter
+ * than a group share one, R = grp_rows of them (a power of two, at most
+ * group size / gs and the rows there are, within local memory).  Then
+ * declares the accumulators at kernel scope, lr<k>[P * R] with P partials
+ * per row (group_tree: one per warp, or per work-item without warps; none
+ * when a row is one warp), and l_, the work-item's index in its row (q_:
+ * its row in the group when R > 1), and sets the launch: groups of gs * R
+ * work-items, one per R rows. */
 static void group_open(em *e, const fsl_node **red, int nr, int64_t outer, int64_t inner) {
   const fsl_cg_group *G = e->d->group;
   if (!G || inner <= 1) return;
@@ -330,19 +461,27 @@ static void group_open(em *e, const fsl_node **red, int nr, int64_t outer, int64
   while (gs < G->size && gs < inner) gs *= 2;
   int P = group_partials(G, gs);
   long long bytes = 0;
-  for (int k = 0; k < nr; k++) {
-    if (red[k]->op == FSL_OP_argmax || red[k]->op == FSL_OP_argmin) return;
-    bytes += P > 1 ? (long long)acc_bytes(red[k]) * P : 0;
-  }
+  for (int k = 0; k < nr; k++) bytes += P > 1 ? (long long)acc_bytes(red[k]) * P : 0;
   if (bytes > G->local_bytes) return;
+  /* rows shorter than a group share one: R rows of gs work-items */
+  int R = 1;
+  while ((long long)R * 2 * gs <= G->size && R < outer && (long long)R * 2 * bytes <= G->local_bytes) R *= 2;
   e->grp = true;
-  e->launch = (fsl_cg_launch){.group_size = gs, .groups = outer};
+  e->grp_lanes = gs;
+  e->grp_rows = R;
+  e->launch = (fsl_cg_launch){.group_size = gs * R, .groups = (outer + R - 1) / R};
   for (int k = 0; k < nr && P > 1; k++) {
+    if (is_arg(red[k])) {
+      fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, arg_best_type(e, red[k]->in[0]), k, P * R);
+      fsl_cg_line(e, "%sint64_t li%d[%d];", G->local_kw, k, P * R);
+      continue;
+    }
     fsl_cg_red_acc a;
     fsl_cg_red_acc_of(e->d, red[k], &a);
-    fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, a.type, k, P);
+    fsl_cg_line(e, "%s%s lr%d[%d];", G->local_kw, a.type, k, P * R);
   }
-  fsl_cg_line(e, "const int64_t l_ = %s;", G->local_id);
+  if (R > 1) fsl_cg_line(e, "const int64_t lg_ = %s, q_ = lg_ / %d, l_ = lg_ %% %d;", G->local_id, gs, gs);
+  else fsl_cg_line(e, "const int64_t l_ = %s;", G->local_id);
 }
 
 /* Fused REDUCE body: one parallel loop over the kept space; per row every
@@ -436,7 +575,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
     bool any_kept = false;
     for (int j = 0; j < s->n_out; j++) any_kept = any_kept || cls[j] == 1;
     if (any_kept && e->grp) {
-      fsl_cg_line(e, "if (l_ == 0) {");
+      fsl_cg_line(e, "if (l_ == 0%s) {", e->grp_rows > 1 ? " && rv_" : "");
       fsl_cg_open_scope(e);
     }
     for (int j = 0; j < s->n_out && ok; j++)
@@ -456,8 +595,10 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
       char n_inner[32];
       snprintf(n_inner, sizeof n_inner, "%lld", (long long)inner);
       /* in a group row, each work-item writes the elements it reduced (the cached ones among them) */
+      char row_hi[64];
+      row_bound(e, n_inner, row_hi, sizeof row_hi);
       fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = e->grp ? FSL_CG_LANES : FSL_CG_SERIAL, .var = "j_", .lo = "0",
-                                         .hi = n_inner, .step = e->grp ? e->launch.group_size : 1});
+                                         .hi = row_hi, .step = e->grp ? e->grp_lanes : 1});
       fsl_cg_open_scope(e);
       e->body_depth = e->depth;
       coords jc = c;

@@ -76,6 +76,12 @@ static bool rounding_read(const fsl_value *v, int depth) {
 bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res) {
   if (e->st != FSL_OK) return false;
   if (!fsl_cg_supported_dtype(e, v)) return false;
+  if (e->epi && v == e->lin_out) {
+    /* a linear op's epilogue reads its output at the stored element only (epilogue.c) */
+    if (!e->lin_var[0]) return fsl_cg_fail(e, FSL_ERR_INVALID, "the linear op's output read outside its store");
+    snprintf(res, CLEN, "%s", e->lin_var);
+    return true;
+  }
   if (v->data && fsl_value_numel(v) == 1) {
     fsl_cg_literal(e->d, v->dtype, v->data, res);
     return true;

@@ -31,7 +31,7 @@ def softmax_model():
 
 def conv_silu_model():
     """Conv with bias, then SiLU (x * sigmoid(x)): one LINEAR kernel, a
-    generated convolution and its epilogue."""
+    generated convolution computing its epilogue before the store."""
     rng = np.random.default_rng(0)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 32, 32])
@@ -116,24 +116,26 @@ def test_emit_only_compiles_every_kernel(fissile, tmp_path, model):
             assert regs > 0 and cmem > 0 and min(spst, spld, stack, smem) >= 0
     parts = {part: (block, grid, archs) for part, block, grid, archs in rows.values()}
     if model is conv_silu_model:
-        assert {"conv", "epilogue"} <= set(parts)
-        assert "fsl_expf" in src  # the sigmoid of SiLU, fused after the convolution
+        assert set(parts) == {"conv"}  # bias and SiLU in the convolution's store: one function
+        assert "fsl_expf" in src  # the sigmoid of SiLU, fused into the convolution
         # an implicit matmul through two 16 x 16 tiles of float in shared memory, a block per tile
         block, grid, archs = parts["conv"]
         assert block == 256 and grid == 32 * 32 * 32 // 256
         assert all(smem >= 2 * 16 * 16 * 4 for *_, smem, _ in archs)
-        assert parts["epilogue"][:2] == (None, None)
     else:
         assert set(parts) == {"reduce"}
 
 
-@pytest.mark.parametrize("model,block,rows", [(softmax_model, 256, 8), (layernorm_model, 256, 256),
+@pytest.mark.parametrize("model,lanes,rows", [(softmax_model, 256, 8), (layernorm_model, 256, 256),
                                               (short_rows_model, 16, 64)])
-def test_reduce_rows_run_a_block_each(fissile, tmp_path, model, block, rows):
-    """A REDUCE kernel runs a thread block per kept-space row (docs/gpu-backend.md, "CUDA"): the table
-    reports the block size the code assumes and a block per row; rows longer than a warp combine the
-    warps' partial results through shared memory (ptxas reports it on both architectures), a row of a
-    warp or less combines in registers only (warp shuffles, no shared memory)."""
+def test_reduce_rows_run_a_block_each(fissile, tmp_path, model, lanes, rows):
+    """A REDUCE kernel runs a kept-space row on `lanes` threads of a block (docs/gpu-backend.md, "CUDA"),
+    and rows shorter than a block several to a block (16 rows of 16 threads: 64 rows in 4 blocks of
+    256); the table reports the block size the code assumes and the blocks with work; rows longer than a
+    warp combine the warps' partial results through shared memory (ptxas reports it on both
+    architectures), a row of a warp or less combines in registers only (warp shuffles, no shared
+    memory)."""
+    per_block = 256 // lanes
     path = tmp_path / "m.onnx"
     path.write_bytes(model().SerializeToString())
     cu = tmp_path / "m.cu"
@@ -144,13 +146,18 @@ def test_reduce_rows_run_a_block_each(fissile, tmp_path, model, block, rows):
     rows_ = usage_rows(proc.stdout)
     assert [part for part, *_ in rows_.values()] == ["reduce"], proc.stdout
     (_, got_block, grid, archs), = rows_.values()
-    assert (got_block, grid) == (block, rows)
-    assert "__shfl_xor_sync(" in src and "blockIdx.x; o_ < %d; o_ += (int64_t)gridDim.x" % rows in src
-    assert "j_ += %d)" % block in src  # each thread its strided part of the row
+    assert (got_block, grid) == (256, rows // per_block)
+    if per_block == 1:
+        assert "blockIdx.x; o_ < %d; o_ += (int64_t)gridDim.x" % rows in src
+    else:
+        assert "blockIdx.x; t_ < %d; t_ += (int64_t)gridDim.x" % (rows // per_block) in src
+        assert "q_ = lg_ / %d, l_ = lg_ %% %d" % (lanes, lanes) in src
+    assert "__shfl_xor_sync(" in src
+    assert "j_ += %d)" % lanes in src  # each thread its strided part of the row
     for regs, spst, spld, stack, smem, cmem in archs:
         assert spst == spld == stack == 0
-        assert (smem > 0) == (block > 32)
-    assert ("__syncthreads();" in src) == (block > 32) and ("__shared__" in src) == (block > 32)
+        assert (smem > 0) == (lanes > 32)
+    assert ("__syncthreads();" in src) == (lanes > 32) and ("__shared__" in src) == (lanes > 32)
 
 
 def test_refused_kernels_are_listed_not_errors(fissile, tmp_path):

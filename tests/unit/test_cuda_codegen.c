@@ -182,6 +182,7 @@ typedef struct gcase {
   void *in[4];
   char what[64];
   int want_block;        /* block size the code must assume (0: any) */
+  int lanes;             /* a REDUCE case's threads per row */
 } gcase;
 
 /* Renders case c as function fsl_k<c->id> into b. */
@@ -194,8 +195,8 @@ static void gcase_render(gcase *c, fsl_sbuf *b) {
                       .n_out = g->n_outputs, .out = g->outputs};
   c->launch.group_size = -1;
   fsl_status st = !c->lin                         ? fsl_codegen_kernel(&fsl_dialect_cuda, &spec, b, &c->launch)
-                  : c->lin->op == FSL_OP_matmul ? fsl_codegen_matmul(&fsl_dialect_cuda, c->id, c->lin, b, &c->launch)
-                                                  : fsl_codegen_conv(&fsl_dialect_cuda, c->id, c->lin, b, &c->launch);
+                  : c->lin->op == FSL_OP_matmul ? fsl_codegen_matmul(&fsl_dialect_cuda, c->id, c->lin, NULL, b, &c->launch)
+                                                  : fsl_codegen_conv(&fsl_dialect_cuda, c->id, c->lin, NULL, b, &c->launch);
   if (st != FSL_OK) fail_msg("%s: %s", c->what, fsl_last_error());
   if (c->launch.group_size != c->want_block)
     fail_msg("%s: block of %d threads, want %d", c->what, c->launch.group_size, c->want_block);
@@ -263,7 +264,7 @@ static void emu_check(void *h, gcase *c, double tol) {
   emu_kernel k = (emu_kernel)(uintptr_t)dlsym(h, name);
   assert_true(launch && k);
   fsl_graph *g = c->g;
-  void *want[4] = {0}, *got[4] = {0};
+  void *want[8] = {0}, *got[8] = {0};
   assert_int_equal(fsl_ref_run(g, (const void *const *)c->in, want), FSL_OK);
   for (int o = 0; o < g->n_outputs; o++) {
     got[o] = calloc(1, (size_t)fsl_value_nbytes(g->outputs[o]) + 1);
@@ -291,9 +292,10 @@ static void emu_check(void *h, gcase *c, double tol) {
 }
 
 /* REDUCE rows of 1 to 1000 elements (one thread per row for rows of one
- * element; a block of the smallest power of two covering the row up to a
+ * element; the smallest power of two of threads covering the row up to a
  * warp, no shared memory and no barrier; beyond a warp up to 256 threads,
- * the warps' partials through __shared__ memory), over 3 and 130 rows,
+ * the warps' partials through __shared__ memory; rows shorter than 256
+ * threads several to a block), over 3 and 130 rows and one row of 5,
  * and the tiled matmul and convolution at odd sizes: the launch each
  * reports, ptxas's shared memory and barriers on sm_90 and sm_80, and a
  * run of each in the CPU emulation against the reference (the f32 sums
@@ -301,16 +303,23 @@ static void emu_check(void *h, gcase *c, double tol) {
 static void test_group_kernels(void **state) {
   (void)state;
   int64_t lens[] = {1, 5, 16, 31, 32, 33, 64, 255, 256, 257, 1000}, rows[] = {3, 130};
-  int blocks[] = {0, 8, 16, 32, 32, 64, 64, 256, 256, 256, 256};
-  enum { NR = 11 * 2, NC = NR + 4 };
+  int lanes[] = {0, 8, 16, 32, 32, 64, 64, 256, 256, 256, 256}; /* threads per row */
+  enum { NR = 11 * 2 + 1, NC = NR + 4 };
   gcase cs[NC];
   memset(cs, 0, sizeof cs);
   int n = 0;
   for (int t = 0; t < 11; t++)
     for (int r = 0; r < 2; r++) {
       reduce_case(&cs[n], rows[r], lens[t]);
-      cs[n++].want_block = blocks[t];
+      /* rows shorter than a block share one: up to 256 threads, no more rows than there are */
+      int R = 1;
+      while (lanes[t] && R * 2 * lanes[t] <= 256 && R < rows[r]) R *= 2;
+      cs[n].lanes = lanes[t];
+      cs[n++].want_block = lanes[t] * R;
     }
+  reduce_case(&cs[n], 1, 5); /* one row of 5: a block of 8 threads, the shuffles naming those 8 */
+  cs[n].lanes = 8;
+  cs[n++].want_block = 8;
   matmul_case(&cs[n++], 1, 65, 33, 17);
   matmul_case(&cs[n++], 2, 7, 13, 5);
   conv_case(&cs[n++], 1, 3, 4, 1, 5, 3, 1, 1);
@@ -324,7 +333,8 @@ static void test_group_kernels(void **state) {
   }
   assert_false(src.oom);
   assert_non_null(strstr(src.p, "__shfl_xor_sync(0xffffffffu, a0, s_, 32)"));
-  assert_non_null(strstr(src.p, "__shfl_xor_sync(0xffu, a0, s_, 8)"));
+  assert_non_null(strstr(src.p, "__shfl_xor_sync(0xffffffffu, a0, s_, 8)")); /* rows of 5 sharing a warp */
+  assert_non_null(strstr(src.p, "__shfl_xor_sync(0xffu, a0, s_, 8)"));       /* a block of one row of 5 */
   /* ptxas: shared memory and barriers exactly where a row spans more than a warp, or a tile */
   for (size_t a = 0; a < FSL_ARRAY_LEN(k_archs); a++) {
     fsl_cuda_build b;
@@ -334,7 +344,7 @@ static void test_group_kernels(void **state) {
       snprintf(name, sizeof name, "fsl_k%d", i);
       const fsl_cuda_usage *u = fsl_cuda_build_find(&b, name);
       assert_non_null(u);
-      bool multi_warp = cs[i].want_block > 32;
+      bool multi_warp = i < NR ? cs[i].lanes > 32 : true;
       if ((u->shared_bytes > 0) != multi_warp || (u->barriers > 0) != multi_warp)
         fail_msg("%s (%s): %lld bytes of shared memory, %d barriers", cs[i].what, k_archs[a], (long long)u->shared_bytes,
                  u->barriers);

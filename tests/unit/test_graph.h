@@ -81,8 +81,9 @@ static inline void *random_data(const fsl_value *v, double lo, double hi) {
 
 /* The reduction rows the GPU dialects' tests share, over x [rows, len]
  * (returned; the graph's only input): a sum (kept-space output), softmax
- * (max, sum of exp, a row-space output), the NaN-propagating min and an
- * int32 max, the four outputs in that order. */
+ * (max, sum of exp, a row-space output), the NaN-propagating min, an
+ * int32 max, a float argmax and an int32 argmin (select_last_index: ties
+ * resolved across work-items), the six outputs in that order. */
 static inline fsl_value *reduce_rows_graph(fsl_graph *g, int64_t rows, int64_t len) {
   fsl_builder b = {.g = g, .st = FSL_OK, .fold = false};
   int64_t dims[] = {rows, len}, axis = 1;
@@ -94,11 +95,16 @@ static inline fsl_value *reduce_rows_graph(fsl_graph *g, int64_t rows, int64_t l
   fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, true);
   fsl_value *ix = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, x, 100.0), FSL_DT_I32);
   fsl_value *im = fsl_b_reduce(&b, FSL_OP_reduce_max, ix, &axis, 1, true);
+  /* argmax (first of equal values) of x, argmin (last of equal values) of the integers, which tie often */
+  fsl_value *am = fsl_b_arg(&b, FSL_OP_argmax, x, 1, true, false);
+  fsl_value *an = fsl_b_arg(&b, FSL_OP_argmin, ix, 1, true, true);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, s);
   fsl_graph_add_output(g, sm);
   fsl_graph_add_output(g, mn);
   fsl_graph_add_output(g, im);
+  fsl_graph_add_output(g, am);
+  fsl_graph_add_output(g, an);
   return x;
 }
 

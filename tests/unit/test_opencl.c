@@ -4,7 +4,8 @@
  * run on the device (PoCL in CI) match the reference interpreter for odd
  * thread counts (1, 7, 1023, 1025 elements), for reductions over rows
  * shorter than, as long as and longer than a work-group (64), and for
- * matmuls and convolutions through local tiles at odd sizes; work-group
+ * matmuls and convolutions through local tiles at odd sizes, with their
+ * epilogues computed before the tile's store; work-group
  * code falls back to one work-item per row / element when local memory
  * is short; a program the device's compiler rejects
  * is a clear error with the build log and leaves nothing in the cache.
@@ -20,6 +21,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "backend/gpusteps.h"
 #include "backend/cpu/dialect_c.h"
 #include "backend/opencl/dialect_opencl.h"
 #include "backend/opencl/opencl.h"
@@ -88,8 +90,8 @@ static char *render(const fsl_dialect *d, fsl_graph *g, fsl_cg_launch *launch) {
                       .n_out = g->n_outputs, .out = g->outputs};
   fsl_sbuf b = {0};
   fsl_status st = !lin                         ? fsl_codegen_kernel(d, &spec, &b, launch)
-                  : lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, 7, lin, &b, launch)
-                                               : fsl_codegen_conv(d, 7, lin, &b, launch);
+                  : lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, 7, lin, NULL, &b, launch)
+                                               : fsl_codegen_conv(d, 7, lin, NULL, &b, launch);
   assert_int_equal(st, FSL_OK);
   char *s = body_of(b.p);
   fsl_sbuf_free(&b);
@@ -110,7 +112,7 @@ static void opencl_as_c(char *cl) {
   replace(cl, " += (int64_t)get_global_size(0)", "++");
   strip(cl, " + (int64_t)get_group_id(0)");
   replace(cl, " += (int64_t)get_num_groups(0)", "++");
-  strip(cl, " + (int64_t)get_local_id(0)");
+  replace(cl, " + l_;", ";"); /* a LANES loop starts at the work-item's index in its row */
   replace(cl, "(int64_t)get_local_id(0)", "LID");
   replace(cl, "barrier(CLK_LOCAL_MEM_FENCE);", "BARRIER;");
   strip_lines(cl, "if (err_) atomic_or(err_buf + err_i, err_);");
@@ -181,14 +183,14 @@ static void test_dialect_table(void **state) {
       assert_non_null(strstr(cl, grp && t ? "get_group_id(0)" : "get_global_id(0)"));
       assert_int_equal(lc.group_size, lo.group_size);
       assert_int_equal(lc.groups, lo.groups);
-      /* rows of 5 elements with 8 work-items each; the matmul's 7 x 5 in one 16 x 16 tile per batch; the
-       * conv's 4 channels x 25 positions in two */
-      int want_size[] = {0, 8, 8, 256, 256}, want_groups[] = {0, 3, 3, 2, 2};
+      /* rows of 5 elements with 8 work-items each, the 3 rows in one group of 4 rows; the matmul's 7 x 5 in
+       * one 16 x 16 tile per batch; the conv's 4 channels x 25 positions in two */
+      int want_size[] = {0, 32, 32, 256, 256}, want_groups[] = {0, 1, 1, 2, 2};
       assert_int_equal(lo.group_size, grp ? want_size[t] : 0);
       assert_int_equal(lo.groups, grp ? want_groups[t] : 0);
       if (grp && t == 2) {
-        assert_non_null(strstr(cl, "__local float lr1[8];")); /* the row max */
-        assert_non_null(strstr(cl, "fsl_maxf(lr1[l_], lr1[l_ + s_])"));
+        assert_non_null(strstr(cl, "__local float lr1[32];")); /* the row max, 8 partials per row */
+        assert_non_null(strstr(cl, "fsl_maxf(lr1[q_ * 8 + l_], lr1[q_ * 8 + l_ + s_])"));
       }
       opencl_as_c(cl);
       strip_lines(c, "#pragma omp");
@@ -205,7 +207,7 @@ static void test_dialect_table(void **state) {
 /* Runs g's plan (strategy s) on the OpenCL backend and compares every
  * output with the reference; every kernel must run on the device. */
 static void check_plan_on_device(fsl_graph *g, fsl_plan p, void **inputs, double tol, const char *what) {
-  void *want[4] = {0}, *got[4] = {0};
+  void *want[8] = {0}, *got[8] = {0};
   assert_int_equal(fsl_ref_run(g, (const void *const *)inputs, want), FSL_OK);
   void *exe = NULL;
   fsl_status st = fsl_backend_opencl.compile(&p, &exe);
@@ -269,26 +271,32 @@ static void test_odd_sizes(void **state) {
     }
 }
 
-/* Sums, maxima, minima, an integer maximum and softmax over rows of 1, 5,
- * 63, 64, 65 and 1000 elements (shorter than, as long as and longer than
- * a 64-item work-group), with 3 and 130 rows: rows of more than one
- * element run with one work-group each (of 8 work-items for rows of 5),
- * in one kernel (greedy) and one kernel per node (unfused). */
+/* Sums, maxima, minima, an integer maximum, softmax and argmax/argmin
+ * over rows of 1, 2, 5, 17, 63, 64, 65 and 1000 elements (shorter than,
+ * as long as and longer than a 64-item work-group), with 3 and 130 rows:
+ * rows of more than one element run with a power of two of work-items
+ * each (8 for rows of 5), rows shorter than a group several to a group
+ * (R rows: up to 64 work-items, no more rows than there are, 130 rows of
+ * 5 in 17 groups of 8 rows, the last with 2), in one kernel (greedy) and
+ * one kernel per node (unfused). */
 static void test_reduce_rows(void **state) {
   (void)state;
   if (!have_device()) skip();
-  int64_t lens[] = {1, 5, 63, 64, 65, 1000}, rows[] = {3, 130};
-  int groups[] = {0, 8, 64, 64, 64, 64}; /* work-items per row: none (one work-item per row), a power of two up to 64 */
-  for (int t = 0; t < 6; t++)
+  int64_t lens[] = {1, 2, 5, 17, 63, 64, 65, 1000}, rows[] = {3, 130};
+  int lanes[] = {0, 2, 8, 32, 64, 64, 64, 64}; /* work-items per row: none (one work-item per row), a power of two up to 64 */
+  for (int t = 0; t < 8; t++)
     for (int r = 0; r < 2; r++) {
       fsl_graph *g = fsl_graph_new();
       fsl_value *x = reduce_rows_graph(g, rows[r], lens[t]);
+      int R = 1;
+      while (lanes[t] && R * 2 * lanes[t] <= 64 && R < rows[r]) R *= 2;
+      fsl_cg_launch l = {.group_size = -1};
+      free(render(&fsl_dialect_opencl, g, &l));
+      assert_int_equal(l.group_size, lanes[t] * R);
+      if (lanes[t]) assert_int_equal(l.groups, (rows[r] + R - 1) / R);
       void *in[] = {random_data(x, -4, 4)};
       char what[64];
       snprintf(what, sizeof what, "reduce %lld rows of %lld", (long long)rows[r], (long long)lens[t]);
-      fsl_cg_launch l = {.group_size = -1};
-      free(render(&fsl_dialect_opencl, g, &l));
-      assert_int_equal(l.group_size, groups[t]);
       check_on_device(g, in, FSL_STRATEGY_GREEDY, 1e-4, what); /* f32 block sums (docs/primitives.md) */
       check_on_device(g, in, FSL_STRATEGY_UNFUSED, 1e-4, what);
       free(in[0]);
@@ -299,7 +307,8 @@ static void test_reduce_rows(void **state) {
 /* The tiled matmul (16 x 16 work-items per tile of the result, the K axis
  * through local tiles) at odd sizes: 1x1x1, 7x13x5, 65x33x17 and a batch
  * of 3 of 20x30x40 (M x K x N), alone (unfused) and with a bias + ReLU
- * epilogue (greedy: one LINEAR kernel, the epilogue a second launch). */
+ * epilogue (greedy: one LINEAR kernel, the epilogue computed before the
+ * tile's store). */
 static void test_matmul_sizes(void **state) {
   (void)state;
   if (!have_device()) skip();
@@ -356,6 +365,93 @@ static void test_conv_tiles(void **state) {
   }
 }
 
+/* The plan running all of g as one kernel (verified). */
+static fsl_plan one_kernel_plan(fsl_graph *g, const char *what) {
+  fsl_plan p;
+  memset(&p, 0, sizeof p);
+  p.g = g;
+  p.kernels.g = g;
+  int *topo = fsl_graph_topo_index(g);
+  assert_non_null(topo);
+  fsl_kernel *k = NULL;
+  const char *why = NULL;
+  assert_int_equal(fsl_kernel_make(g, topo, g->nodes, g->n_nodes, &k, &why), FSL_OK);
+  free(topo);
+  if (!k) fprintf(stderr, "%s: not one legal kernel: %s\n", what, why ? why : "?");
+  assert_non_null(k);
+  p.kernels.k = malloc(sizeof(fsl_kernel *));
+  assert_non_null(p.kernels.k);
+  p.kernels.k[0] = k;
+  p.kernels.n = p.kernels.cap = 1;
+  assert_int_equal(fsl_plan_verify(&p), FSL_OK);
+  return p;
+}
+
+/* The GEN steps of plan p lowered in the OpenCL dialect (no device
+ * needed), and how many of them are standalone epilogues. */
+static int gen_steps(const fsl_plan *p, int *n_epilogue) {
+  fsl_gpu_lowering low;
+  assert_int_equal(fsl_gpu_lower(p, &fsl_dialect_opencl, NULL, &low), FSL_OK);
+  int n = 0;
+  *n_epilogue = 0;
+  for (int i = 0; i < low.n_steps; i++) {
+    assert_int_equal(low.steps[i].kind, FSL_GPU_GEN);
+    n++;
+    *n_epilogue += strcmp(low.steps[i].part, "epilogue") == 0;
+  }
+  fsl_gpu_lowering_free(&low);
+  return n;
+}
+
+/* A LINEAR kernel's epilogue runs inside the generated matmul / conv,
+ * before the store, when it is a closed chain of elementwise nodes and
+ * reshapes over the linear output (fsl_linear_split_fused): bias + ReLU
+ * through a reshape after a batch-folded matmul; conv + bias + SiLU
+ * (x * sigmoid(x) reads x twice) + a residual add of the conv's input;
+ * and a chain whose middle value is a graph output, of which only the
+ * closed prefix (bias) is fused and the rest stays a launch of its own.
+ * Each plan is the graph as one LINEAR kernel, checked against the
+ * reference on the device. */
+static void test_linear_epilogue_fused(void **state) {
+  (void)state;
+  for (int t = 0; t < 3; t++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    fsl_value *x, *w, *c, *y, *mid = NULL;
+    if (t == 0) {
+      int64_t xd[] = {2, 9, 6}, wd[] = {6, 7}, cd[] = {7}, flat[] = {18, 6}, back[] = {2, 9, 7};
+      x = input(g, "x", 3, xd);
+      w = input(g, "w", 2, wd);
+      c = input(g, "c", 1, cd);
+      y = fsl_b_reshape(&b, fsl_b_matmul(&b, fsl_b_reshape(&b, x, 2, flat), w), 3, back);
+      y = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, y, c), 0.0);
+    } else {
+      int64_t xd[] = {2, 4, 7, 7}, wd[] = {4, 4, 3, 3}, cd[] = {4, 1, 1}, one[] = {1, 1}, pads[] = {1, 1, 1, 1};
+      x = input(g, "x", 4, xd);
+      w = input(g, "w", 4, wd);
+      c = input(g, "c", 3, cd);
+      y = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w, one, one, pads, 1, one), c);
+      if (t == 2) mid = y;
+      y = fsl_b_binary(&b, FSL_OP_mul, y, fsl_b_unary(&b, FSL_OP_sigmoid, y));
+      y = fsl_b_binary(&b, FSL_OP_add, y, x);
+    }
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    if (mid) fsl_graph_add_output(g, mid);
+    fsl_plan p = one_kernel_plan(g, "fused epilogue");
+    int n_epi = 0, n = gen_steps(&p, &n_epi);
+    assert_int_equal(n, t == 2 ? 2 : 1);
+    assert_int_equal(n_epi, t == 2 ? 1 : 0);
+    void *in[] = {random_data(x, -1, 1), random_data(w, -1, 1), random_data(c, -1, 1)};
+    char what[64];
+    snprintf(what, sizeof what, "fused epilogue case %d", t);
+    if (have_device()) check_plan_on_device(g, p, in, 1e-5, what);
+    else fsl_plan_free(&p);
+    for (int i = 0; i < 3; i++) free(in[i]);
+    fsl_graph_free(g);
+  }
+}
+
 /* Work-group code only within the local memory the table allows: with
  * less than a row's accumulators or two matmul / conv tiles need, the
  * generator falls back to one work-item per row / per output element (no
@@ -398,23 +494,8 @@ static void test_split_kernel(void **state) {
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
   /* the whole graph as one kernel, which the dialect refuses in one piece */
-  fsl_plan p;
-  memset(&p, 0, sizeof p);
-  p.g = g;
-  p.kernels.g = g;
-  int *topo = fsl_graph_topo_index(g);
-  assert_non_null(topo);
-  fsl_kernel *k = NULL;
-  const char *why = NULL;
-  assert_int_equal(fsl_kernel_make(g, topo, g->nodes, g->n_nodes, &k, &why), FSL_OK);
-  free(topo);
-  if (!k) fprintf(stderr, "split kernel: not one legal kernel: %s\n", why ? why : "?");
-  assert_non_null(k);
-  p.kernels.k = malloc(sizeof(fsl_kernel *));
-  assert_non_null(p.kernels.k);
-  p.kernels.k[0] = k;
-  p.kernels.n = p.kernels.cap = 1;
-  assert_int_equal(fsl_plan_verify(&p), FSL_OK);
+  fsl_plan p = one_kernel_plan(g, "split kernel");
+  const fsl_kernel *k = p.kernels.k[0];
   fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = k->n_nodes, .nodes = k->nodes, .n_in = k->n_in, .in = k->in,
                       .n_out = k->n_out, .out = k->out};
   fsl_sbuf sb = {0};
@@ -494,6 +575,7 @@ int main(void) {
       cmocka_unit_test(test_reduce_rows),
       cmocka_unit_test(test_matmul_sizes),
       cmocka_unit_test(test_conv_tiles),
+      cmocka_unit_test(test_linear_epilogue_fused),
       cmocka_unit_test(test_local_memory_fallback),
       cmocka_unit_test(test_split_kernel),
       cmocka_unit_test(test_supports),

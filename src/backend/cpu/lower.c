@@ -170,7 +170,7 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
   /* generated matmul over the (view-resolved) operands */
   if (lin->op == FSL_OP_matmul) {
     fsl_sbuf tmp = {0};
-    if (fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, &tmp, NULL) == FSL_OK && !tmp.oom) {
+    if (fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, NULL, &tmp, NULL) == FSL_OK && !tmp.oom) {
       fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
       /* lin_in: the operands, or the values they are reshapes of (same bytes) */
       fsl_status fs = fill_step(L, s, lin_in, 2, lin->out, 1, NULL, 0);

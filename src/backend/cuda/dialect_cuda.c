@@ -33,7 +33,7 @@ static void cuda_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, cha
   case FSL_CG_LANES:
     snprintf(annot, acap, "#pragma unroll 4");
     snprintf(step, sizeof step, "%lld", L->step);
-    fsl_cg_grid_stride_line(L, "(int64_t)threadIdx.x", step, head, hcap);
+    fsl_cg_grid_stride_line(L, "l_", step, head, hcap);
     break;
   default:
     snprintf(annot, acap, "#pragma unroll 4");
@@ -42,17 +42,17 @@ static void cuda_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, cha
 }
 
 /* The value of v in the lane this one's XOR mask, within aligned runs of
- * `lanes` lanes of the warp; a block of fewer than 32 threads (a short
- * REDUCE row) names only its own lanes in the member mask. */
-static void cuda_warp_xor(char *dst, size_t cap, const char *v, const char *mask, int lanes) {
+ * `lanes` lanes of the warp; the member mask names the `active` lanes
+ * that run it (a block of fewer than 32 threads: its own). */
+static void cuda_warp_xor(char *dst, size_t cap, const char *v, const char *mask, int lanes, int active) {
   char members[16];
-  if (lanes >= 32) snprintf(members, sizeof members, "0xffffffffu");
-  else snprintf(members, sizeof members, "0x%xu", (1u << lanes) - 1u);
+  if (active >= 32) snprintf(members, sizeof members, "0xffffffffu");
+  else snprintf(members, sizeof members, "0x%xu", (1u << active) - 1u);
   snprintf(dst, cap, "__shfl_xor_sync(%s, %s, %s, %d)", members, v, mask, lanes);
 }
 
 /* 256 threads (8 warps) per REDUCE row, a warp or less for rows of at
- * most 32 elements; 16 x 16 matmul and convolution tiles; within the 48
+ * most 32 elements (rows sharing a block of up to 256); 16 x 16 matmul and convolution tiles; within the 48
  * KiB of static __shared__ memory a block may have on every architecture
  * since sm_20 (sm_80 and sm_90 included). */
 static const fsl_cg_group cuda_group = {

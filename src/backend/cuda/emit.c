@@ -81,20 +81,21 @@ static fsl_status gen_linear(fsl_cuda_emitter *e, const fsl_plan *p, int ki, con
   if (st == FSL_OK && sp.gen_prologue)
     st = gen_nodes(e, p, ki, "prologue", (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p,
                    sp.pre_out.n);
+  int n_abs = 0;
   if (st == FSL_OK) {
     fsl_sbuf tmp = {0};
     fsl_cg_launch L = {0};
-    bool mm = sp.lin->op == FSL_OP_matmul;
-    st = mm ? fsl_codegen_matmul(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, &L)
-         : sp.lin->op == FSL_OP_conv ? fsl_codegen_conv(&fsl_dialect_cuda, e->next_id, sp.lin, &tmp, &L)
-                                     : fsl_errorf(FSL_ERR_UNSUPPORTED, "no generated code for %s",
-                                                  fsl_op_get(sp.lin->op)->name);
-    st = take(e, ki, sp.lin, mm ? "matmul" : "conv", st, &tmp, &L);
+    fsl_vlist nodes = {0}, ins = {0};
+    st = fsl_codegen_linear(&fsl_dialect_cuda, e->next_id, p->g, k, &sp, &n_abs, &nodes, &ins, &tmp, &L);
+    st = take(e, ki, sp.lin, sp.lin->op == FSL_OP_matmul ? "matmul" : "conv", st, &tmp, &L);
+    free(nodes.p);
+    free(ins.p);
   }
   fsl_vlist post = {0}, post_out = {0};
+  const fsl_value *z = fsl_linear_split_out(&sp, n_abs);
   if (st == FSL_OK)
-    st = fsl_linear_split_epilogue(k, &sp, 0, sp.lin->out[0], in_list, sp.gen_prologue ? &sp.pre_out : &k_none,
-                                   &post, &post_out);
+    st = fsl_linear_split_epilogue(k, &sp, n_abs, z, in_list, sp.gen_prologue ? &sp.pre_out : &k_none, &post,
+                                   &post_out);
   if (st == FSL_OK && post_out.n > 0)
     st = gen_nodes(e, p, ki, "epilogue", (fsl_node *const *)post.p, post.n, (fsl_value *const *)post_out.p,
                    post_out.n);

@@ -34,7 +34,7 @@ static void ocl_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char
     break;
   case FSL_CG_LANES:
     snprintf(step, sizeof step, "%lld", L->step);
-    fsl_cg_grid_stride_line(L, "(int64_t)get_local_id(0)", step, head, hcap);
+    fsl_cg_grid_stride_line(L, "l_", step, head, hcap);
     break;
   default: fsl_cg_for_line(L, head, hcap);
   }

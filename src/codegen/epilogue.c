@@ -1,0 +1,81 @@
+/*
+ * epilogue.c — an epilogue inside a generated matmul or convolution
+ * (fsl_cg_epilogue, codegen.h): the store of the accumulated value becomes
+ * the epilogue's expressions at the output element's coordinates, with the
+ * linear op's output taken from the accumulator and every other operand
+ * loaded or computed by the value printer (value.c).
+ */
+#include "codegen/cg.h"
+
+bool fsl_cg_epi_open(em *e, const fsl_cg_epilogue *epi, const fsl_node *lin) {
+  e->lin_out = lin->out[0];
+  e->epi = epi;
+  if (!epi) return true;
+  const fsl_value *y = lin->out[0], *z = epi->out;
+  if (!epi->g || !z || fsl_value_numel(z) != fsl_value_numel(y))
+    return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "an epilogue that changes the size of the linear op's output");
+  e->epi_in = malloc(sizeof(fsl_value *) * (size_t)(epi->n_in + 2));
+  if (!fsl_cg_value_tables(e, epi->g) || !e->epi_in) return fsl_cg_fail(e, FSL_ERR_NOMEM, "out of memory");
+  /* in[0], in[1] are the linear op's operands, read by its own code */
+  e->epi_in[0] = lin->in[0];
+  e->epi_in[1] = lin->in[1];
+  for (int i = 0; i < epi->n_in; i++) {
+    e->epi_in[2 + i] = epi->in[i];
+    e->in_idx[epi->in[i]->id] = 2 + i;
+  }
+  bool made = false;
+  for (int i = 0; i < epi->n_nodes; i++) {
+    const fsl_node *n = epi->nodes[i];
+    fsl_kind kind = fsl_op_get(n->op)->kind;
+    if (!fsl_op_is_primitive(n->op) || (kind != FSL_KIND_ELEMENTWISE && kind != FSL_KIND_MOVEMENT && kind != FSL_KIND_GATHER))
+      return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "op %s in the epilogue of a linear op", fsl_op_name(n->op));
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k]) {
+        e->inside[n->out[k]->id] = true;
+        made = made || n->out[k] == z;
+      }
+  }
+  if (!made) return fsl_cg_fail(e, FSL_ERR_INVALID, "the epilogue does not produce its output");
+  e->epi_spec = (fsl_cg_spec){.g = epi->g, .id = -1, .n_nodes = epi->n_nodes, .nodes = epi->nodes,
+                              .n_in = epi->n_in + 2, .in = e->epi_in, .n_out = 1, .out = (fsl_value *const *)&e->epi->out};
+  e->s = &e->epi_spec;
+  fsl_cg_supported_dtype(e, z);
+  for (int i = 0; i < epi->n_in && e->st == FSL_OK; i++) {
+    const fsl_value *v = epi->in[i];
+    if (!fsl_cg_supported_dtype(e, v)) break;
+    fsl_cg_line(e, "const %s%s *%sin%d = (const %s%s *)in[%d];", e->d->buf_space, fsl_cg_ctype(e->d, v->dtype),
+                e->d->restrict_kw, 2 + i, e->d->buf_space, fsl_cg_ctype(e->d, v->dtype), 2 + i);
+  }
+  fsl_cg_line(e, "int err_ = 0;");
+  return e->st == FSL_OK;
+}
+
+void fsl_cg_epi_store(em *e, const char *T, const char *acc, const coords *c, const char *dst, const char *idx) {
+  if (!e->epi) {
+    fsl_cg_line(e, "%s[%s] = (%s)%s;", dst, idx, T, acc);
+    return;
+  }
+  fsl_cg_line(e, "{");
+  fsl_cg_open_scope(e);
+  int t = fsl_cg_new_tmp(e);
+  fsl_cg_line(e, "const %s t%d = (%s)%s;", T, t, T, acc);
+  snprintf(e->lin_var, CLEN, "t%d", t);
+  /* epi->out at the stored element: the same flat index (the chain keeps
+   * the element order: elementwise nodes and reshapes) */
+  const fsl_value *y = e->lin_out, *z = e->epi->out;
+  coords zc = *c;
+  if (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * (size_t)y->rank) != 0) {
+    int f = fsl_cg_new_tmp(e), axes[FSL_MAX_RANK];
+    fsl_cg_line(e, "const int64_t t%d = %s;", f, idx);
+    char x[CLEN];
+    snprintf(x, sizeof x, "t%d", f);
+    for (int i = 0; i < z->rank; i++) axes[i] = i;
+    zc.rank = z->rank;
+    fsl_cg_decompose(e, x, z->rank, axes, z->dims, "z", &zc);
+  }
+  char res[CLEN];
+  if (fsl_cg_ev(e, z, &zc, res)) fsl_cg_line(e, "%s[%s] = %s;", dst, idx, res);
+  e->lin_var[0] = 0;
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
