@@ -16,27 +16,11 @@
  * gathers and arg-reductions, which add index arithmetic).  Movement views
  * cost nothing beyond the bytes their kernel reads, but a sliding window
  * multiplies the work of what the kernel computes before it (eval_counts).  Device numbers come
- * from fsl_device_default or fsl_cpu_calibrate (calibrate.h).
+ * from a backend's calibration through device.c, or fsl_device_default.
  */
 #include "orchestrate/orchestrate.h"
 
-#include <errno.h>
 #include <math.h>
-
-/* Default device: a modest, fixed machine so that tests and uncalibrated
- * runs are deterministic.  10 GB/s copy bandwidth (one DDR4 channel, read +
- * write counted), 50 GFLOP/s sgemm (a few AVX2 cores), 8 G elementwise
- * ops/s (two cores, 4-wide SIMD), 5 us per kernel (call + OpenMP
- * fork/join). */
-void fsl_device_default(fsl_device *d) {
-  if (!d) return;
-  memset(d, 0, sizeof *d);
-  snprintf(d->name, sizeof d->name, "default (uncalibrated)");
-  d->bandwidth = 10e9;
-  d->peak_flops = 50e9;
-  d->elem_flops = 8e9;
-  d->launch_s = 5e-6;
-}
 
 /* FLOPs of one matmul or conv node (multiply and add counted separately);
  * 0 for other ops or unknown shapes. */
@@ -132,56 +116,3 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   k->cost_s = t;
   return t;
 }
-
-/* ---- device records (the backends' calibration caches) ---- */
-
-static bool positive(double v) { return isfinite(v) && v > 0; }
-
-bool fsl_device_valid(const fsl_device *d) {
-  return positive(d->bandwidth) && positive(d->peak_flops) && positive(d->elem_flops) && positive(d->launch_s);
-}
-
-bool fsl_device_read(const char *path, const char *version, fsl_device *d) {
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  fsl_device t;
-  memset(&t, 0, sizeof t);
-  char line[512];
-  bool has_version = false;
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = 0;
-    char *eq = strchr(line, '=');
-    if (line[0] == '#' && line[1] == ' ' && !strcmp(line + 2, version)) has_version = true;
-    if (!eq) continue;
-    *eq = 0;
-    const char *key = line, *val = eq + 1;
-    if (!strcmp(key, "name")) snprintf(t.name, sizeof t.name, "%s", val);
-    else if (!strcmp(key, "bandwidth")) t.bandwidth = strtod(val, NULL);
-    else if (!strcmp(key, "peak_flops")) t.peak_flops = strtod(val, NULL);
-    else if (!strcmp(key, "elem_flops")) t.elem_flops = strtod(val, NULL);
-    else if (!strcmp(key, "launch_s")) t.launch_s = strtod(val, NULL);
-  }
-  fclose(f);
-  if (!has_version || !fsl_device_valid(&t)) return false;
-  *d = t;
-  return true;
-}
-
-typedef struct {
-  const char *version;
-  const fsl_device *d;
-} device_record;
-
-static int write_device_record(FILE *f, const void *ctx) {
-  const device_record *r = ctx;
-  const fsl_device *d = r->d;
-  int w = fprintf(f, "# %s\nname=%s\nbandwidth=%.9g\npeak_flops=%.9g\nelem_flops=%.9g\nlaunch_s=%.9g\n",
-                  r->version, d->name, d->bandwidth, d->peak_flops, d->elem_flops, d->launch_s);
-  return w > 0 ? 0 : EIO;
-}
-
-void fsl_device_write(const char *path, const char *version, const fsl_device *d) {
-  device_record r = {version, d};
-  if (fsl_write_file_atomic(path, write_device_record, &r) != FSL_OK) fsl_error_clear();
-}
-

@@ -77,7 +77,7 @@ typedef struct fsl_candidate_options {
  *  by node set.  Every node is covered by at least its singleton. */
 fsl_status fsl_candidates(const fsl_graph *g, const fsl_candidate_options *opt, fsl_kernel_set *out);
 
-/* ---- cost (cost.c) ---- */
+/* ---- cost (cost.c) and device (device.c) ---- */
 /** The machine, as the roofline sees it. */
 typedef struct fsl_device {
   char name[128];        /* e.g. "cpu: Intel Xeon ..., 2 threads" */
@@ -101,6 +101,24 @@ bool fsl_device_read(const char *path, const char *version, fsl_device *d);
  *  temporary file and rename (never a partial file); failing to write is
  *  not an error (the numbers are measured again next time). */
 void fsl_device_write(const char *path, const char *version, const fsl_device *d);
+/** A backend's calibration, measured at most once per machine: the record
+ *  `file` (a name such as "device-cuda-<hash>.txt") in fissile's cache
+ *  folder (fsl_cache_folder, root) when it is valid and holds `version`
+ *  and force is false, else measure(ctx, m) on an m that starts as
+ *  fsl_device_default and sets the name and the numbers it measures; the
+ *  result is written as the new record.  Reading, measuring and writing
+ *  happen under an exclusive flock(2) on "<file>.lock", so processes that
+ *  start together (a parallel test run) measure one at a time and the
+ *  later ones read the first one's record: measured side by side, each
+ *  would see a fraction of the machine and cache numbers that are too low.
+ *  A lock that cannot be had (read-only folder) or is held past 120 s is
+ *  not waited for; without a cache folder the device is measured and not
+ *  cached.  *d: the record or measurement, fsl_device_default on error.
+ *  Errors: measure's; FSL_ERR_RUNTIME "WHAT calibration gave a
+ *  non-positive number (...)" when a measured number is not positive and
+ *  finite (fsl_device_valid); FSL_ERR_ARG for a NULL argument. */
+fsl_status fsl_device_calibrate(const char *file, const char *version, bool force, const char *what,
+                                fsl_status (*measure)(void *ctx, fsl_device *m), void *ctx, fsl_device *d);
 /** Predicted seconds of k on d (roofline: max(bytes/bw, flops/peak) + launch);
  *  also stores it in k->cost_s. */
 double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d);

@@ -15,6 +15,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -600,7 +602,7 @@ static void test_calibrate(void **state) {
   struct dirent *de;
   while ((de = readdir(dd))) {
     if (de->d_name[0] == '.') continue;
-    files++;
+    files += strstr(de->d_name, ".lock") == NULL; /* the lock file stays */
     assert_non_null(strstr(de->d_name, "device-"));
     assert_null(strstr(de->d_name, ".tmp"));
     char path[600];
@@ -616,9 +618,112 @@ static void test_calibrate(void **state) {
   free(saved);
 }
 
+/* ---- fsl_device_calibrate: one measurement per machine at a time ---- */
+
+typedef struct fake_cal {
+  const char *log; /* one byte appended per measurement */
+  double secs;     /* how long a measurement takes */
+  double bandwidth;
+  bool fail;
+} fake_cal;
+
+static fsl_status fake_device_measure(void *ctx, fsl_device *m) {
+  const fake_cal *f = ctx;
+  FILE *l = fopen(f->log, "a");
+  if (l) {
+    fputc('m', l);
+    fclose(l);
+  }
+  struct timespec ts = {(time_t)f->secs, (long)((f->secs - (double)(time_t)f->secs) * 1e9)};
+  nanosleep(&ts, NULL);
+  if (f->fail) return fsl_errorf(FSL_ERR_RUNTIME, "fake device went away");
+  snprintf(m->name, sizeof m->name, "fake device");
+  m->bandwidth = f->bandwidth;
+  return FSL_OK;
+}
+
+static long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static void test_device_calibrate_once(void **state) {
+  (void)state;
+  char dir[] = "/tmp/fsl_test_cal_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  const char *old = getenv("FSL_CACHE_DIR");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("FSL_CACHE_DIR", dir, 1);
+  char log[256], rec[256], lock[256];
+  snprintf(log, sizeof log, "%s/measured.log", dir);
+  snprintf(rec, sizeof rec, "%s/device-fake.txt", dir);
+  snprintf(lock, sizeof lock, "%s/device-fake.txt.lock", dir);
+  fake_cal f = {log, 0.3, 3e9, false};
+
+  /* two processes start together: one measures, the other reads its record */
+  pid_t pids[2];
+  for (int i = 0; i < 2; i++) {
+    pids[i] = fork();
+    assert_true(pids[i] >= 0);
+    if (pids[i] == 0) {
+      fsl_device d;
+      fsl_status st = fsl_device_calibrate("device-fake.txt", "fake-v1", false, "fake", fake_device_measure, &f, &d);
+      _exit(st == FSL_OK && d.bandwidth == 3e9 && !strcmp(d.name, "fake device") ? 0 : 1);
+    }
+  }
+  for (int i = 0; i < 2; i++) {
+    int ws = 0;
+    assert_int_equal(waitpid(pids[i], &ws, 0), pids[i]);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  }
+  assert_int_equal(file_size(log), 1);
+
+  fsl_device d, dflt;
+  fsl_device_default(&dflt);
+  /* the record is read: no measurement; numbers not measured keep the default */
+  assert_int_equal(fsl_device_calibrate("device-fake.txt", "fake-v1", false, "fake", fake_device_measure, &f, &d), FSL_OK);
+  assert_int_equal(file_size(log), 1);
+  assert_true(d.bandwidth == 3e9 && d.launch_s == dflt.launch_s);
+  /* force, and a new version, measure again */
+  f.secs = 0;
+  f.bandwidth = 4e9;
+  assert_int_equal(fsl_device_calibrate("device-fake.txt", "fake-v1", true, "fake", fake_device_measure, &f, &d), FSL_OK);
+  assert_int_equal(file_size(log), 2);
+  assert_true(d.bandwidth == 4e9);
+  assert_int_equal(fsl_device_calibrate("device-fake.txt", "fake-v2", false, "fake", fake_device_measure, &f, &d), FSL_OK);
+  assert_int_equal(file_size(log), 3);
+
+  /* a failed or non-positive measurement is an error, leaves the default
+   * device and the earlier record */
+  f.fail = true;
+  assert_int_equal(fsl_device_calibrate("device-fake.txt", "fake-v3", true, "fake", fake_device_measure, &f, &d),
+                   FSL_ERR_RUNTIME);
+  assert_non_null(strstr(fsl_last_error(), "fake device went away"));
+  assert_string_equal(d.name, dflt.name);
+  f.fail = false;
+  f.bandwidth = -1;
+  assert_int_equal(fsl_device_calibrate("device-fake.txt", "fake-v3", true, "fake", fake_device_measure, &f, &d),
+                   FSL_ERR_RUNTIME);
+  assert_non_null(strstr(fsl_last_error(), "fake calibration gave a non-positive number"));
+  assert_true(d.bandwidth == dflt.bandwidth);
+  fsl_error_clear();
+  assert_true(fsl_device_read(rec, "fake-v2", &d) && d.bandwidth == 4e9);
+  assert_int_equal(fsl_device_calibrate(NULL, "v", false, "fake", fake_device_measure, &f, &d), FSL_ERR_ARG);
+  fsl_error_clear();
+
+  unlink(log);
+  unlink(rec);
+  unlink(lock);
+  assert_int_equal(rmdir(dir), 0); /* nothing else was left behind */
+  if (saved) setenv("FSL_CACHE_DIR", saved, 1);
+  else unsetenv("FSL_CACHE_DIR");
+  free(saved);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_calibrate),
+      cmocka_unit_test(test_device_calibrate_once),
       cmocka_unit_test(test_cache_hit_after_miss),
       cmocka_unit_test(test_cache_no_partial_batch),
       cmocka_unit_test(test_cache_corrupt),

@@ -227,6 +227,23 @@ void fsl_cpu_model_name(char *buf, size_t len) {
   fclose(f);
 }
 
+typedef struct cpu_cal {
+  gomp *o;
+  int n_threads;
+  const char *model, *isa;
+} cpu_cal;
+
+static fsl_status measure(void *ctx, fsl_device *m) {
+  cpu_cal *c = ctx;
+  snprintf(m->name, sizeof m->name, "cpu: %.96s, %d thread%s, isa %s", c->model, c->n_threads,
+           c->n_threads == 1 ? "" : "s", c->isa);
+  FSL_TRY(bench_copy(c->o, c->n_threads, &m->bandwidth));
+  FSL_TRY(bench_elem(c->o, c->n_threads, &m->elem_flops));
+  FSL_TRY(bench_sgemm(c->o, c->n_threads, &m->peak_flops));
+  m->launch_s = bench_launch(c->o, c->n_threads);
+  return FSL_OK;
+}
+
 fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
   if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_calibrate: NULL device");
   fsl_device_default(d);
@@ -241,7 +258,7 @@ fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
   if (!o.h) n_threads = 1;
   if (n_threads > 1024) n_threads = 1024;
 
-  char model[256], dir[4096], path[4096 + 64];
+  char model[256], file[64];
   fsl_cpu_model_name(model, sizeof model);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   uint64_t h = fsl_hash(FSL_HASH_INIT, CAL_VERSION, strlen(CAL_VERSION));
@@ -249,30 +266,9 @@ fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force) {
   h = fsl_hash(h, &ncpu, sizeof ncpu);
   h = fsl_hash(h, &n_threads, sizeof n_threads);
   h = fsl_hash(h, isa.name, strlen(isa.name));
-  bool have_path = fsl_cache_folder(NULL, dir, sizeof dir) == FSL_OK;
-  if (!have_path) fsl_error_clear(); /* measured, not cached */
-  if (have_path) snprintf(path, sizeof path, "%s/device-%016llx.txt", dir, (unsigned long long)h);
-
-  fsl_device m;
-  if (!force && have_path && fsl_device_read(path, CAL_VERSION, &m)) {
-    *d = m;
-    gomp_close(&o);
-    return FSL_OK;
-  }
-
-  memset(&m, 0, sizeof m);
-  snprintf(m.name, sizeof m.name, "cpu: %.96s, %d thread%s, isa %s", model, n_threads, n_threads == 1 ? "" : "s",
-           isa.name);
-  fsl_status st = bench_copy(&o, n_threads, &m.bandwidth);
-  if (st == FSL_OK) st = bench_elem(&o, n_threads, &m.elem_flops);
-  if (st == FSL_OK) st = bench_sgemm(&o, n_threads, &m.peak_flops);
-  if (st == FSL_OK) m.launch_s = bench_launch(&o, n_threads);
+  snprintf(file, sizeof file, "device-%016llx.txt", (unsigned long long)h);
+  cpu_cal c = {&o, n_threads, model, isa.name};
+  fsl_status st = fsl_device_calibrate(file, CAL_VERSION, force, "cpu", measure, &c, d);
   gomp_close(&o);
-  if (st != FSL_OK) return st;
-  if (!fsl_device_valid(&m))
-    return fsl_errorf(FSL_ERR_RUNTIME, "calibration gave a non-positive number (bandwidth %g B/s, sgemm %g FLOP/s, "
-                      "elementwise %g op/s, launch %g s)", m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
-  *d = m;
-  if (have_path) fsl_device_write(path, CAL_VERSION, d);
-  return FSL_OK;
+  return st;
 }

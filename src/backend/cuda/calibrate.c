@@ -166,6 +166,18 @@ static fsl_status measure(cal *c, bool graphs, fsl_device *m) {
   return st;
 }
 
+typedef struct cuda_cal {
+  cal *c;
+  bool graphs;
+} cuda_cal;
+
+static fsl_status measure_device(void *ctx, fsl_device *m) {
+  cuda_cal *cc = ctx;
+  /* peak_flops stays the default's without a library matmul */
+  snprintf(m->name, sizeof m->name, "cuda: %.100s%s", cc->c->info.name, cc->graphs ? "" : " (no graphs)");
+  return measure(cc->c, cc->graphs, m);
+}
+
 fsl_status fsl_cuda_calibrate(fsl_device *d, int n_threads, bool force) {
   (void)n_threads; /* the device decides its parallelism */
   if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_cuda_calibrate: NULL device");
@@ -177,27 +189,12 @@ fsl_status fsl_cuda_calibrate(fsl_device *d, int n_threads, bool force) {
   const char *gr = getenv("FSL_CUDA_GRAPHS");
   bool graphs = !(gr && !strcmp(gr, "0"));
   const char *tf32 = getenv("FSL_CUDA_TF32"); /* the library matmul's peak differs with TF32 */
-  char key[512];
+  char key[512], file[64];
   snprintf(key, sizeof key, "%s|%s|%s|sm_%d%d|%d|%d|graphs %d|tf32 %d", CAL_VERSION, c.drv->name, c.info.name,
            c.info.sm_major, c.info.sm_minor, c.info.sm_count, c.info.driver_version, graphs,
            tf32 && !strcmp(tf32, "1"));
   uint64_t h = fsl_hash(FSL_HASH_INIT, key, strlen(key));
-  char dir[1024], path[1100];
-  bool have_path = fsl_cache_folder(NULL, dir, sizeof dir) == FSL_OK;
-  if (!have_path) fsl_error_clear(); /* measured, not cached */
-  else snprintf(path, sizeof path, "%s/device-cuda-%016llx.txt", dir, (unsigned long long)h);
-  fsl_device m;
-  if (!force && have_path && fsl_device_read(path, CAL_VERSION, &m)) {
-    *d = m;
-    return FSL_OK;
-  }
-  fsl_device_default(&m); /* peak_flops stays the default's without a library matmul */
-  snprintf(m.name, sizeof m.name, "cuda: %.100s%s", c.info.name, graphs ? "" : " (no graphs)");
-  FSL_TRY(measure(&c, graphs, &m));
-  if (!fsl_device_valid(&m))
-    return fsl_errorf(FSL_ERR_RUNTIME, "cuda calibration gave a non-positive number (bandwidth %g B/s, matmul %g "
-                      "FLOP/s, elementwise %g op/s, launch %g s)", m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
-  *d = m;
-  if (have_path) fsl_device_write(path, CAL_VERSION, d);
-  return FSL_OK;
+  snprintf(file, sizeof file, "device-cuda-%016llx.txt", (unsigned long long)h);
+  cuda_cal cc = {&c, graphs};
+  return fsl_device_calibrate(file, CAL_VERSION, force, "cuda", measure_device, &cc, d);
 }

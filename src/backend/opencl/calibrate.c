@@ -86,6 +86,12 @@ static fsl_status measure(const fsl_ocl_device *d, fsl_device *m) {
   return FSL_OK;
 }
 
+static fsl_status measure_device(void *ctx, fsl_device *m) {
+  const fsl_ocl_device *dev = ctx;
+  snprintf(m->name, sizeof m->name, "opencl: %.110s", dev->name);
+  return measure(dev, m);
+}
+
 fsl_status fsl_ocl_calibrate(fsl_device *d, int n_threads, bool force) {
   (void)n_threads; /* the device decides its parallelism */
   if (!d) return fsl_errorf(FSL_ERR_ARG, "fsl_ocl_calibrate: NULL device");
@@ -96,22 +102,7 @@ fsl_status fsl_ocl_calibrate(fsl_device *d, int n_threads, bool force) {
   h = fsl_hash(h, dev->name, strlen(dev->name));
   h = fsl_hash(h, dev->driver, strlen(dev->driver));
   h = fsl_hash(h, dev->version, strlen(dev->version));
-  char dir[FSL_OCL_PATH_MAX], path[FSL_OCL_PATH_MAX + 64];
-  bool have_path = fsl_cache_folder(NULL, dir, sizeof dir) == FSL_OK;
-  if (!have_path) fsl_error_clear(); /* measured, not cached */
-  else snprintf(path, sizeof path, "%s/device-opencl-%016llx.txt", dir, (unsigned long long)h);
-  fsl_device m;
-  if (!force && have_path && fsl_device_read(path, CAL_VERSION, &m)) {
-    *d = m;
-    return FSL_OK;
-  }
-  memset(&m, 0, sizeof m);
-  snprintf(m.name, sizeof m.name, "opencl: %.110s", dev->name);
-  FSL_TRY(measure(dev, &m));
-  if (!fsl_device_valid(&m))
-    return fsl_errorf(FSL_ERR_RUNTIME, "opencl calibration gave a non-positive number (bandwidth %g B/s, matmul %g "
-                      "FLOP/s, elementwise %g op/s, launch %g s)", m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
-  *d = m;
-  if (have_path) fsl_device_write(path, CAL_VERSION, d);
-  return FSL_OK;
+  char file[64];
+  snprintf(file, sizeof file, "device-opencl-%016llx.txt", (unsigned long long)h);
+  return fsl_device_calibrate(file, CAL_VERSION, force, "opencl", measure_device, (void *)dev, d);
 }
