@@ -347,6 +347,8 @@ static fsl_status build_plan(fsl_model *m) {
     fsl_device_default(&m->dev);
     fsl_error_clear();
   }
+  /* what the backend's linear kernels can take, calibrated or not */
+  m->dev.linear_views = be && be->linear_views && be->linear_views();
   fsl_profiler prof;
   fsl_plan_options popt = {.profiler = NULL};
   if (m->profile && dev && dev->profiler_init) {

@@ -44,6 +44,10 @@ typedef struct fsl_backend {
    *  code (false: part of it would run through the reference interpreter
    *  on the host, as a counted fallback).  NULL: every kernel. */
   bool (*supports)(const fsl_graph *g, const fsl_kernel *k);
+  /** Whether the backend's linear kernels read permute, expand and slice
+   *  views of their operands in place (fsl_device.linear_views, set on
+   *  the plan's device whether or not it was calibrated).  NULL: no. */
+  bool (*linear_views)(void);
   /** Compiles plan p (which must outlive the executable) into *exe. */
   fsl_status (*compile)(const fsl_plan *p, void **exe);
   /** One line naming what this backend's executables depend on (machine,

@@ -207,6 +207,8 @@ static fsl_status lower_linear(fsl_gpu_lowering *x, int ki, const fsl_kernel *k)
     fsl_linear_split_free(&sp);
     return add_host(x, ki, k->nodes, k->n_nodes, k->out, k->n_out);
   }
+  /* a generated matmul reads a prologue of views in place (a library one takes plain operands) */
+  if (st == FSL_OK && !(x->library && x->library(sp.lin))) fsl_linear_split_views(&sp, x->dia);
   if (st == FSL_OK && sp.gen_prologue)
     st = add_gen(x, ki, "prologue", (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p,
                  sp.pre_out.n);

@@ -109,7 +109,15 @@ typedef struct fsl_cg_epilogue {
   fsl_node *const *nodes;    /* topological order */
   int n_in;
   fsl_value *const *in;      /* every value the nodes read besides the linear op's output and what they produce */
-  const fsl_value *out;      /* the value stored: produced by nodes, shaped as the linear op's output */
+  const fsl_value *out;      /* the value stored: produced by nodes (or the linear op's output when
+                                there are none), shaped as the linear op's output */
+  /* Operand views (a tiled matmul only; else FSL_ERR_UNSUPPORTED): when
+   * src[i] is set, operand i of the linear op is computed from src[i] by
+   * the one-input movement nodes `views` (topological order), which the
+   * tile loads evaluate as index expressions; in[i] is then src[i]. */
+  fsl_value *src[2];
+  int n_views;
+  fsl_node *const *views;
 } fsl_cg_epilogue;
 
 /**

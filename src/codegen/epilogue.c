@@ -3,7 +3,9 @@
  * (fsl_cg_epilogue, codegen.h): the store of the accumulated value becomes
  * the epilogue's expressions at the output element's coordinates, with the
  * linear op's output taken from the accumulator and every other operand
- * loaded or computed by the value printer (value.c).
+ * loaded or computed by the value printer (value.c).  The same tables let
+ * a tiled matmul load its operands through movement views of its inputs
+ * (fsl_cg_epilogue.src, .views: e.g. attention's K^T read in place).
  */
 #include "codegen/cg.h"
 
@@ -16,14 +18,23 @@ bool fsl_cg_epi_open(em *e, const fsl_cg_epilogue *epi, const fsl_node *lin) {
     return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "an epilogue that changes the size of the linear op's output");
   e->epi_in = malloc(sizeof(fsl_value *) * (size_t)(epi->n_in + 2));
   if (!fsl_cg_value_tables(e, epi->g) || !e->epi_in) return fsl_cg_fail(e, FSL_ERR_NOMEM, "out of memory");
-  /* in[0], in[1] are the linear op's operands, read by its own code */
-  e->epi_in[0] = lin->in[0];
-  e->epi_in[1] = lin->in[1];
+  /* in[0], in[1] are the linear op's operands, read by its own code, or
+   * the sources of its operand views, read through them (fsl_cg_ev) */
+  for (int i = 0; i < 2; i++) {
+    e->epi_in[i] = epi->src[i] ? epi->src[i] : lin->in[i];
+    if (epi->src[i]) e->in_idx[epi->src[i]->id] = i;
+  }
+  for (int i = 0; i < epi->n_views; i++) {
+    const fsl_node *n = epi->views[i];
+    if (!fsl_op_is_primitive(n->op) || fsl_op_get(n->op)->kind != FSL_KIND_MOVEMENT || n->n_out != 1)
+      return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "op %s in an operand view of a linear op", fsl_op_name(n->op));
+    e->inside[n->out[0]->id] = true;
+  }
   for (int i = 0; i < epi->n_in; i++) {
     e->epi_in[2 + i] = epi->in[i];
     e->in_idx[epi->in[i]->id] = 2 + i;
   }
-  bool made = false;
+  bool made = z == y; /* no epilogue nodes: only views */
   for (int i = 0; i < epi->n_nodes; i++) {
     const fsl_node *n = epi->nodes[i];
     fsl_kind kind = fsl_op_get(n->op)->kind;
@@ -40,11 +51,12 @@ bool fsl_cg_epi_open(em *e, const fsl_cg_epilogue *epi, const fsl_node *lin) {
                               .n_in = epi->n_in + 2, .in = e->epi_in, .n_out = 1, .out = (fsl_value *const *)&e->epi->out};
   e->s = &e->epi_spec;
   fsl_cg_supported_dtype(e, z);
-  for (int i = 0; i < epi->n_in && e->st == FSL_OK; i++) {
-    const fsl_value *v = epi->in[i];
+  for (int i = 0; i < epi->n_in + 2 && e->st == FSL_OK; i++) {
+    const fsl_value *v = e->epi_in[i];
+    if (i < 2 && !epi->src[i]) continue; /* read as a and w (b) by the linear op's code */
     if (!fsl_cg_supported_dtype(e, v)) break;
     fsl_cg_line(e, "const %s%s *%sin%d = (const %s%s *)in[%d];", e->d->buf_space, fsl_cg_ctype(e->d, v->dtype),
-                e->d->restrict_kw, 2 + i, e->d->buf_space, fsl_cg_ctype(e->d, v->dtype), 2 + i);
+                e->d->restrict_kw, i, e->d->buf_space, fsl_cg_ctype(e->d, v->dtype), i);
   }
   fsl_cg_line(e, "int err_ = 0;");
   return e->st == FSL_OK;

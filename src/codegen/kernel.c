@@ -217,16 +217,44 @@ static void mm_store(em *e, const fsl_value *C, const char *T) {
 typedef struct mm_dims {
   const char *T;
   int64_t M, K, N;
+  const fsl_value *op[2]; /* the operands read through views (fsl_cg_epilogue.src), else NULL */
+  coords batch;           /* b_ as the operands' batch coordinates (with views) */
 } mm_dims;
+
+/* tile[ly_][lx_] = operand v at (batch.., row, col) when `in` holds, else
+ * 0: evaluated through v's views (fsl_cg_ev), inside the bounds check. */
+static void view_load(em *e, const mm_dims *m, const char *tile, const fsl_value *v, const char *in, const char *row,
+                      const char *col) {
+  fsl_cg_line(e, "{");
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "%s v_ = (%s)0;", m->T, m->T);
+  fsl_cg_line(e, "if (%s) {", in);
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "const int64_t r_ = %s, c_ = %s;", row, col);
+  coords c = m->batch;
+  c.rank = v->rank;
+  snprintf(c.c[v->rank - 2], CLEN, "r_");
+  snprintf(c.c[v->rank - 1], CLEN, "c_");
+  char res[CLEN];
+  if (fsl_cg_ev(e, v, &c, res)) fsl_cg_line(e, "v_ = %s;", res);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_line(e, "%s[ly_][lx_] = v_;", tile);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
 
 /* The matmul's tiles at k0: a's rows m, b's columns n of batch b_. */
 static void mm_load(em *e, const void *ctx) {
   const mm_dims *m = ctx;
   long long M = (long long)m->M, K = (long long)m->K, N = (long long)m->N;
-  fsl_cg_line(e, "ta_[ly_][lx_] = m < %lld && k0 + lx_ < %lld ? a[(b_ * %lld + m) * %lld + k0 + lx_] : (%s)0;", M, K, M, K,
-              m->T);
-  fsl_cg_line(e, "tb_[ly_][lx_] = k0 + ly_ < %lld && n < %lld ? w[(b_ * %lld + k0 + ly_) * %lld + n] : (%s)0;", K, N, K, N,
-              m->T);
+  char in[96];
+  snprintf(in, sizeof in, "m < %lld && k0 + lx_ < %lld", M, K);
+  if (m->op[0]) view_load(e, m, "ta_", m->op[0], in, "m", "k0 + lx_");
+  else fsl_cg_line(e, "ta_[ly_][lx_] = %s ? a[(b_ * %lld + m) * %lld + k0 + lx_] : (%s)0;", in, M, K, m->T);
+  snprintf(in, sizeof in, "k0 + ly_ < %lld && n < %lld", K, N);
+  if (m->op[1]) view_load(e, m, "tb_", m->op[1], in, "k0 + ly_", "n");
+  else fsl_cg_line(e, "tb_[ly_][lx_] = %s ? w[(b_ * %lld + k0 + ly_) * %lld + n] : (%s)0;", in, K, N, m->T);
 }
 
 /* The tiled matmul of a dialect with work-groups (codegen.h): a tile of
@@ -239,6 +267,14 @@ static void tiled_matmul(em *e, const char *T, const char *acc, int64_t batch, i
   fsl_cg_line(e, "const int64_t b_ = t_ / %lld, m = (t_ / %lld) %% %lld * %d + ly_, n = t_ %% %lld * %d + lx_;",
               (long long)(tm * tn), (long long)tn, (long long)tm, TL, (long long)tn, TL);
   mm_dims md = {.T = T, .M = M, .K = K, .N = N};
+  const fsl_cg_epilogue *epi = e->epi;
+  for (int i = 0; i < 2; i++) md.op[i] = epi && epi->src[i] ? e->lin_in[i] : NULL;
+  if (md.op[0] || md.op[1]) {
+    int r = C->rank, axes[FSL_MAX_RANK];
+    for (int i = 0; i < r - 2; i++) axes[i] = i;
+    md.batch.rank = r;
+    fsl_cg_decompose(e, "b_", r - 2, axes, C->dims, "bv", &md.batch);
+  }
   fsl_cg_tiles_kloop(e, acc, K, mm_load, &md);
   fsl_cg_line(e, "if (m < %lld && n < %lld) {", (long long)M, (long long)N);
   fsl_cg_open_scope(e);
@@ -262,9 +298,17 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   const char *T = fsl_cg_ctype(d, dt), *acc = is_f(dt) ? "double" : "uint64_t";
   em e;
   fsl_sbuf body;
+  bool views = epi && (epi->src[0] || epi->src[1]);
+  if (views && !fsl_cg_tiles_fit(d, dt))
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s codegen: matmul operand views without matmul tiles", d->name);
   fsl_cg_kernel_open(&e, &body, d, id, 2 + (epi ? epi->n_in : 0), 1);
   const char *S = d->buf_space;
-  fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
+  /* an operand read through views is in<i> instead (fsl_cg_epi_open) */
+  if (!views) fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
+  else if (!epi->src[0]) fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0];", S, T, S, T);
+  else if (!epi->src[1]) fsl_cg_line(&e, "const %s%s *w = (const %s%s *)in[1];", S, T, S, T);
+  e.lin_in[0] = A;
+  e.lin_in[1] = W;
   if (!fsl_cg_epi_open(&e, epi, mm)) return fsl_cg_kernel_close(&e, &body, b);
   const char *TO = fsl_cg_ctype(d, epi ? epi->out->dtype : dt);
   fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, TO, S, TO);

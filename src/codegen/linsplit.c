@@ -5,6 +5,8 @@
  */
 #include "codegen/linsplit.h"
 
+#include "codegen/cg.h"
+
 bool fsl_vl_has(const fsl_vlist *l, const void *x) {
   for (int i = 0; i < l->n; i++)
     if (l->p[i] == x) return true;
@@ -210,6 +212,46 @@ fsl_status fsl_linear_split_fused(const fsl_kernel *k, const fsl_linear_split *s
   return FSL_OK;
 }
 
+/* The source of operand v's path of one-input movement nodes in anc
+ * (v itself when no anc node produces it); NULL when a node on the way is
+ * anything else or one of its values has another reader (or is a graph
+ * output), or the path does not end outside anc. */
+static fsl_value *view_source(const fsl_linear_split *s, fsl_value *v) {
+  const fsl_node *reader = s->lin;
+  for (int steps = 0; steps <= s->anc.n; steps++) {
+    fsl_node *p = v->producer;
+    if (!p || !fsl_vl_has(&s->anc, p)) return v;
+    if (!fsl_op_is_primitive(p->op) || fsl_op_get(p->op)->kind != FSL_KIND_MOVEMENT || p->n_in != 1 || p->n_out != 1 ||
+        v->is_output)
+      return NULL;
+    for (int c = 0; c < v->n_cons; c++)
+      if (v->cons[c] != reader) return NULL;
+    reader = p;
+    v = p->in[0];
+  }
+  return NULL;
+}
+
+bool fsl_linear_split_views(fsl_linear_split *s, const fsl_dialect *d) {
+  fsl_node *lin = s->lin;
+  if (!s->gen_prologue || s->views || lin->op != FSL_OP_matmul || !fsl_cg_tiles_fit(d, lin->in[0]->dtype)) return false;
+  fsl_value *src[2];
+  int on_paths = 0;
+  for (int i = 0; i < 2; i++) {
+    if (!(src[i] = view_source(s, lin->in[i]))) return false;
+    for (fsl_value *v = lin->in[i]; v != src[i]; v = v->producer->in[0]) on_paths++;
+  }
+  /* every prologue node on one of the two paths (a node on both, as in
+   * x @ x^T, has another reader and failed above) */
+  if (on_paths != s->anc.n) return false;
+  s->lin_in[0] = src[0];
+  s->lin_in[1] = src[1];
+  s->views = true;
+  s->gen_prologue = false;
+  s->pre_out.n = 0;
+  return true;
+}
+
 fsl_value *fsl_linear_split_out(const fsl_linear_split *s, int n_abs) {
   return n_abs > 0 ? s->chain[n_abs - 1]->out[0] : s->lin->out[0];
 }
@@ -224,9 +266,17 @@ fsl_status fsl_codegen_linear(const fsl_dialect *d, int id, const fsl_graph *g, 
   int na = 0;
   fsl_status st = fsl_linear_split_fused(k, s, &na, nodes, ins);
   if (st != FSL_OK) return st;
+  fsl_cg_epilogue epi = {.g = g, .n_views = s->views ? s->anc.n : 0, .views = (fsl_node *const *)s->anc.p};
+  if (s->views) {
+    epi.src[0] = s->lin_in[0];
+    epi.src[1] = s->lin_in[1];
+  }
   if (na > 0) {
-    fsl_cg_epilogue epi = {.g = g, .n_nodes = nodes->n, .nodes = (fsl_node *const *)nodes->p,
-                           .n_in = ins->n, .in = (fsl_value *const *)ins->p, .out = fsl_linear_split_out(s, na)};
+    epi.n_nodes = nodes->n;
+    epi.nodes = (fsl_node *const *)nodes->p;
+    epi.n_in = ins->n;
+    epi.in = (fsl_value *const *)ins->p;
+    epi.out = fsl_linear_split_out(s, na);
     st = lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, id, lin, &epi, b, launch)
                                   : fsl_codegen_conv(d, id, lin, &epi, b, launch);
     if (st == FSL_OK) {
@@ -237,8 +287,12 @@ fsl_status fsl_codegen_linear(const fsl_dialect *d, int id, const fsl_graph *g, 
     fsl_error_clear(); /* the epilogue stays a function of its own */
   }
   nodes->n = ins->n = 0;
-  return lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, id, lin, NULL, b, launch)
-                                  : fsl_codegen_conv(d, id, lin, NULL, b, launch);
+  /* without an epilogue: only the views, if any */
+  epi.n_nodes = epi.n_in = 0;
+  epi.out = lin->out[0];
+  const fsl_cg_epilogue *e = s->views ? &epi : NULL;
+  return lin->op == FSL_OP_matmul ? fsl_codegen_matmul(d, id, lin, e, b, launch)
+                                  : fsl_codegen_conv(d, id, lin, e, b, launch);
 }
 
 void fsl_linear_split_free(fsl_linear_split *s) {

@@ -44,6 +44,7 @@ typedef struct fsl_linear_split {
   fsl_vlist anc;                 /* prologue: the nodes feeding lin, in topological order */
   bool gen_prologue;             /* anc holds more than reshapes: generate anc, writing pre_out */
   fsl_vlist pre_out;             /* values of anc read outside anc (by lin or later) or graph outputs */
+  bool views;                    /* the generated linear op reads lin_in through anc (fsl_linear_split_views) */
   fsl_node *chain[FSL_LINEAR_CHAIN_MAX];
   int n_chain;                   /* post-op candidates after lin, in topological order
                                     (absorb only closed prefixes: fsl_linear_chain_closed) */
@@ -89,6 +90,21 @@ bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n)
 fsl_status fsl_linear_split_fused(const fsl_kernel *k, const fsl_linear_split *s, int *n_abs, fsl_vlist *nodes,
                                   fsl_vlist *ins);
 
+/**
+ * Whether the generated linear op of dialect d can read its operands
+ * through split s's prologue instead of a prologue function writing them:
+ * a matmul that d tiles (fsl_cg_tiles_fit) whose prologue is only
+ * movement views (each operand a path of one-input movement nodes, e.g. the
+ * permute of attention's K^T or the expand of a broadcast operand, from a
+ * value outside the paths) with no prologue value read elsewhere or a graph
+ * output.  When so, s becomes that split: lin_in[i] are the paths'
+ * sources, views true, gen_prologue false and pre_out empty; the linear
+ * function then loads each tile element through the views' index
+ * expressions (fsl_codegen_linear).  The CPU backend does not ask: oneDNN
+ * reads plain operands.
+ */
+bool fsl_linear_split_views(fsl_linear_split *s, const fsl_dialect *d);
+
 /** The value the linear step writes once it absorbed chain[0 .. n_abs):
  *  the last absorbed node's output, lin's when n_abs is 0. */
 fsl_value *fsl_linear_split_out(const fsl_linear_split *s, int n_abs);
@@ -99,7 +115,7 @@ fsl_value *fsl_linear_split_out(const fsl_linear_split *s, int n_abs);
  * (codegen.h) with the longest epilogue the generator takes before its
  * store (fsl_linear_split_fused; else none).  On success *n_abs chain
  * nodes are absorbed: the function reads in = {s->lin_in[0],
- * s->lin_in[1], ins..} and writes chain[*n_abs - 1]'s output (lin's when
+ * s->lin_in[1], ins..} (through the prologue's views when s->views) and writes chain[*n_abs - 1]'s output (lin's when
  * *n_abs is 0); nodes (empty on entry) holds the epilogue's nodes; the
  * caller frees both lists.  Errors: FSL_ERR_UNSUPPORTED when the op has
  * no generated code in d (another op, a dtype), FSL_ERR_NOMEM.

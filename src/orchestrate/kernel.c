@@ -18,10 +18,13 @@
  *   LINEAR  exactly one matmul/conv, the rest elementwise/movement: nodes
  *           that transitively read the linear output form the epilogue and
  *           keep its numel; the others only prepare epilogue operands (bias
- *           reshape/expand) and are not read outside, except `reshape`
- *           views that feed the linear op alone (a prologue: the operand's
- *           row-major buffer read with other dims, as fsl_b_matmul makes
- *           when it folds batch dims into M).
+ *           reshape/expand) and are not read outside, except views
+ *           (reshape, permute, expand, slice) that feed the linear op alone
+ *           (a prologue: a reshape reads the operand's row-major buffer
+ *           with other dims, as fsl_b_matmul makes when it folds batch dims
+ *           into M; on a device whose generated matmul reads views in place,
+ *           fsl_device.linear_views, also a permute such as attention's K^T,
+ *           an expand broadcasting an operand over the batch, a slice).
  *   OPAQUE  one non-primitive node, alone.
  *
  * Convexity: no path leaves the set and re-enters it.  A forward search
@@ -50,6 +53,7 @@ struct fsl_kernel_ws {
   fsl_value **ins, **outs;
   bool *flag;               /* per position: epilogue / after-reduce */
   bool *flag2;              /* per position: linear prologue */
+  bool linear_views;        /* prologue views beyond reshapes (fsl_kernel_ws_set_linear_views) */
   int cap_set, cap_in, cap_out;
   fsl_node **stack;
   int cap_stack;
@@ -248,12 +252,17 @@ static int check_linear(fsl_kernel_ws *ws, int n, int n_out, const fsl_node *lin
         }
     }
   }
-  /* prologue: reshapes whose in-set consumers are the linear op or other
-   * prologue reshapes (a view of a linear operand's buffer) */
+  /* prologue: views whose in-set consumers are the linear op or other
+   * prologue views: reshapes (a linear operand's buffer read with other
+   * dims), and on a device whose generated matmul reads them in place
+   * (fsl_device.linear_views: fsl_linear_split_views) permutes, expands and
+   * slices too */
   int lp = ws->pos[lin->id];
   for (int p = lp - 1; p >= 0; p--) {
     const fsl_node *nd = ws->nodes[p];
-    bool pro = nd->op == FSL_OP_reshape && nd->n_out == 1 && nd->out[0];
+    bool view = nd->op == FSL_OP_reshape || (ws->linear_views && (nd->op == FSL_OP_permute || nd->op == FSL_OP_expand ||
+                                                                   nd->op == FSL_OP_slice));
+    bool pro = view && nd->n_out == 1 && nd->out[0];
     for (int c = 0; pro && c < nd->out[0]->n_cons; c++) {
       const fsl_node *x = nd->out[0]->cons[c];
       if (!in_set(ws, x)) continue;
@@ -273,7 +282,7 @@ static int check_linear(fsl_kernel_ws *ws, int n, int n_out, const fsl_node *lin
   for (int i = 0; i < lin->n_in; i++) {
     int q = prod_pos(ws, lin->in[i]);
     if (q >= 0 && !ws->flag2[q]) {
-      *why = "a node other than a reshape feeds the linear op";
+      *why = "a node other than a view (reshape, permute, expand, slice) feeds the linear op";
       return KV_PRUNE;
     }
   }
@@ -668,6 +677,8 @@ fsl_status fsl_kernel_ws_make(fsl_kernel_ws *ws, fsl_node *const *nodes, int n, 
 
 /** See orchestrate.h.  Besides FSL_ERR_NOMEM, FSL_ERR_ARG for missing
  *  arguments or a node that is not in g. */
+void fsl_kernel_ws_set_linear_views(fsl_kernel_ws *ws, bool on) { ws->linear_views = on; }
+
 fsl_status fsl_kernel_make(const fsl_graph *g, const int *topo, fsl_node *const *nodes, int n,
                            fsl_kernel **out, const char **why) {
   if (out) *out = NULL;
@@ -676,6 +687,7 @@ fsl_status fsl_kernel_make(const fsl_graph *g, const int *topo, fsl_node *const 
     return fsl_errorf(FSL_ERR_ARG, "fsl_kernel_make: expected a graph, its topo index, nodes and out");
   fsl_kernel_ws *ws;
   FSL_TRY(fsl_kernel_ws_new(g, topo, &ws));
+  fsl_kernel_ws_set_linear_views(ws, true); /* any plan's kernels, whatever its device */
   int verdict;
   fsl_status st = fsl_kernel_ws_make(ws, nodes, n, true, out, why, &verdict);
   fsl_kernel_ws_free(ws);

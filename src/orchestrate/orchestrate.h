@@ -54,7 +54,8 @@ void fsl_kernel_set_free(fsl_kernel_set *s);
  * Builds a kernel from a node set of g (any order; duplicates ignored):
  * sorts the nodes topologically, computes inputs/outputs, checks that the
  * set is convex (no path leaves the set and re-enters it) and legal
- * (fsl_kernel_kind), and computes hash, flops and bytes.  *out is NULL and
+ * (fsl_kernel_kind; LINEAR prologue views of every kind, as in a plan for
+ * any device), and computes hash, flops and bytes.  *out is NULL and
  * FSL_OK is returned when the set is not a legal kernel (why in *why if
  * given).  Errors: FSL_ERR_NOMEM; FSL_ERR_ARG (missing argument, a node not
  * in g).  `topo` gives every node's position in
@@ -70,6 +71,7 @@ int *fsl_graph_topo_index(const fsl_graph *g);
 typedef struct fsl_candidate_options {
   int max_nodes;         /* size cap of one candidate (default 24) */
   int max_per_seed;      /* candidates grown from one seed node (default 64) */
+  bool linear_views;     /* LINEAR candidates may take permute/expand/slice prologues (fsl_device.linear_views) */
 } fsl_candidate_options;
 
 /** Enumerates candidate kernels of a primitive graph: every single node,
@@ -85,6 +87,11 @@ typedef struct fsl_device {
   double peak_flops;     /* FLOP/s, sgemm */
   double elem_flops;     /* units of elementwise work per second (cost.c: one multiply or add) */
   double launch_s;       /* fixed cost per kernel (call, thread fork/join), seconds */
+  bool linear_views;     /* the backend's generated matmul reads permute, expand and slice views of
+                            its operands in place (a tiled matmul on the GPU dialects:
+                            fsl_linear_split_views), so LINEAR kernels may take them as a prologue;
+                            set by the OpenCL and CUDA calibrations, false on the CPU (oneDNN reads
+                            plain operands) and in the default device; not part of the record */
 } fsl_device;
 
 /** A fixed, documented default device (for tests and when uncalibrated). */

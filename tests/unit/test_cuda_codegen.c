@@ -92,6 +92,7 @@ static void add_model(tally *t, const char *path) {
   }
   fsl_device dev;
   fsl_device_default(&dev);
+  dev.linear_views = true; /* LINEAR kernels with permute/expand/slice prologues: the tiles read them in place */
   fsl_plan p;
   if (fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, &dev, &p) != FSL_OK) {
     fsl_error_clear();

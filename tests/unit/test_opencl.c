@@ -452,6 +452,63 @@ static void test_linear_epilogue_fused(void **state) {
   }
 }
 
+/* A tiled matmul reads a prologue of movement views in place
+ * (fsl_linear_split_views): attention's Q @ K^T with Q and K taken from
+ * [batch, seq, heads, dim] by permutes, plus a scale and a mask add fused
+ * after it (1 step); a weight broadcast to the batch by expand and sliced
+ * (1 step); and q @ q^T, where q is read twice (by the matmul and by the
+ * permute making q^T), which keeps its prologue function (2 steps).  Odd
+ * sizes make every tile partial.  Checked against the reference on the device. */
+static void test_linear_operand_views(void **state) {
+  (void)state;
+  for (int t = 0; t < 3; t++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    fsl_value *x, *w = NULL, *c, *y;
+    int64_t pq[] = {0, 2, 1, 3};
+    if (t == 0) {
+      int64_t qd[] = {2, 9, 3, 5}, kd[] = {2, 11, 3, 5}, cd[] = {2, 3, 9, 11}, pk[] = {0, 2, 3, 1};
+      x = input(g, "q", 4, qd);
+      w = input(g, "k", 4, kd);
+      c = input(g, "mask", 4, cd);
+      y = fsl_b_matmul(&b, fsl_b_permute(&b, x, pq), fsl_b_permute(&b, w, pk));
+      y = fsl_b_binary(&b, FSL_OP_add, fsl_b_binary_scalar(&b, FSL_OP_mul, y, 0.5), c);
+    } else if (t == 1) {
+      int64_t xd[] = {3, 10, 17}, wd[] = {1, 20, 6}, cd[] = {6}, big[] = {3, 20, 6}, st[] = {0, 2, 0}, one[] = {1, 1, 1},
+              sz[] = {3, 17, 6};
+      x = input(g, "x", 3, xd);
+      w = input(g, "w", 3, wd);
+      c = input(g, "c", 1, cd);
+      fsl_value *wv = fsl_b_slice(&b, fsl_b_expand(&b, w, big), st, one, sz);
+      y = fsl_b_binary(&b, FSL_OP_add, fsl_b_matmul(&b, x, wv), c);
+    } else {
+      /* q @ q^T: q feeds the matmul and the permute making q^T */
+      int64_t qd[] = {2, 9, 3, 5}, cd[] = {2, 3, 9, 9}, swap[] = {0, 1, 3, 2};
+      x = input(g, "q", 4, qd);
+      c = input(g, "mask", 4, cd);
+      fsl_value *q = fsl_b_permute(&b, x, pq);
+      y = fsl_b_binary(&b, FSL_OP_add, fsl_b_matmul(&b, q, fsl_b_permute(&b, q, swap)), c);
+    }
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    fsl_plan p = one_kernel_plan(g, "operand views");
+    int n_epi = 0, n = gen_steps(&p, &n_epi);
+    assert_int_equal(n, t == 2 ? 2 : 1);
+    assert_int_equal(n_epi, 0);
+    void *in[3];
+    int n_in = 0;
+    in[n_in++] = random_data(x, -1, 1);
+    if (w) in[n_in++] = random_data(w, -1, 1);
+    in[n_in++] = random_data(c, -1, 1);
+    char what[64];
+    snprintf(what, sizeof what, "operand views case %d", t);
+    if (have_device()) check_plan_on_device(g, p, in, 1e-5, what);
+    else fsl_plan_free(&p);
+    for (int i = 0; i < n_in; i++) free(in[i]);
+    fsl_graph_free(g);
+  }
+}
+
 /* Work-group code only within the local memory the table allows: with
  * less than a row's accumulators or two matmul / conv tiles need, the
  * generator falls back to one work-item per row / per output element (no
@@ -576,6 +633,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_sizes),
       cmocka_unit_test(test_conv_tiles),
       cmocka_unit_test(test_linear_epilogue_fused),
+      cmocka_unit_test(test_linear_operand_views),
       cmocka_unit_test(test_local_memory_fallback),
       cmocka_unit_test(test_split_kernel),
       cmocka_unit_test(test_supports),

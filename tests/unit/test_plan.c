@@ -328,9 +328,42 @@ static void test_cost_counts_recomputation(void **state) {
   fsl_graph_free(g);
 }
 
+/* Attention scores q @ k^T (k^T a permute of k) + mask: on a device whose
+ * linear kernels read views in place (fsl_device.linear_views) the optimal
+ * plan makes the permute the matmul kernel's prologue; elsewhere (the CPU,
+ * the default device), and under greedy's FuseOps rules, it is a kernel of
+ * its own.  Each
+ * plan runs kernel by kernel against the interpreter. */
+static void test_linear_views(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  assert_non_null(g);
+  fsl_builder b = {.g = g, .fold = true};
+  int64_t dq[] = {2, 3, 9, 5}, dk[] = {2, 3, 11, 5}, dm[] = {2, 3, 9, 11}, swap[] = {0, 1, 3, 2};
+  fsl_value *q = input(g, "q", 4, dq), *k = input(g, "k", 4, dk), *mask = input(g, "mask", 4, dm);
+  fsl_value *s = fsl_b_matmul(&b, q, fsl_b_permute(&b, k, swap));
+  finish(&b, fsl_b_binary(&b, FSL_OP_add, s, mask));
+  const fsl_strategy strat[] = {FSL_STRATEGY_GREEDY, FSL_STRATEGY_OPTIMAL};
+  for (int views = 0; views < 2; views++)
+    for (int i = 0; i < 2; i++) {
+      fsl_device d;
+      fsl_device_default(&d);
+      d.linear_views = views;
+      fsl_plan p;
+      assert_int_equal(fsl_plan_build(g, strat[i], &d, &p), FSL_OK);
+      assert_int_equal(fsl_plan_verify(&p), FSL_OK);
+      /* greedy's FuseOps rules fuse no producer into a matmul */
+      assert_int_equal(p.kernels.n, views && strat[i] == FSL_STRATEGY_OPTIMAL ? 1 : 2);
+      check_run(&p);
+      fsl_plan_free(&p);
+    }
+  fsl_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cost),
+      cmocka_unit_test(test_linear_views),
       cmocka_unit_test(test_cost_counts_recomputation),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_mlp),

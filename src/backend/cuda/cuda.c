@@ -437,6 +437,14 @@ static void cu_free(void *p) {
   free(x);
 }
 
+/* The generated tiled matmul reads prologue views in place; cuBLASLt, which
+ * takes the float32 matmuls unless FSL_CUDA_CUBLASLT=0, reads plain
+ * operands, so only without it do LINEAR kernels take views. */
+static bool cu_linear_views(void) {
+  const char *e = getenv("FSL_CUDA_CUBLASLT");
+  return (e && !strcmp(e, "0")) || !fsl_cuda_driver()->matmul_prepare;
+}
+
 static bool cu_supports(const fsl_graph *g, const fsl_kernel *k) { return fsl_gpu_supports(&fsl_dialect_cuda, use_library, g, k); }
 
 static void cu_info(const void *exe, fsl_backend_exe_info *out) {
@@ -462,6 +470,7 @@ const fsl_backend fsl_backend_cuda = {
     .calibrate = fsl_cuda_calibrate,
     .profiler_init = NULL,
     .supports = cu_supports,
+    .linear_views = cu_linear_views,
     .compile = cu_compile,
     .fingerprint = cu_fingerprint,
     .export_exe = NULL,

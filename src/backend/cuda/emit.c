@@ -78,6 +78,7 @@ static const fsl_vlist k_none;
 static fsl_status gen_linear(fsl_cuda_emitter *e, const fsl_plan *p, int ki, const fsl_kernel *k) {
   fsl_linear_split sp;
   fsl_status st = fsl_linear_split_make(k, &sp);
+  if (st == FSL_OK) fsl_linear_split_views(&sp, &fsl_dialect_cuda); /* a prologue of views is read in place */
   if (st == FSL_OK && sp.gen_prologue)
     st = gen_nodes(e, p, ki, "prologue", (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p,
                    sp.pre_out.n);

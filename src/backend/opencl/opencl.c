@@ -306,6 +306,9 @@ static fsl_status ocl_run(void *exe, const void *const *inputs, void **outputs) 
 
 /* Lowers k alone, as compile would, and looks for a host step (no device
  * is needed: only the code generator is asked). */
+/* The generated tiled matmul reads prologue views in place (fsl_linear_split_views). */
+static bool ocl_linear_views(void) { return true; }
+
 static bool ocl_supports(const fsl_graph *g, const fsl_kernel *k) { return fsl_gpu_supports(&fsl_dialect_opencl, NULL, g, k); }
 
 static void ocl_info(const void *exe, fsl_backend_exe_info *out) {
@@ -330,6 +333,7 @@ const fsl_backend fsl_backend_opencl = {
     .calibrate = fsl_ocl_calibrate,
     .profiler_init = NULL,
     .supports = ocl_supports,
+    .linear_views = ocl_linear_views,
     .compile = ocl_compile,
     .fingerprint = ocl_fingerprint,
     .export_exe = NULL,
