@@ -7,7 +7,9 @@
  *   prologue  the kernel's nodes that feed the matmul/conv: generated code
  *             writing what the linear op and later nodes read, unless they
  *             are only reshape views (then the operands are read through
- *             them: a reshape is the same bytes);
+ *             them: a reshape is the same bytes) or, for a generated tiled
+ *             matmul, only movement views that its tile loads evaluate
+ *             (fsl_linear_split_views);
  *   linear    the matmul/conv, with a closed prefix of `chain` (the
  *             elementwise or reshape nodes after it that read its result or
  *             each other's) absorbed as oneDNN post-ops (CPU: onednn.h)
