@@ -97,8 +97,10 @@ fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *spec, fsl
  *  accumulated value before its store (linsplit.h: a closed prefix of the
  *  chain, fsl_linear_split_fused): `nodes` are the chain (elementwise
  *  nodes and reshapes reading the linear op's output or each other's, so
- *  that element i of `out` comes from element i of that output, flat
- *  row-major) and the nodes feeding it that read neither (movement,
+ *  that element i of their value comes from element i of that output, flat
+ *  row-major, then optionally a path of permutes and reshapes ending at
+ *  `out` that moves each element to its place in `out`) and the nodes
+ *  feeding it that read neither (movement,
  *  elementwise and gather nodes over kernel inputs, e.g. a bias broadcast
  *  by `expand`); `out` is written instead of the linear op's output, with
  *  as many elements, row-major.  The function then takes

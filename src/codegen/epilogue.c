@@ -62,6 +62,39 @@ bool fsl_cg_epi_open(em *e, const fsl_cg_epilogue *epi, const fsl_node *lin) {
   return e->st == FSL_OK;
 }
 
+/* *c = the coordinates over dims (rank) of flat index expression x. */
+static void redecompose(em *e, const char *x, int rank, const int64_t *dims, coords *c) {
+  int f = fsl_cg_new_tmp(e), axes[FSL_MAX_RANK];
+  fsl_cg_line(e, "const int64_t t%d = %s;", f, x);
+  char v[CLEN], prefix[24];
+  snprintf(v, sizeof v, "t%d", f);
+  snprintf(prefix, sizeof prefix, "z%d_", f);
+  for (int i = 0; i < rank; i++) axes[i] = i;
+  c->rank = rank;
+  fsl_cg_decompose(e, v, rank, axes, dims, prefix, c);
+}
+
+/* The tail of z: the epilogue's path of permutes and reshapes ending at z,
+ * back to its first permute (fsl_linear_split_fused), in order into
+ * tail[]; its length, 0 when the path holds no permute (z is then stored
+ * at the linear output's flat index).  *w: the value before the tail. */
+static int tail_of(const em *e, const fsl_value *z, const fsl_node **tail, const fsl_value **w) {
+  const fsl_node *rev[FSL_MAX_RANK * 4];
+  int n = 0, first_perm = -1;
+  for (const fsl_value *v = z; v->producer && e->inside[v->id] && n < (int)FSL_ARRAY_LEN(rev);) {
+    const fsl_node *p = v->producer;
+    if ((p->op != FSL_OP_permute && p->op != FSL_OP_reshape) || p->n_in != 1) break;
+    rev[n++] = p;
+    if (p->op == FSL_OP_permute) first_perm = n - 1;
+    v = p->in[0];
+  }
+  if (first_perm < 0) return 0;
+  int k = 0;
+  for (int i = first_perm; i >= 0; i--) tail[k++] = rev[i];
+  *w = tail[0]->in[0];
+  return k;
+}
+
 void fsl_cg_epi_store(em *e, const char *T, const char *acc, const coords *c, const char *dst, const char *idx) {
   if (!e->epi) {
     fsl_cg_line(e, "%s[%s] = (%s)%s;", dst, idx, T, acc);
@@ -72,21 +105,40 @@ void fsl_cg_epi_store(em *e, const char *T, const char *acc, const coords *c, co
   int t = fsl_cg_new_tmp(e);
   fsl_cg_line(e, "const %s t%d = (%s)%s;", T, t, T, acc);
   snprintf(e->lin_var, CLEN, "t%d", t);
-  /* epi->out at the stored element: the same flat index (the chain keeps
-   * the element order: elementwise nodes and reshapes) */
-  const fsl_value *y = e->lin_out, *z = e->epi->out;
-  coords zc = *c;
-  if (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * (size_t)y->rank) != 0) {
-    int f = fsl_cg_new_tmp(e), axes[FSL_MAX_RANK];
-    fsl_cg_line(e, "const int64_t t%d = %s;", f, idx);
-    char x[CLEN];
-    snprintf(x, sizeof x, "t%d", f);
-    for (int i = 0; i < z->rank; i++) axes[i] = i;
-    zc.rank = z->rank;
-    fsl_cg_decompose(e, x, z->rank, axes, z->dims, "z", &zc);
+  /* w, the value computed here: epi->out, or what a tail of permutes moves
+   * into it; at the stored element it has the linear output's flat index
+   * (elementwise nodes and reshapes keep the element order) */
+  const fsl_value *y = e->lin_out, *z = e->epi->out, *w = z;
+  const fsl_node *tail[FSL_MAX_RANK * 4];
+  int nt = tail_of(e, z, tail, &w);
+  coords wc = *c;
+  if (!fsl_cg_same_shape(w, y)) redecompose(e, idx, w->rank, w->dims, &wc);
+  char res[CLEN], at[CLEN];
+  snprintf(at, sizeof at, "%s", idx);
+  if (nt > 0) {
+    /* the tail moves the element: its coordinates in each value up to z */
+    coords vc = wc;
+    for (int i = 0; i < nt; i++) {
+      const fsl_node *n = tail[i];
+      const fsl_value *in = n->in[0], *out = n->out[0];
+      if (n->op == FSL_OP_permute) {
+        const int64_t *perm = NULL;
+        if (fsl_attr_ints(n, "perm", &perm) != out->rank) {
+          fsl_cg_fail(e, FSL_ERR_INVALID, "permute without a perm of rank %d", out->rank);
+          break;
+        }
+        coords oc = {.rank = out->rank};
+        for (int k = 0; k < out->rank; k++) snprintf(oc.c[k], CLEN, "%s", vc.c[perm[k]]);
+        vc = oc;
+      } else {
+        char flat[CLEN];
+        fsl_cg_flat_index(e, in->rank, in->dims, &vc, flat);
+        redecompose(e, flat, out->rank, out->dims, &vc);
+      }
+    }
+    fsl_cg_flat_index(e, z->rank, z->dims, &vc, at);
   }
-  char res[CLEN];
-  if (fsl_cg_ev(e, z, &zc, res)) fsl_cg_line(e, "%s[%s] = %s;", dst, idx, res);
+  if (e->st == FSL_OK && fsl_cg_ev(e, w, &wc, res)) fsl_cg_line(e, "%s[%s] = %s;", dst, at, res);
   e->lin_var[0] = 0;
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");

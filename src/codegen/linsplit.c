@@ -92,10 +92,12 @@ fsl_status fsl_linear_split_make(const fsl_kernel *k, fsl_linear_split *s) {
       }
     }
   }
-  /* epilogue chain: the kernel's elementwise (or reshape) nodes after lin,
-   * in topological order, that read lin's output or an earlier chain node's,
-   * up to the first node that reads one and is neither (onednn.h: a reshape
-   * that keeps the last dim is absorbed).  Nodes reading none of them are
+  /* epilogue chain: the kernel's elementwise (or reshape, or permute) nodes
+   * after lin, in topological order, that read lin's output or an earlier
+   * chain node's, up to the first node that reads one and is none of these
+   * (onednn.h: a reshape that keeps the last dim is absorbed, a permute
+   * ends what oneDNN takes; the GPU dialects store through a tail of
+   * permutes).  Nodes reading none of them are
    * passed over.  A chain value may have several consumers (x * sigmoid(x)
    * reads x twice): a backend absorbs only a prefix whose values, the last
    * one excepted, are read inside the prefix (fsl_linear_chain_closed). */
@@ -106,7 +108,9 @@ fsl_status fsl_linear_split_make(const fsl_kernel *k, fsl_linear_split *s) {
     bool reads = false;
     for (int j = 0; j < c->n_in && !reads; j++) reads = c->in[j] && fsl_vl_has(&cv, c->in[j]);
     if (!reads) continue;
-    if (!(is_ew(c) || c->op == FSL_OP_reshape) || c->n_out != 1 || !fsl_vl_add(&cv, c->out[0])) break;
+    if (!(is_ew(c) || c->op == FSL_OP_reshape || c->op == FSL_OP_permute) || c->n_out != 1 ||
+        !fsl_vl_add(&cv, c->out[0]))
+      break;
     s->chain[s->n_chain++] = c;
   }
   free(cv.p);
@@ -179,9 +183,13 @@ fsl_status fsl_linear_split_fused(const fsl_kernel *k, const fsl_linear_split *s
   bool oom_ = false;
   /* n_side[j]: the side nodes chain[0 .. j] need are side.p[0 .. n_side[j]) (side only grows) */
   int valid = 0, n_side[FSL_LINEAR_CHAIN_MAX];
+  bool tail = false; /* a permute was taken: only a path of movement nodes may follow */
   for (int j = 0; j < s->n_chain; j++) {
     fsl_node *c = s->chain[j];
-    bool ok = (is_ew(c) || c->op == FSL_OP_reshape) && c->n_out == 1;
+    const fsl_value *prev = j > 0 ? s->chain[j - 1]->out[0] : y;
+    bool moves = (c->op == FSL_OP_permute || c->op == FSL_OP_reshape) && c->n_in == 1 && c->in[0] == prev;
+    tail = tail || (c->op == FSL_OP_permute && moves);
+    bool ok = c->n_out == 1 && (tail ? moves : is_ew(c) || c->op == FSL_OP_reshape);
     for (int i = 0; ok && i < c->n_in; i++) ok = !c->in[i] || side_nodes(s, j, c->in[i], &side, &oom_);
     if (oom_) {
       free(side.p);

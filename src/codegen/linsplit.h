@@ -11,8 +11,9 @@
  *             matmul, only movement views that its tile loads evaluate
  *             (fsl_linear_split_views);
  *   linear    the matmul/conv, with a closed prefix of `chain` (the
- *             elementwise or reshape nodes after it that read its result or
- *             each other's) absorbed as oneDNN post-ops (CPU: onednn.h)
+ *             elementwise, reshape or permute nodes after it that read its
+ *             result or each other's) absorbed as oneDNN post-ops (CPU:
+ *             onednn.h; no permute)
  *             or computed before the store of a generated matmul or
  *             convolution (GPU dialects: fsl_linear_split_fused);
  *   epilogue  every other node of the kernel, generated over the linear
@@ -80,9 +81,12 @@ bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n)
 /**
  * The epilogue a generated matmul or convolution computes before its
  * store (codegen.h, fsl_cg_epilogue): the longest closed prefix
- * chain[0 .. *n_abs) (elementwise nodes and reshapes: each element of its
- * last value comes from the linear output's element at the same flat
- * index) whose other operands are kernel inputs, prologue outputs, or
+ * chain[0 .. *n_abs) of elementwise nodes and reshapes (each element of
+ * its value comes from the linear output's element at the same flat
+ * index), optionally ending in a tail, a path of permutes and reshapes
+ * from the first permute on (it only moves the elements: the store writes
+ * each at its place in the last value, e.g. attention's heads transposed
+ * after a projection), whose other operands are kernel inputs, prologue outputs, or
  * values of kernel nodes a generated loop takes (elementwise, movement,
  * gather) that read neither the linear output nor the chain.  nodes
  * (empty on entry) receives those nodes and the prefix in the kernel's

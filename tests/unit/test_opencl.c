@@ -408,17 +408,36 @@ static int gen_steps(const fsl_plan *p, int *n_epilogue) {
  * reshapes over the linear output (fsl_linear_split_fused): bias + ReLU
  * through a reshape after a batch-folded matmul; conv + bias + SiLU
  * (x * sigmoid(x) reads x twice) + a residual add of the conv's input;
- * and a chain whose middle value is a graph output, of which only the
- * closed prefix (bias) is fused and the rest stays a launch of its own.
- * Each plan is the graph as one LINEAR kernel, checked against the
- * reference on the device. */
+ * a chain whose middle value is a graph output, of which only the
+ * closed prefix (bias) is fused and the rest stays a launch of its own;
+ * a projection + bias split into heads (reshape + permute: the store
+ * writes each element at its transposed place); and heads merged back
+ * (permute + reshape) before a bias, which a tail of moves cannot take, so
+ * the bias stays a launch of its own.  Each plan is the graph as one
+ * LINEAR kernel, checked against the reference on the device. */
 static void test_linear_epilogue_fused(void **state) {
   (void)state;
-  for (int t = 0; t < 3; t++) {
+  for (int t = 0; t < 5; t++) {
     fsl_graph *g = fsl_graph_new();
     fsl_builder b = B_INIT(g);
     fsl_value *x, *w, *c, *y, *mid = NULL;
-    if (t == 0) {
+    if (t == 3) {
+      /* a projection + bias split into heads: [18, 12] -> [2, 9, 3, 4] -> [2, 3, 9, 4] */
+      int64_t xd[] = {18, 6}, wd[] = {6, 12}, cd[] = {12}, heads[] = {2, 9, 3, 4}, perm[] = {0, 2, 1, 3};
+      x = input(g, "x", 2, xd);
+      w = input(g, "w", 2, wd);
+      c = input(g, "c", 1, cd);
+      y = fsl_b_binary(&b, FSL_OP_add, fsl_b_matmul(&b, x, w), c);
+      y = fsl_b_permute(&b, fsl_b_reshape(&b, y, 4, heads), perm);
+    } else if (t == 4) {
+      /* attention's heads merged back, then a bias the tail cannot take: [2, 3, 9, 4] -> [2, 9, 3, 4] -> [2, 9, 12] */
+      int64_t xd[] = {2, 3, 9, 5}, wd[] = {2, 3, 5, 4}, cd[] = {12}, merged[] = {2, 9, 12}, perm[] = {0, 2, 1, 3};
+      x = input(g, "p", 4, xd);
+      w = input(g, "v", 4, wd);
+      c = input(g, "c", 1, cd);
+      y = fsl_b_reshape(&b, fsl_b_permute(&b, fsl_b_matmul(&b, x, w), perm), 3, merged);
+      y = fsl_b_binary(&b, FSL_OP_add, y, c);
+    } else if (t == 0) {
       int64_t xd[] = {2, 9, 6}, wd[] = {6, 7}, cd[] = {7}, flat[] = {18, 6}, back[] = {2, 9, 7};
       x = input(g, "x", 3, xd);
       w = input(g, "w", 2, wd);
@@ -440,8 +459,8 @@ static void test_linear_epilogue_fused(void **state) {
     if (mid) fsl_graph_add_output(g, mid);
     fsl_plan p = one_kernel_plan(g, "fused epilogue");
     int n_epi = 0, n = gen_steps(&p, &n_epi);
-    assert_int_equal(n, t == 2 ? 2 : 1);
-    assert_int_equal(n_epi, t == 2 ? 1 : 0);
+    assert_int_equal(n, t == 2 || t == 4 ? 2 : 1);
+    assert_int_equal(n_epi, t == 2 || t == 4 ? 1 : 0);
     void *in[] = {random_data(x, -1, 1), random_data(w, -1, 1), random_data(c, -1, 1)};
     char what[64];
     snprintf(what, sizeof what, "fused epilogue case %d", t);
