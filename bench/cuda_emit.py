@@ -76,7 +76,8 @@ def main():
         print(model.name, r, flush=True)
     lines = ["# CUDA C: NVRTC compile check per model", "",
              "`.venv/bin/python bench/cuda_emit.py`: `fissile compile MODEL --backend cuda --emit-only`, optimal "
-             "plan, one CUDA C source per model compiled by NVRTC to CUBINs for sm_90 and sm_80 with ptxas -v "
+             "plan for the host device (so no LINEAR kernel takes operand views: docs/gpu-backend.md), "
+             "one CUDA C source per model compiled by NVRTC to CUBINs for sm_90 and sm_80 with ptxas -v "
              f"(no GPU). Machine: {platform.node()}, {platform.processor() or platform.machine()}, "
              "times are wall seconds of one run each.", "",
              "| model | kernels | generated (functions) | opaque | refused | CUDA C (KiB) | NVRTC sm_90 (s) "
