@@ -247,7 +247,10 @@ bool fsl_linear_split_views(fsl_linear_split *s, const fsl_dialect *d) {
   int on_paths = 0;
   for (int i = 0; i < 2; i++) {
     if (!(src[i] = view_source(s, lin->in[i]))) return false;
-    for (fsl_value *v = lin->in[i]; v != src[i]; v = v->producer->in[0]) on_paths++;
+    int len = 0;
+    for (fsl_value *v = lin->in[i]; v != src[i]; v = v->producer->in[0]) len++;
+    if (len > FSL_MAX_RANK) return false; /* fsl_linear_ref_nodes' bound, for a host fallback */
+    on_paths += len;
   }
   /* every prologue node on one of the two paths (a node on both, as in
    * x @ x^T, has another reader and failed above) */
