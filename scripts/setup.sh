@@ -21,7 +21,10 @@ APT_PKGS=(build-essential cmake clang libclang-rt-14-dev protobuf-c-compiler
           libprotobuf-c-dev libonnx-dev libonnx-testdata libcmocka-dev
           python3-venv python3-torch python3-torchvision python3-numpy
           pkg-config coinor-libcbc-dev libdnnl-dev libsqlite3-dev libcjson-dev
-          python3-dev ninja-build pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers clinfo)
+          python3-dev ninja-build pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers clinfo
+          graphviz)
+# graphviz: `dot` renders the plan graph of `fissile report` (optional at run
+# time; installed so that tests/python/test_report.py checks it).
 # numpy<2: Debian's torch 1.13 is built against NumPy 1.x.
 # scikit-build-core: the build backend of the fissile package (pyproject.toml).
 PIP_PKGS=("onnx==1.22.*" "onnxruntime" "pytest" "numpy<2" "scikit-build-core>=0.10")
