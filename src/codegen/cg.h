@@ -108,7 +108,6 @@ typedef struct em {
    * accumulator; e->s is epi_spec, over in = {a, b, epi->in..} (epi_in) */
   const fsl_cg_epilogue *epi;
   const fsl_value *lin_out;
-  const fsl_value *lin_in[2]; /* the linear op's operands (a tiled matmul loads them through views) */
   char lin_var[CLEN];   /* lin_out at the element being stored ("" outside the store) */
   fsl_cg_spec epi_spec;
   fsl_value **epi_in;

@@ -259,7 +259,8 @@ static void mm_load(em *e, const void *ctx) {
 
 /* The tiled matmul of a dialect with work-groups (codegen.h): a tile of
  * c per work-group, row m = the work-item's ly_, column n = its lx_. */
-static void tiled_matmul(em *e, const char *T, const char *acc, int64_t batch, int64_t M, int64_t K, int64_t N) {
+static void tiled_matmul(em *e, const fsl_node *mm, const char *T, const char *acc, int64_t batch, int64_t M, int64_t K,
+                         int64_t N) {
   const fsl_value *C = e->lin_out;
   int TL = e->d->group->tile;
   int64_t tm = (M + TL - 1) / TL, tn = (N + TL - 1) / TL;
@@ -268,7 +269,7 @@ static void tiled_matmul(em *e, const char *T, const char *acc, int64_t batch, i
               (long long)(tm * tn), (long long)tn, (long long)tm, TL, (long long)tn, TL);
   mm_dims md = {.T = T, .M = M, .K = K, .N = N};
   const fsl_cg_epilogue *epi = e->epi;
-  for (int i = 0; i < 2; i++) md.op[i] = epi && epi->src[i] ? e->lin_in[i] : NULL;
+  for (int i = 0; i < 2; i++) md.op[i] = epi && epi->src[i] ? mm->in[i] : NULL;
   if (md.op[0] || md.op[1]) {
     int r = C->rank, axes[FSL_MAX_RANK];
     for (int i = 0; i < r - 2; i++) axes[i] = i;
@@ -307,8 +308,6 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   if (!views) fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
   else if (!epi->src[0]) fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0];", S, T, S, T);
   else if (!epi->src[1]) fsl_cg_line(&e, "const %s%s *w = (const %s%s *)in[1];", S, T, S, T);
-  e.lin_in[0] = A;
-  e.lin_in[1] = W;
   if (!fsl_cg_epi_open(&e, epi, mm)) return fsl_cg_kernel_close(&e, &body, b);
   const char *TO = fsl_cg_ctype(d, epi ? epi->out->dtype : dt);
   fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, TO, S, TO);
@@ -318,7 +317,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   snprintf(nn, sizeof nn, "%lld", (long long)N);
   snprintf(nk, sizeof nk, "%lld", (long long)K);
   if (fsl_cg_tiles_fit(d, dt)) {
-    tiled_matmul(&e, T, acc, batch, M, K, N);
+    tiled_matmul(&e, mm, T, acc, batch, M, K, N);
   } else if (d->par_min == 0) {
     /* every thread runs the kernel (GPU dialects): one thread per element of c */
     char nt[32];

@@ -221,12 +221,13 @@ fsl_status fsl_linear_split_fused(const fsl_kernel *k, const fsl_linear_split *s
 }
 
 /* The source of operand v's path of one-input movement nodes in anc
- * (v itself when no anc node produces it); NULL when a node on the way is
- * anything else or one of its values has another reader (or is a graph
- * output), or the path does not end outside anc. */
-static fsl_value *view_source(const fsl_linear_split *s, fsl_value *v) {
+ * (v itself when no anc node produces it), *len the path's node count;
+ * NULL when a node on the way is anything else or one of its values has
+ * another reader (or is a graph output), or the path does not end outside
+ * anc. */
+static fsl_value *view_source(const fsl_linear_split *s, fsl_value *v, int *len) {
   const fsl_node *reader = s->lin;
-  for (int steps = 0; steps <= s->anc.n; steps++) {
+  for (*len = 0; *len <= s->anc.n; ++*len) {
     fsl_node *p = v->producer;
     if (!p || !fsl_vl_has(&s->anc, p)) return v;
     if (!fsl_op_is_primitive(p->op) || fsl_op_get(p->op)->kind != FSL_KIND_MOVEMENT || p->n_in != 1 || p->n_out != 1 ||
@@ -246,9 +247,8 @@ bool fsl_linear_split_views(fsl_linear_split *s, const fsl_dialect *d) {
   fsl_value *src[2];
   int on_paths = 0;
   for (int i = 0; i < 2; i++) {
-    if (!(src[i] = view_source(s, lin->in[i]))) return false;
-    int len = 0;
-    for (fsl_value *v = lin->in[i]; v != src[i]; v = v->producer->in[0]) len++;
+    int len;
+    if (!(src[i] = view_source(s, lin->in[i], &len))) return false;
     if (len > FSL_MAX_RANK) return false; /* fsl_linear_ref_nodes' bound, for a host fallback */
     on_paths += len;
   }

@@ -20,8 +20,6 @@
  */
 #include "orchestrate/orchestrate.h"
 
-#include <math.h>
-
 /* FLOPs of one matmul or conv node (multiply and add counted separately);
  * 0 for other ops or unknown shapes. */
 static double linear_flops(const fsl_node *n) {

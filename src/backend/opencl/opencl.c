@@ -304,11 +304,11 @@ static fsl_status ocl_run(void *exe, const void *const *inputs, void **outputs) 
   return st;
 }
 
-/* Lowers k alone, as compile would, and looks for a host step (no device
- * is needed: only the code generator is asked). */
 /* The generated tiled matmul reads prologue views in place (fsl_linear_split_views). */
 static bool ocl_linear_views(void) { return true; }
 
+/* Lowers k alone, as compile would, and looks for a host step (no device
+ * is needed: only the code generator is asked). */
 static bool ocl_supports(const fsl_graph *g, const fsl_kernel *k) { return fsl_gpu_supports(&fsl_dialect_opencl, NULL, g, k); }
 
 static void ocl_info(const void *exe, fsl_backend_exe_info *out) {
