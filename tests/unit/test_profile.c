@@ -62,6 +62,22 @@ static fsl_graph *mlp_graph(void) {
   return g;
 }
 
+/* Sets environment variable name to value and returns its old value
+ * (malloc'd, NULL when it was unset) for env_restore. */
+static char *env_set(const char *name, const char *value) {
+  const char *old = getenv(name);
+  char *saved = old ? strdup(old) : NULL;
+  setenv(name, value, 1);
+  return saved;
+}
+
+/* Puts back what env_set returned and frees it. */
+static void env_restore(const char *name, char *saved) {
+  if (saved) setenv(name, saved, 1);
+  else unsetenv(name);
+  free(saved);
+}
+
 /* A fresh folder under /tmp (removed by rm_tree). */
 static void temp_dir(char *buf, size_t len) {
   snprintf(buf, len, "/tmp/fsl_test_profile_XXXXXX");
@@ -264,18 +280,14 @@ static void test_cache_default_path(void **state) {
   char dir[64], sub[128], path[256], want[300];
   temp_dir(dir, sizeof dir);
   snprintf(sub, sizeof sub, "%s/a/b", dir);
-  const char *old = getenv("FSL_CACHE_DIR");
-  char *saved = old ? strdup(old) : NULL;
-  setenv("FSL_CACHE_DIR", sub, 1);
+  char *saved = env_set("FSL_CACHE_DIR", sub);
   assert_int_equal(fsl_profcache_default_path(path, sizeof path), FSL_OK);
   snprintf(want, sizeof want, "%s/profile.sqlite", sub);
   assert_string_equal(path, want);
   struct stat sb;
   assert_int_equal(stat(sub, &sb), 0);
   assert_true(S_ISDIR(sb.st_mode));
-  if (saved) setenv("FSL_CACHE_DIR", saved, 1);
-  else unsetenv("FSL_CACHE_DIR");
-  free(saved);
+  env_restore("FSL_CACHE_DIR", saved);
   rm_tree(dir);
 }
 
@@ -458,9 +470,7 @@ static void test_cpu_measure(void **state) {
   char dir[64], db[128];
   temp_dir(dir, sizeof dir);
   snprintf(db, sizeof db, "%s/profile.sqlite", dir);
-  const char *old = getenv("FSL_CACHE_DIR");
-  char *saved = old ? strdup(old) : NULL;
-  setenv("FSL_CACHE_DIR", dir, 1);  /* the shared objects too */
+  char *saved = env_set("FSL_CACHE_DIR", dir);  /* the shared objects too */
   fsl_graph *g = mlp_graph();
   fsl_kernel_set cands = {.g = g};
   fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64};
@@ -520,9 +530,7 @@ static void test_cpu_measure(void **state) {
   assert_int_equal(p.n_cost_cached, measured);
   fsl_plan_free(&p);
   fsl_graph_free(g);
-  if (saved) setenv("FSL_CACHE_DIR", saved, 1);
-  else unsetenv("FSL_CACHE_DIR");
-  free(saved);
+  env_restore("FSL_CACHE_DIR", saved);
   rm_tree(dir);
 }
 
@@ -533,10 +541,7 @@ static void test_cpu_broken_compiler(void **state) {
   char dir[64], db[128], err[4096];
   temp_dir(dir, sizeof dir);
   snprintf(db, sizeof db, "%s/profile.sqlite", dir);
-  const char *old = getenv("FSL_CACHE_DIR"), *old_cc = getenv("FSL_CC");
-  char *saved = old ? strdup(old) : NULL, *saved_cc = old_cc ? strdup(old_cc) : NULL;
-  setenv("FSL_CACHE_DIR", dir, 1);
-  setenv("FSL_CC", "false", 1);
+  char *saved = env_set("FSL_CACHE_DIR", dir), *saved_cc = env_set("FSL_CC", "false");
   fsl_graph *g = mlp_graph();
   fsl_kernel_set cands = {.g = g};
   fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64};
@@ -567,12 +572,8 @@ static void test_cpu_broken_compiler(void **state) {
   assert_int_equal(fsl_profcache_count(pc, pr.device), 0);
   fsl_profcache_close(pc);
   fsl_graph_free(g);
-  if (saved) setenv("FSL_CACHE_DIR", saved, 1);
-  else unsetenv("FSL_CACHE_DIR");
-  if (saved_cc) setenv("FSL_CC", saved_cc, 1);
-  else unsetenv("FSL_CC");
-  free(saved);
-  free(saved_cc);
+  env_restore("FSL_CACHE_DIR", saved);
+  env_restore("FSL_CC", saved_cc);
   rm_tree(dir);
 }
 
@@ -581,9 +582,7 @@ static void test_calibrate(void **state) {
   (void)state;
   char dir[] = "/tmp/fsl_test_plan_XXXXXX";
   assert_non_null(mkdtemp(dir));
-  const char *old = getenv("XDG_CACHE_HOME");
-  char *saved = old ? strdup(old) : NULL;
-  setenv("XDG_CACHE_HOME", dir, 1);
+  char *saved = env_set("XDG_CACHE_HOME", dir);
   fsl_device a, b;
   assert_int_equal(fsl_cpu_calibrate(&a, 1, false), FSL_OK);
   assert_true(a.bandwidth > 0 && a.peak_flops > 0 && a.elem_flops > 0 && a.launch_s > 0);
@@ -613,9 +612,7 @@ static void test_calibrate(void **state) {
   assert_int_equal(files, 1);
   rmdir(sub);
   rmdir(dir);
-  if (saved) setenv("XDG_CACHE_HOME", saved, 1);
-  else unsetenv("XDG_CACHE_HOME");
-  free(saved);
+  env_restore("XDG_CACHE_HOME", saved);
 }
 
 /* ---- fsl_device_calibrate: one measurement per machine at a time ---- */
@@ -651,9 +648,7 @@ static void test_device_calibrate_once(void **state) {
   (void)state;
   char dir[] = "/tmp/fsl_test_cal_XXXXXX";
   assert_non_null(mkdtemp(dir));
-  const char *old = getenv("FSL_CACHE_DIR");
-  char *saved = old ? strdup(old) : NULL;
-  setenv("FSL_CACHE_DIR", dir, 1);
+  char *saved = env_set("FSL_CACHE_DIR", dir);
   char log[256], rec[256], lock[256];
   snprintf(log, sizeof log, "%s/measured.log", dir);
   snprintf(rec, sizeof rec, "%s/device-fake.txt", dir);
@@ -715,9 +710,7 @@ static void test_device_calibrate_once(void **state) {
   unlink(rec);
   unlink(lock);
   assert_int_equal(rmdir(dir), 0); /* nothing else was left behind */
-  if (saved) setenv("FSL_CACHE_DIR", saved, 1);
-  else unsetenv("FSL_CACHE_DIR");
-  free(saved);
+  env_restore("FSL_CACHE_DIR", saved);
 }
 
 int main(void) {
