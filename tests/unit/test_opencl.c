@@ -403,6 +403,24 @@ static int gen_steps(const fsl_plan *p, int *n_epilogue) {
   return n;
 }
 
+/* Graph g (case t of `what`) as one LINEAR kernel: its GEN steps and how
+ * many of them are standalone epilogues, then, with a device, the plan on
+ * random inputs (every graph input, in order) against the reference. */
+static void check_one_linear_kernel(fsl_graph *g, const char *what, int t, int want_steps, int want_epilogues) {
+  fsl_plan p = one_kernel_plan(g, what);
+  int n_epi = 0, n = gen_steps(&p, &n_epi);
+  assert_int_equal(n, want_steps);
+  assert_int_equal(n_epi, want_epilogues);
+  void *in[4];
+  assert_true(g->n_inputs <= 4);
+  for (int i = 0; i < g->n_inputs; i++) in[i] = random_data(g->inputs[i], -1, 1);
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s case %d", what, t);
+  if (have_device()) check_plan_on_device(g, p, in, 1e-5, buf);
+  else fsl_plan_free(&p);
+  for (int i = 0; i < g->n_inputs; i++) free(in[i]);
+}
+
 /* A LINEAR kernel's epilogue runs inside the generated matmul / conv,
  * before the store, when it is a closed chain of elementwise nodes and
  * reshapes over the linear output (fsl_linear_split_fused): bias + ReLU
@@ -457,16 +475,7 @@ static void test_linear_epilogue_fused(void **state) {
     assert_int_equal(b.st, FSL_OK);
     fsl_graph_add_output(g, y);
     if (mid) fsl_graph_add_output(g, mid);
-    fsl_plan p = one_kernel_plan(g, "fused epilogue");
-    int n_epi = 0, n = gen_steps(&p, &n_epi);
-    assert_int_equal(n, t == 2 || t == 4 ? 2 : 1);
-    assert_int_equal(n_epi, t == 2 || t == 4 ? 1 : 0);
-    void *in[] = {random_data(x, -1, 1), random_data(w, -1, 1), random_data(c, -1, 1)};
-    char what[64];
-    snprintf(what, sizeof what, "fused epilogue case %d", t);
-    if (have_device()) check_plan_on_device(g, p, in, 1e-5, what);
-    else fsl_plan_free(&p);
-    for (int i = 0; i < 3; i++) free(in[i]);
+    check_one_linear_kernel(g, "fused epilogue", t, t == 2 || t == 4 ? 2 : 1, t == 2 || t == 4 ? 1 : 0);
     fsl_graph_free(g);
   }
 }
@@ -510,20 +519,7 @@ static void test_linear_operand_views(void **state) {
     }
     assert_int_equal(b.st, FSL_OK);
     fsl_graph_add_output(g, y);
-    fsl_plan p = one_kernel_plan(g, "operand views");
-    int n_epi = 0, n = gen_steps(&p, &n_epi);
-    assert_int_equal(n, t == 2 ? 2 : 1);
-    assert_int_equal(n_epi, 0);
-    void *in[3];
-    int n_in = 0;
-    in[n_in++] = random_data(x, -1, 1);
-    if (w) in[n_in++] = random_data(w, -1, 1);
-    in[n_in++] = random_data(c, -1, 1);
-    char what[64];
-    snprintf(what, sizeof what, "operand views case %d", t);
-    if (have_device()) check_plan_on_device(g, p, in, 1e-5, what);
-    else fsl_plan_free(&p);
-    for (int i = 0; i < n_in; i++) free(in[i]);
+    check_one_linear_kernel(g, "operand views", t, t == 2 ? 2 : 1, 0);
     fsl_graph_free(g);
   }
 }
