@@ -149,6 +149,19 @@ const char *fsl_model_input_dim_param(const fsl_model *m, int i, int d);
 fsl_status fsl_model_input_int_range(const fsl_model *m, int i, int64_t *lo, int64_t *hi, const char **kind);
 
 /**
+ * Fresh random data for input i, as `fissile run`, `bench` and the measured
+ * plan choice (fsl_model_set_autotune) make it: *out receives the input's
+ * name, dtype and bound shape (fsl_model_input_info) and a malloc'd buffer
+ * (free it with fsl_tensor_free) of elements drawn from a splitmix64 stream
+ * seeded by (seed, i): floats uniform in [-1, 1), integers uniform in
+ * fsl_model_input_int_range, bools 0/1; never all zeros where the range
+ * allows another value.  The same (model, i, seed) gives the same data.
+ * Errors: FSL_ERR_ARG (NULL, index out of range), FSL_ERR_UNSUPPORTED (a
+ * type without a size, e.g. string), FSL_ERR_NOMEM.
+ */
+fsl_status fsl_model_random_input(const fsl_model *m, int i, uint64_t seed, fsl_tensor *out);
+
+/**
  * Runs the compiled model: with the reference interpreter over the whole
  * primitive graph (float64 accumulation) unless a backend was chosen with
  * fsl_model_set_backend, else through that backend's compiled plan.
@@ -272,6 +285,34 @@ int fsl_model_rewrite_fired(const fsl_model *m, int i, const char **rule);
 fsl_status fsl_model_set_profile(fsl_model *m, bool on);
 
 /**
+ * Measured plan choice ("autotuning"): when on, the next fsl_model_compile
+ * with the optimal strategy (or none set) and a plan backend does not take
+ * the solver's plan on trust.  It also builds the plans of the greedy,
+ * opfuse and unfused strategies (each distinct plan once: a strategy whose
+ * kernels are another's is not run again), compiles each with the backend,
+ * runs them all end to end in interleaved rounds on the same fresh random
+ * inputs (fsl_model_random_input; 2 warm-up rounds, then 7 to 31 timed
+ * rounds, stopping after about 1 s of runs), and keeps the plan with the
+ * smallest median time; the others are freed.  The plan's predicted cost
+ * can be wrong where it cannot see what runs inside a plan (layouts kept
+ * between oneDNN primitives, a kernel's cache behaviour): this makes the
+ * kept plan never measured slower than a baseline's beyond the spread of
+ * the measurement.  The medians are stored in the profile cache (see
+ * fsl_model_set_profile; table plan_time) keyed by a fingerprint of the
+ * backend, its machine and libraries, the thread count and the fissile
+ * version, and by a hash of the primitive graph and of the candidate plans'
+ * kernels, so a second compile of the same model runs nothing.
+ * fsl_plan_info's tune fields say what was measured and which plan was
+ * kept (fsl_plan_info.strategy is the kept plan's strategy).  A candidate
+ * that fails to build or compile is left out; a run that fails (e.g. data
+ * the model cannot take) ends the choice with a warning on stderr and keeps
+ * the optimal plan; a cache that cannot be opened or written gives a
+ * warning and the choice is made for this compile only.  Off by default.
+ * Errors: FSL_ERR_ARG (NULL model).
+ */
+fsl_status fsl_model_set_autotune(fsl_model *m, bool on);
+
+/**
  * Sets the number of threads for plan building (device calibration),
  * generated kernels and oneDNN: calls OpenMP's omp_set_num_threads for the
  * calling thread when an OpenMP runtime is loaded, else sets
@@ -361,6 +402,17 @@ typedef struct fsl_plan_info {
   int n_cost_analytic;     /**< kernels left at the analytic cost (not measurable) */
   int n_plan_measured;     /**< kernels of the plan whose cost is a measured time */
   double profile_s;        /**< wall seconds spent measuring (compiling + timing) */
+  /* measured plan choice (fsl_model_set_autotune) */
+  bool tuned;              /**< the plan was chosen by timing the candidate plans end to end */
+  bool tune_cached;        /**< their medians came from the profile cache (nothing was run) */
+  int tune_candidates;     /**< distinct candidate plans compared */
+  int tune_rounds;         /**< timed rounds each candidate ran (0 when cached) */
+  double tune_s;           /**< wall seconds the choice took: building, compiling and running the
+                                candidates other than the optimal plan */
+  double tune_median_s[FSL_STRATEGY_COUNT]; /**< median seconds of one run of each strategy's plan,
+                                indexed by fsl_strategy; NaN where the strategy has no plan of its own
+                                (tune_same_as) or its plan failed to build */
+  int tune_same_as[FSL_STRATEGY_COUNT]; /**< -1, or the strategy whose identical plan stood for it */
   /* what the backend made of the plan (0 for "ref", which runs no plan):
    * n_native + n_fallback + n_opaque == n_kernels */
   int n_native;            /**< kernels run entirely by the backend's own code */

@@ -9,6 +9,7 @@
 #include "passes/passes.h"
 #include <dlfcn.h>
 #include <libgen.h>
+#include <math.h>
 #include <pthread.h>
 
 #define MODEL_FILE_LIMIT ((size_t)4 << 30)
@@ -113,6 +114,7 @@ static void drop_plan(fsl_model *m) {
   if (m->has_plan) fsl_plan_free(&m->plan);
   m->has_plan = false;
   m->backend_s = 0;
+  m->tune = (fsl_tune_result){.tuned = false};
 }
 
 void fsl_model_free(fsl_model *m) {
@@ -305,6 +307,13 @@ fsl_status fsl_model_set_profile(fsl_model *m, bool on) {
   return FSL_OK;
 }
 
+fsl_status fsl_model_set_autotune(fsl_model *m, bool on) {
+  if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_autotune: NULL model");
+  if (m->autotune != on) fsl_model_invalidate(m);
+  m->autotune = on;
+  return FSL_OK;
+}
+
 fsl_status fsl_model_set_rewrite(fsl_model *m, fsl_rewrite_mode mode) {
   if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_set_rewrite: NULL model");
   if ((int)mode < 0 || mode >= FSL_REWRITE_MODE_COUNT) return fsl_errorf(FSL_ERR_ARG, "unknown rewrite mode %d", (int)mode);
@@ -358,7 +367,9 @@ static fsl_status build_plan(fsl_model *m) {
   }
   FSL_TRY(fsl_plan_build_opt(m->prim, s, &m->dev, &popt, &m->plan));
   m->has_plan = true;
-  return fsl_model_finish_plan(m, NULL, 0);
+  FSL_TRY(fsl_model_finish_plan(m, NULL, 0));
+  /* the measured choice needs the backend's runs (not the interpreter's) */
+  return m->autotune && s == FSL_STRATEGY_OPTIMAL && m->be ? fsl_model_autotune(m, &popt) : FSL_OK;
 }
 
 fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len) {
@@ -436,6 +447,15 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   info->n_cost_analytic = p->n_cost_analytic;
   info->n_plan_measured = p->n_plan_measured;
   info->profile_s = p->profile_s;
+  info->tuned = m->tune.tuned;
+  info->tune_cached = m->tune.cached;
+  info->tune_candidates = m->tune.n_candidates;
+  info->tune_rounds = m->tune.rounds;
+  info->tune_s = m->tune.seconds;
+  for (int i = 0; i < FSL_STRATEGY_COUNT; i++) {
+    info->tune_median_s[i] = m->tune.tuned ? m->tune.median_s[i] : NAN;
+    info->tune_same_as[i] = m->tune.tuned ? m->tune.same_as[i] : -1;
+  }
   info->peak_bytes = arena >= 0 ? arena : m->mem.peak_bytes;
   info->total_bytes = m->mem.total_bytes;
   return FSL_OK;
@@ -529,6 +549,46 @@ fsl_status fsl_model_input_int_range(const fsl_model *m, int i, int64_t *lo, int
   *lo = 0;
   *hi = use == FSL_INPUT_USE_INDEX ? len : use == FSL_INPUT_USE_MASK ? 2 : 10;
   if (kind) *kind = use == FSL_INPUT_USE_INDEX ? "index" : use == FSL_INPUT_USE_MASK ? "mask" : "other";
+  return FSL_OK;
+}
+
+/* splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
+ * generators", OOPSLA 2014): one stream per input. */
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/* Element i of a random tensor: floats in [-1,1), ints in [lo, lo + span),
+ * bools from the top bit. */
+static void store_random(fsl_dtype dt, void *p, int64_t i, uint64_t r, int64_t lo, uint64_t span) {
+  if (fsl_dtype_is_float(dt)) fsl_store_f64(dt, p, i, (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  else if (dt == FSL_DT_BOOL) fsl_store_u64(dt, p, i, r >> 63);
+  else fsl_store_i64(dt, p, i, lo + (int64_t)(r % span));
+}
+
+fsl_status fsl_model_random_input(const fsl_model *m, int i, uint64_t seed, fsl_tensor *out) {
+  if (!out) return fsl_errorf(FSL_ERR_ARG, "fsl_model_random_input: NULL argument");
+  FSL_TRY(fsl_model_input_info(m, i, out));
+  int64_t lo = 0, hi = 10;
+  if (fsl_model_input_int_range(m, i, &lo, &hi, NULL) != FSL_OK) fsl_error_clear();
+  uint64_t span = hi > lo ? (uint64_t)(hi - lo) : 1;
+  size_t es = fsl_dtype_size(out->dtype);
+  int64_t n = fsl_tensor_numel(out);
+  if (es == 0)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "input '%s': no random data for type %s", out->name,
+                      fsl_dtype_name(out->dtype));
+  if (n < 0 || (uint64_t)n > SIZE_MAX / es || !(out->data = malloc(n > 0 ? (size_t)n * es : 1)))
+    return fsl_errorf(FSL_ERR_NOMEM, "input '%s': out of memory for random data", out->name);
+  uint64_t s = seed * 0x100000001B3ULL + (uint64_t)i * 0x9E3779B97F4A7C15ULL + 1;
+  bool nonzero = false;
+  for (int64_t k = 0; k < n; k++) {
+    store_random(out->dtype, out->data, k, splitmix64(&s), lo, span);
+    nonzero = nonzero || fsl_load_f64(out->dtype, out->data, k) != 0;
+  }
+  if (n > 0 && !nonzero) store_random(out->dtype, out->data, 0, 1, lo, span); /* lo + 1 (or lo when span is 1) */
   return FSL_OK;
 }
 

@@ -47,9 +47,7 @@ static const char *const k_sec_names[SEC_COUNT] = {"", "VERSION", "BACKEND", "ON
 
 bool fsl_aot_is_file(const void *buf, size_t len) { return buf && len >= 8 && !memcmp(buf, k_magic, 8); }
 
-/* A structural hash of the primitive graph: node ops and wiring, value
- * dtypes and shapes, which values are inputs, outputs and constants. */
-static uint64_t graph_hash(const fsl_graph *g) {
+uint64_t fsl_model_graph_hash(const fsl_graph *g) {
   uint64_t h = fsl_hash(FSL_HASH_INIT, &g->n_nodes, sizeof g->n_nodes);
   for (int i = 0; i < g->n_nodes; i++) {
     const fsl_node *n = g->nodes[i];
@@ -111,7 +109,7 @@ static fsl_status plan_section(const fsl_model *m, fsl_bytes *b) {
   bool search = m->rewrite == FSL_REWRITE_SEARCH;
   fsl_bytes_u32(b, search ? (uint32_t)m->search_evals : 0u);
   fsl_bytes_f64(b, search ? m->search_alpha : 0.0);
-  fsl_bytes_u64(b, graph_hash(g));
+  fsl_bytes_u64(b, fsl_model_graph_hash(g));
   fsl_bytes_u32(b, (uint32_t)p->kernels.n);
   for (int i = 0; i < p->kernels.n; i++) {
     const fsl_kernel *k = p->kernels.k[i];
@@ -318,7 +316,7 @@ static fsl_status rebuild_plan(fsl_model *m, const plan_head *h, fsl_reader *r) 
   p->orchestrate_s = h->orchestrate_s;
   uint32_t nk = fsl_read_u32(r);
   if (r->bad || strategy >= FSL_STRATEGY_COUNT) return bad_file("malformed PLAN", NULL);
-  if (h->hash != graph_hash(g))
+  if (h->hash != fsl_model_graph_hash(g))
     return fsl_errorf(FSL_ERR_INVALID, "the primitive graph fission makes from the file's model differs from the one "
                       "its plan was made for: compile the ONNX model again");
   p->strategy = (fsl_strategy)strategy;

@@ -12,6 +12,15 @@
 
 typedef struct dim_binding { char *name; int64_t size; } dim_binding;
 
+/* What the measured plan choice did (api_tune.c; fsl_plan_info's tune fields). */
+typedef struct fsl_tune_result {
+  bool tuned, cached;
+  int n_candidates, rounds;
+  double seconds;
+  double median_s[FSL_STRATEGY_COUNT];
+  int same_as[FSL_STRATEGY_COUNT];
+} fsl_tune_result;
+
 struct fsl_model {
   fsl_graph *onnx;   /* as imported (frozen inputs become constants) */
   fsl_graph *prim;   /* after compile, NULL before */
@@ -20,6 +29,7 @@ struct fsl_model {
   int strategy;      /* fsl_strategy, -1: not set */
   char backend[16];  /* "ref" (default), "plan-ref", "cpu" */
   bool profile;      /* measured kernel costs (fsl_model_set_profile) */
+  bool autotune;     /* measured plan choice (fsl_model_set_autotune, api_tune.c) */
   int rewrite;       /* fsl_rewrite_mode */
   /* what the rewrite of prim applied (per rule of the built-in set) */
   int n_rewrites;
@@ -39,6 +49,7 @@ struct fsl_model {
   const fsl_backend *be;  /* NULL: the reference interpreter over prim */
   void *exe;              /* be's executable of plan */
   double backend_s;
+  fsl_tune_result tune;   /* what the measured plan choice did (tuned false: none) */
   /* compile's result is current: prim (and plan, exe) match the settings
    * and the thread count (a second compile then does nothing) */
   bool compiled;
@@ -70,7 +81,17 @@ fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl
 /** The threads set with fsl_set_num_threads (0: the default). */
 int fsl_model_threads(void);
 
+/* api_tune.c */
+/** With the optimal plan of m built and compiled (m->plan, m->mem, m->exe):
+ *  the measured plan choice of fsl_model_set_autotune, which may replace
+ *  them by a baseline's; popt as the optimal plan was built with. */
+fsl_status fsl_model_autotune(fsl_model *m, const fsl_plan_options *popt);
+
 /* api_aot.c */
+/** A structural hash of a primitive graph: node ops and wiring, value
+ *  dtypes and shapes, which values are inputs, outputs and constants (not
+ *  the constants' bytes). */
+uint64_t fsl_model_graph_hash(const fsl_graph *g);
 /** Whether buf starts like a compiled model file (.fsl). */
 bool fsl_aot_is_file(const void *buf, size_t len);
 /** Loads a compiled model file (fsl_model_load and fsl_model_load_bytes

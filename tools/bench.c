@@ -49,7 +49,7 @@ static fsl_status bench_run_once(fsl_model *m, const fsl_tensor *given, int n_gi
     for (int k = 0; k < n_given && st == FSL_OK && !g; k++)
       if (!strcmp(given[k].name, in[i].name)) g = &given[k];
     if (g) in[i] = *g;
-    else if (st == FSL_OK && !(owned[i] = fill_random(m, &in[i], seed, i))) st = FSL_ERR_NOMEM;
+    else if (st == FSL_OK && (st = fsl_model_random_input(m, i, seed, &in[i])) == FSL_OK) owned[i] = true;
   }
   if (st != FSL_OK) goto done;
   double t0 = fsl_now_s();
@@ -71,6 +71,7 @@ static int bench_compile(const options *o, fsl_model *m, const char *backend, be
   if (st == FSL_OK) st = fsl_model_set_rewrite(m, row->rewrite);
   if (st == FSL_OK) st = fsl_model_set_backend(m, backend);
   if (st == FSL_OK) st = fsl_model_set_profile(m, o->profile);
+  if (st == FSL_OK) st = fsl_model_set_autotune(m, o->autotune);
   if (st != FSL_OK) return bench_error(row, st);
   double t0 = fsl_now_s();
   st = fsl_model_compile(m);
@@ -143,6 +144,11 @@ static void print_bench_table(const options *o, const char *backend, const bench
     if (rows[i].have_info && rows[i].info.n_fallback)
       printf("fallback %s: %d kernels through the reference interpreter, first %s\n", rows[i].name,
              rows[i].info.n_fallback, rows[i].info.fallback_why);
+  for (int i = 0; i < n; i++)
+    if (rows[i].have_info && rows[i].info.tuned) {
+      printf("%s ", rows[i].name);
+      print_autotune(&rows[i].info);
+    }
   for (int i = 0; o->profile && i < n; i++) {
     char costs[320];
     if (!rows[i].have_info) continue;

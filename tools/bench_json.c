@@ -53,6 +53,21 @@ static void add_plan_info(cJSON *s, const bench_row *r) {
   cJSON_AddNumberToObject(s, "costs_analytic", pi->n_cost_analytic);
   cJSON_AddNumberToObject(s, "plan_kernels_measured", pi->n_plan_measured);
   add_num(s, "profile_s", pi->profile_s, true);
+  if (!pi->tuned) return;
+  /* the measured plan choice (--autotune): which plan was kept, and why */
+  cJSON *t = cJSON_AddObjectToObject(s, "autotune");
+  if (!t) return;
+  cJSON_AddStringToObject(t, "kept", fsl_strategy_name(pi->strategy));
+  cJSON_AddBoolToObject(t, "cached", pi->tune_cached);
+  cJSON_AddNumberToObject(t, "candidates", pi->tune_candidates);
+  cJSON_AddNumberToObject(t, "rounds", pi->tune_rounds);
+  add_num(t, "seconds", pi->tune_s, true);
+  cJSON *med = cJSON_AddObjectToObject(t, "median_s"), *same = cJSON_AddObjectToObject(t, "same_as");
+  for (int k = 0; med && same && k < FSL_STRATEGY_COUNT; k++) {
+    const char *name = fsl_strategy_name((fsl_strategy)k);
+    add_num(med, name, pi->tune_median_s[k], true);
+    if (pi->tune_same_as[k] >= 0) cJSON_AddStringToObject(same, name, fsl_strategy_name((fsl_strategy)pi->tune_same_as[k]));
+  }
 }
 
 void bench_json_add_row(cJSON *list, const bench_row *r) {

@@ -40,6 +40,7 @@ typedef struct options {
   const char *peer;         /* report --peer FILE.json */
   const char *strategies;   /* bench --strategies a,b */
   bool profile;             /* --profile: measured kernel costs */
+  bool autotune;            /* --autotune: measured plan choice */
   bool no_graph;            /* --no-graph: the CUDA backend launches step by step */
   int rewrite;              /* --rewrite: fsl_rewrite_mode, -1: not given */
   bool cuda;                /* compile/explain --backend cuda: the CUDA C of the plan (no runtime yet) */
@@ -53,10 +54,11 @@ int usage_error(const char *fmt, const char *arg);
 int exit_code(fsl_status s);
 /** Prints the library's last error (or s's name) as "fissile: error: ..."
  *  and returns exit_code(s). */
+/** Prints "autotune: kept opfuse's plan; median optimal 1.790 ms, greedy =
+ *  optimal, ..." for a plan chosen by measurement (pi->tuned); nothing
+ *  otherwise. */
+void print_autotune(const fsl_plan_info *pi);
 int report(fsl_status s);
-/** Fills t (shape and dtype set) with data seeded by (seed, index); false
- * when the dtype has no random data or memory runs out. */
-bool fill_random(const fsl_model *m, fsl_tensor *t, uint64_t seed, int index);
 /** Loads o->model (printing the time with --time); an exit code. */
 int load_model(const options *o, fsl_model **m);
 /** Loads the --input files into *given (o->n_inputs tensors, malloc'd; the

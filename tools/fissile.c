@@ -70,6 +70,9 @@ static const char *k_plan_help =
     "  --threads N           threads for generated kernels and oneDNN (default: all)\n"
     "  --profile             measure kernel costs instead of the roofline (kept in the\n"
     "                        profile cache: a second compile measures nothing)\n"
+    "  --autotune            optimal: also build the greedy, opfuse and unfused plans,\n"
+    "                        run them all end to end and keep the fastest (cached in\n"
+    "                        the profile cache; on the default backend unless named)\n"
     "  --rewrite MODE        rules (default): apply the verified rewrite rules to the\n"
     "                        primitive graph before orchestration; search: also the\n"
     "                        sibling merges that the cost model finds faster; off: none\n"
@@ -307,6 +310,7 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
   if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = true; return EXIT_OK; }
   if (!strcmp(a, "--time")) { o->time = true; return EXIT_OK; }
   if (is_plan && !strcmp(a, "--profile")) { o->profile = true; return EXIT_OK; }
+  if (is_plan && !strcmp(a, "--autotune")) { o->autotune = true; return EXIT_OK; }
   if (is_plan && !strcmp(a, "--no-graph")) { o->no_graph = true; return EXIT_OK; }
   if ((v = opt_value(argc, argv, i, "--shape", &missing)))
     return add_kv(o->shapes, &o->n_shapes, "--shape", v);
@@ -503,45 +507,6 @@ static fsl_status load_tensor_file(const char *name, const char *path, fsl_tenso
   return FSL_OK;
 }
 
-/* ---- random inputs ---- */
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-/* Stores a random value as element i: floats in [-1,1), ints in
- * [lo, lo + span), bools from the top bit. */
-static void store_random(fsl_dtype dt, void *p, int64_t i, uint64_t r, int64_t lo, uint64_t span) {
-  if (fsl_dtype_is_float(dt)) fsl_store_f64(dt, p, i, (double)(r >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-  else if (dt == FSL_DT_BOOL) fsl_store_u64(dt, p, i, r >> 63);
-  else fsl_store_i64(dt, p, i, lo + (int64_t)(r % span));
-}
-
-/* Fills t (shape and dtype set), input `index` of m, with seeded random
- * data; integers in the range the model can take (fsl_model_input_int_range:
- * an embedding's rows, 0/1 for a mask, else [0, 10)); never all zeros for
- * integer types whose range allows another value. */
-bool fill_random(const fsl_model *m, fsl_tensor *t, uint64_t seed, int index) {
-  int64_t lo = 0, hi = 10;
-  if (fsl_model_input_int_range(m, index, &lo, &hi, NULL) != FSL_OK) fsl_error_clear();
-  uint64_t span = hi > lo ? (uint64_t)(hi - lo) : 1;
-  size_t es = fsl_dtype_size(t->dtype);
-  int64_t n = fsl_tensor_numel(t);
-  if (es == 0 || n < 0 || (uint64_t)n > SIZE_MAX / es) return false;
-  t->data = malloc(n > 0 ? (size_t)n * es : 1);
-  if (!t->data) return false;
-  uint64_t s = seed * 0x100000001B3ULL + (uint64_t)index * 0x9E3779B97F4A7C15ULL + 1;
-  bool nonzero = false;
-  for (int64_t i = 0; i < n; i++) {
-    store_random(t->dtype, t->data, i, splitmix64(&s), lo, span);
-    nonzero = nonzero || fsl_load_f64(t->dtype, t->data, i) != 0;
-  }
-  if (n > 0 && !nonzero) store_random(t->dtype, t->data, 0, 1, lo, span); /* lo + 1 (or lo when span is 1) */
-  return true;
-}
-
 /* ---- the model: load and bind ---- */
 int load_model(const options *o, fsl_model **m) {
   double t0 = fsl_now_s();
@@ -591,7 +556,10 @@ static int plan_options(const options *o, fsl_model *m, const char *default_back
   fsl_status st = FSL_OK;
   if (o->strategy >= 0) st = fsl_model_set_strategy(m, (fsl_strategy)o->strategy);
   if (st == FSL_OK && o->profile) st = fsl_model_set_profile(m, true);
+  if (st == FSL_OK && o->autotune) st = fsl_model_set_autotune(m, true);
   if (st == FSL_OK && o->rewrite >= 0) st = fsl_model_set_rewrite(m, (fsl_rewrite_mode)o->rewrite);
+  /* the measured choice runs the plans: on the default backend unless named */
+  if (o->autotune && !default_backend) default_backend = fsl_backend_default();
   const char *be = o->backend ? o->backend : default_backend;
   if (st == FSL_OK && be) st = fsl_model_set_backend(m, be);
   return st == FSL_OK ? EXIT_OK : report(st);
@@ -658,9 +626,7 @@ static int prepare_inputs(const options *o, fsl_model *m, run_state *r) {
     fsl_status st = fsl_model_input_info(m, i, &info);
     if (st != FSL_OK) return report(st);
     if (take_given(o, r, info.name, &r->inputs[i])) continue;
-    r->inputs[i] = info;
-    r->inputs[i].data = NULL;
-    if (!fill_random(m, &r->inputs[i], o->seed, i)) {
+    if (fsl_model_random_input(m, i, o->seed, &r->inputs[i]) != FSL_OK) {
       fprintf(stderr, "fissile: error: cannot make random data for input '%s' of type %s\n", info.name,
               fsl_dtype_name(info.dtype));
       return fsl_dtype_size(info.dtype) ? EXIT_RUNTIME : EXIT_UNSUPPORTED;
@@ -917,6 +883,26 @@ static void print_rewrites(const fsl_model *m, const fsl_plan_info *pi) {
   printf("\n");
 }
 
+void print_autotune(const fsl_plan_info *pi) {
+  if (!pi->tuned) return;
+  if (pi->tune_candidates < 2) {
+    printf("autotune: every strategy made the same plan (nothing to run)\n");
+    return;
+  }
+  printf("autotune: kept %s's plan; median", fsl_strategy_name(pi->strategy));
+  static const fsl_strategy order[] = {FSL_STRATEGY_OPTIMAL, FSL_STRATEGY_GREEDY, FSL_STRATEGY_OPFUSE,
+                                       FSL_STRATEGY_UNFUSED};
+  for (int i = 0; i < 4; i++) {
+    fsl_strategy s = order[i];
+    printf("%s %s ", i ? "," : "", fsl_strategy_name(s));
+    if (pi->tune_same_as[s] >= 0) printf("= %s", fsl_strategy_name((fsl_strategy)pi->tune_same_as[s]));
+    else if (isnan(pi->tune_median_s[s])) printf("failed to build");
+    else printf("%.6f ms", pi->tune_median_s[s] * 1e3);
+  }
+  if (pi->tune_cached) printf(" (from the profile cache, %.3f s)\n", pi->tune_s);
+  else printf(" (%d rounds, %.3f s)\n", pi->tune_rounds, pi->tune_s);
+}
+
 static void print_plan_summary(const char *model, const fsl_model *m, const fsl_plan_info *pi) {
   printf("model: %s\n", model);
   printf("strategy: %s%s\n", fsl_strategy_name(pi->strategy),
@@ -932,6 +918,7 @@ static void print_plan_summary(const char *model, const fsl_model *m, const fsl_
   cost_source(pi, costs, sizeof costs);
   printf("costs: %s\n", costs);
   printf("orchestration: %.3f s\n", pi->orchestrate_s);
+  print_autotune(pi);
   if (strcmp(pi->backend, "ref")) {
     printf("backend: %s (compile %.3f s): %d kernels native, %d through the reference fallback, %d opaque (host)\n",
            pi->backend, pi->backend_s, pi->n_native, pi->n_fallback, pi->n_opaque);

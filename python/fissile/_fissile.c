@@ -21,6 +21,7 @@
 #include <pythread.h>
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -324,6 +325,13 @@ static PyObject *Model_set_profile(ModelObject *self, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *Model_set_autotune(ModelObject *self, PyObject *arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return NULL;
+  MODEL_CALL(self, fsl_model_set_autotune(self->m, on != 0));
+  Py_RETURN_NONE;
+}
+
 static PyObject *Model_set_threads(ModelObject *self, PyObject *arg) {
   long n = PyLong_AsLong(arg);
   if (n == -1 && PyErr_Occurred()) return NULL;
@@ -409,12 +417,41 @@ static PyObject *Model_input_int_range(ModelObject *self, PyObject *arg) {
   return Py_BuildValue("(LLs)", (long long)lo, (long long)hi, kind ? kind : "other");
 }
 
+/* The measured plan choice (fsl_plan_info's tune fields) as a dict, or
+ * None when the plan was not chosen by measurement. */
+static PyObject *autotune_dict(const fsl_plan_info *pi) {
+  if (!pi->tuned) Py_RETURN_NONE;
+  PyObject *med = PyDict_New(), *same = PyDict_New();
+  for (int k = 0; med && same && k < FSL_STRATEGY_COUNT; k++) {
+    const char *name = fsl_strategy_name((fsl_strategy)k);
+    PyObject *v = isnan(pi->tune_median_s[k]) ? Py_NewRef(Py_None) : PyFloat_FromDouble(pi->tune_median_s[k]);
+    int bad = !v || PyDict_SetItemString(med, name, v) < 0;
+    Py_XDECREF(v);
+    if (!bad && pi->tune_same_as[k] >= 0) {
+      PyObject *o = PyUnicode_FromString(fsl_strategy_name((fsl_strategy)pi->tune_same_as[k]));
+      bad = !o || PyDict_SetItemString(same, name, o) < 0;
+      Py_XDECREF(o);
+    }
+    if (bad) Py_CLEAR(med);
+  }
+  if (!med || !same) {
+    Py_XDECREF(med);
+    Py_XDECREF(same);
+    return NULL;
+  }
+  return Py_BuildValue("{s:s,s:O,s:i,s:i,s:d,s:N,s:N}", "kept", fsl_strategy_name(pi->strategy), "cached",
+                       pi->tune_cached ? Py_True : Py_False, "candidates", pi->tune_candidates, "rounds",
+                       pi->tune_rounds, "seconds", pi->tune_s, "median_s", med, "same_as", same);
+}
+
 static PyObject *Model_plan_info(ModelObject *self, PyObject *unused) {
   fsl_plan_info pi;
   MODEL_CALL(self, fsl_model_plan_info(self->m, &pi));
+  PyObject *tune = autotune_dict(&pi);
+  if (!tune) return NULL;
   return Py_BuildValue(
       "{s:s,s:s,s:s,s:i,s:s,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:i,s:d,s:d,s:d,s:O,s:L,s:L,s:O,s:i,s:i,s:i,s:i,s:d,s:i,s:i,s:i,"
-      "s:s}",
+      "s:s,s:N}",
       "strategy", fsl_strategy_name(pi.strategy), "backend", pi.backend, "device", pi.device,
       "n_primitives", pi.n_primitives, "rewrite", fsl_rewrite_mode_name(pi.rewrite), "n_rewrites", pi.n_rewrites,
       "n_kernels", pi.n_kernels,
@@ -426,7 +463,8 @@ static PyObject *Model_plan_info(ModelObject *self, PyObject *unused) {
       "profiled", pi.profiled ? Py_True : Py_False, "n_cost_cached", pi.n_cost_cached,
       "n_cost_measured", pi.n_cost_measured, "n_cost_analytic", pi.n_cost_analytic,
       "n_plan_measured", pi.n_plan_measured, "profile_s", pi.profile_s, "n_native", pi.n_native,
-      "n_fallback", pi.n_fallback, "n_opaque", pi.n_opaque, "fallback_why", pi.fallback_why);
+      "n_fallback", pi.n_fallback, "n_opaque", pi.n_opaque, "fallback_why", pi.fallback_why,
+      "autotune", tune);
 }
 
 /* run(feeds) with feeds a sequence of (name, buffer) pairs; returns the
@@ -533,6 +571,7 @@ static PyMethodDef Model_methods[] = {
   {"set_strategy", (PyCFunction)Model_set_strategy, METH_O, "set_strategy(name): fsl_model_set_strategy."},
   {"set_backend", (PyCFunction)Model_set_backend, METH_O, "set_backend(name): fsl_model_set_backend."},
   {"set_profile", (PyCFunction)Model_set_profile, METH_O, "set_profile(on): fsl_model_set_profile."},
+  {"set_autotune", (PyCFunction)Model_set_autotune, METH_O, "set_autotune(on): fsl_model_set_autotune."},
   {"set_rewrite", (PyCFunction)Model_set_rewrite, METH_O, "set_rewrite('off'|'rules'|'search'): fsl_model_set_rewrite."},
   {"set_threads", (PyCFunction)Model_set_threads, METH_O,
    "set_threads(n): OpenMP threads for compile and run (0: the default)."},

@@ -101,6 +101,12 @@ class InferenceSession:
     dims:      {dim_param: int}, sizes of symbolic dimensions (`--dim`).
     profile:   measure kernel costs instead of the roofline (slow the first
                time; cached in the profile cache, see fsl_model_set_profile).
+    autotune:  with strategy "optimal": also build the greedy, opfuse and
+               unfused plans, run them all end to end on random inputs and
+               keep the fastest (fsl_model_set_autotune; the choice is
+               cached in the profile cache, so only the first compile of a
+               model on a machine pays for it).  plan["autotune"] says
+               which plan was kept and the medians.
     rewrite:   "rules" (the default), "search" or "off": the verified
                rewrites of the primitive graph before orchestration
                (fsl_model_set_rewrite, docs/rewrite.md); None keeps a
@@ -125,7 +131,8 @@ class InferenceSession:
     def __init__(self, path: str | os.PathLike, sess_options: Any = None, providers: Sequence | None = None,
                  provider_options: Any = None, *, strategy: str | None = _DEFAULT_STRATEGY, backend: str | None = None,
                  threads: int | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
-                 dims: Mapping[str, int] | None = None, profile: bool = False, rewrite: str | None = None):
+                 dims: Mapping[str, int] | None = None, profile: bool = False, rewrite: str | None = None,
+                 autotune: bool = False):
         for p in providers or ():
             pname = p[0] if isinstance(p, tuple) else p
             if pname != "CPUExecutionProvider":
@@ -146,6 +153,7 @@ class InferenceSession:
         self._shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
         self._dims = {k: int(v) for k, v in (dims or {}).items()}
         self._profile = bool(profile)
+        self._autotune = bool(autotune)
         if rewrite is not None and rewrite not in ("off", "rules", "search"):
             raise InvalidArgument(f"unknown rewrite mode '{rewrite}' (expected off, rules or search)")
         self._rewrite = rewrite
@@ -174,6 +182,8 @@ class InferenceSession:
         if self._backend is not None or not precompiled:
             m.set_backend(self._backend if self._backend is not None else default_backend())
         m.set_profile(self._profile)
+        if self._autotune:
+            m.set_autotune(True)
         if self._rewrite is not None:
             m.set_rewrite(self._rewrite)
         for name, size in self._dims.items():
@@ -225,7 +235,12 @@ class InferenceSession:
         arena_bytes: bytes of the memory arena the backend allocates once;
         total_bytes: the same without buffer reuse;
         n_native, n_fallback, n_opaque, fallback_why: how the backend runs the kernels;
-        profiled, n_cost_cached, n_cost_measured, n_cost_analytic, n_plan_measured.
+        profiled, n_cost_cached, n_cost_measured, n_cost_analytic, n_plan_measured;
+        autotune: None, or (autotune=True) {"kept": the strategy whose plan
+        runs, "cached": medians read from the profile cache, "candidates":
+        distinct plans compared, "rounds", "seconds", "median_s": {strategy:
+        seconds or None}, "same_as": {strategy: the strategy whose identical
+        plan stood for it}}.
 
         Raises InvalidArgument before the first compile of a dynamic session,
         and for backend "ref" with strategy=None (no plan is built).

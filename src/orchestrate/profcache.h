@@ -10,9 +10,15 @@
  *   device(fingerprint TEXT PRIMARY KEY, description TEXT)
  *   kernel_time(device TEXT, kernel TEXT, seconds REAL CHECK(seconds IS NULL
  *               OR seconds > 0), measured_at INTEGER, PRIMARY KEY(device, kernel))
+ *   plan_time(device TEXT, choice TEXT, slot INTEGER, seconds REAL CHECK(
+ *             seconds > 0), measured_at INTEGER, PRIMARY KEY(device, choice,
+ *             slot))
  *
  * fingerprints and hashes as 16 lower-case hex digits; seconds NULL records
- * a kernel that could not be measured (so it is not retried).  Writes go
+ * a kernel that could not be measured (so it is not retried).  plan_time
+ * holds the end-to-end medians of a measured plan choice (api_tune.c): one
+ * row per candidate plan (slot: its strategy) of one choice (a hash of the
+ * model and of the candidate plans).  Writes go
  * through one transaction per batch (rollback journal, 5 s busy timeout):
  * a failure or an interruption leaves no partial batch and every earlier
  * batch intact.
@@ -63,6 +69,27 @@ fsl_status fsl_profcache_get(fsl_profcache *pc, uint64_t device, uint64_t kernel
  */
 fsl_status fsl_profcache_put(fsl_profcache *pc, uint64_t device, const char *description, int n,
                              const uint64_t *kernels, const double *seconds);
+
+/**
+ * Looks up the plan times of choice `choice` on `device`: seconds[slot]
+ * receives the stored median of each slot in [0, n), NaN where none is
+ * stored; *found is true when at least one slot is.  Rows outside [0, n)
+ * or with a time that is not positive and finite are ignored.
+ * Errors: FSL_ERR_IO (the read failed).
+ */
+fsl_status fsl_profcache_get_plans(fsl_profcache *pc, uint64_t device, uint64_t choice, int n, double *seconds,
+                                   bool *found);
+
+/**
+ * Replaces the plan times of choice `choice` on `device` by seconds[0..n)
+ * (NaN: a slot with no plan, not stored), in one transaction with the
+ * device's description (may be NULL).  A time that is not NaN must be
+ * positive and finite (the table's CHECK); any failure rolls the whole
+ * transaction back, leaving the earlier rows as they were.
+ * Errors: FSL_ERR_IO (message names the file and SQLite's reason).
+ */
+fsl_status fsl_profcache_put_plans(fsl_profcache *pc, uint64_t device, const char *description, uint64_t choice,
+                                   int n, const double *seconds);
 
 /** Number of entries stored for `device` (-1 on error, with an error set). */
 int64_t fsl_profcache_count(fsl_profcache *pc, uint64_t device);

@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <math.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -214,6 +215,98 @@ static void test_cache_no_partial_batch(void **state) {
   t2[2] = 3e-6;
   assert_int_equal(fsl_profcache_put(pc, 1, NULL, 4, k2, t2), FSL_OK);
   assert_int_equal(fsl_profcache_count(pc, 1), 6);
+  fsl_profcache_close(pc);
+  rm_tree(dir);
+}
+
+/* Plan times (the measured plan choice, api_tune.c): slots round-trip,
+ * a NaN slot is not stored, a second put replaces the whole choice, a bad
+ * time rolls the transaction back, other devices and choices miss. */
+static void test_cache_plan_times(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  fsl_profcache *pc = NULL;
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+  double got[4];
+  bool found = true;
+  assert_int_equal(fsl_profcache_get_plans(pc, 5, 99, 4, got, &found), FSL_OK);
+  assert_false(found);
+  for (int i = 0; i < 4; i++) assert_true(isnan(got[i]));
+  double t[4] = {3e-3, NAN, 2e-3, 4e-3};
+  assert_int_equal(fsl_profcache_put_plans(pc, 5, "dev five", 99, 4, t), FSL_OK);
+  fsl_profcache_close(pc);
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+  assert_int_equal(fsl_profcache_get_plans(pc, 5, 99, 4, got, &found), FSL_OK);
+  assert_true(found);
+  assert_true(got[0] == t[0] && isnan(got[1]) && got[2] == t[2] && got[3] == t[3]);
+  /* fewer slots asked: the others are ignored */
+  assert_int_equal(fsl_profcache_get_plans(pc, 5, 99, 2, got, &found), FSL_OK);
+  assert_true(found && got[0] == t[0] && isnan(got[1]));
+  /* another device or choice: a miss */
+  assert_int_equal(fsl_profcache_get_plans(pc, 6, 99, 4, got, &found), FSL_OK);
+  assert_false(found);
+  assert_int_equal(fsl_profcache_get_plans(pc, 5, 98, 4, got, &found), FSL_OK);
+  assert_false(found);
+  /* a bad time rolls back: the earlier choice stays whole */
+  double bad[4] = {1e-3, 1e-3, -1.0, 1e-3};
+  assert_int_equal(fsl_profcache_put_plans(pc, 5, NULL, 99, 4, bad), FSL_ERR_IO);
+  assert_non_null(strstr(fsl_last_error(), db));
+  fsl_error_clear();
+  assert_int_equal(fsl_profcache_get_plans(pc, 5, 99, 4, got, &found), FSL_OK);
+  assert_true(got[0] == t[0] && isnan(got[1]) && got[2] == t[2] && got[3] == t[3]);
+  /* a put replaces the whole choice (no slot of the old one is left) */
+  double t2[4] = {NAN, 1e-3, NAN, NAN};
+  assert_int_equal(fsl_profcache_put_plans(pc, 5, NULL, 99, 4, t2), FSL_OK);
+  assert_int_equal(fsl_profcache_get_plans(pc, 5, 99, 4, got, &found), FSL_OK);
+  assert_true(found && isnan(got[0]) && got[1] == 1e-3 && isnan(got[2]) && isnan(got[3]));
+  /* plan times are not kernel times */
+  assert_int_equal(fsl_profcache_count(pc, 5), 0);
+  fsl_profcache_close(pc);
+  rm_tree(dir);
+}
+
+/* A database of an earlier version (kernel times, no plan_time table)
+ * gets the table on a writable open, keeps its kernel times, and still
+ * serves them when it cannot be written. */
+static void test_cache_earlier_schema(void **state) {
+  (void)state;
+  char dir[64], db[128];
+  temp_dir(dir, sizeof dir);
+  snprintf(db, sizeof db, "%s/profile.sqlite", dir);
+  sqlite3 *raw = NULL;
+  assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(raw,
+                                "CREATE TABLE device(fingerprint TEXT PRIMARY KEY NOT NULL, description TEXT);"
+                                "CREATE TABLE kernel_time(device TEXT NOT NULL, kernel TEXT NOT NULL, seconds REAL,"
+                                " measured_at INTEGER, PRIMARY KEY(device, kernel)) WITHOUT ROWID;"
+                                "INSERT INTO kernel_time VALUES('0000000000000007', '0000000000000002', 0.5, 0);",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(raw);
+  /* read-only: the kernel time is served, plan lookups fail (an error) */
+  assert_int_equal(chmod(db, 0444), 0);
+  fsl_profcache *pc = NULL;
+  bool found = false;
+  double s = 0, got[2];
+  if (geteuid() != 0) {
+    assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+    assert_int_equal(fsl_profcache_get(pc, 7, 2, &found, &s), FSL_OK);
+    assert_true(found && s == 0.5);
+    assert_int_equal(fsl_profcache_get_plans(pc, 7, 1, 2, got, &found), FSL_ERR_IO);
+    fsl_error_clear();
+    fsl_profcache_close(pc);
+  }
+  /* writable: the table is added, the kernel time kept */
+  assert_int_equal(chmod(db, 0644), 0);
+  assert_int_equal(fsl_profcache_open(db, &pc), FSL_OK);
+  assert_int_equal(fsl_profcache_get(pc, 7, 2, &found, &s), FSL_OK);
+  assert_true(found && s == 0.5);
+  double t[2] = {1e-3, 2e-3};
+  assert_int_equal(fsl_profcache_put_plans(pc, 7, NULL, 1, 2, t), FSL_OK);
+  assert_int_equal(fsl_profcache_get_plans(pc, 7, 1, 2, got, &found), FSL_OK);
+  assert_true(found && got[0] == t[0] && got[1] == t[1]);
   fsl_profcache_close(pc);
   rm_tree(dir);
 }
@@ -719,6 +812,8 @@ int main(void) {
       cmocka_unit_test(test_device_calibrate_once),
       cmocka_unit_test(test_cache_hit_after_miss),
       cmocka_unit_test(test_cache_no_partial_batch),
+      cmocka_unit_test(test_cache_plan_times),
+      cmocka_unit_test(test_cache_earlier_schema),
       cmocka_unit_test(test_cache_corrupt),
       cmocka_unit_test(test_cache_readonly_folder),
       cmocka_unit_test(test_cache_default_path),
