@@ -302,6 +302,7 @@ fsl_status fsl_model_set_profile(fsl_model *m, bool on);
  * backend, its machine and libraries, the thread count and the fissile
  * version, and by a hash of the primitive graph and of the candidate plans'
  * kernels, so a second compile of the same model runs nothing.
+ * Progress goes to the fsl_set_progress receiver (task "autotune").
  * fsl_plan_info's tune fields say what was measured and which plan was
  * kept (fsl_plan_info.strategy is the kept plan's strategy).  A candidate
  * that fails to build or compile is left out; a run that fails (e.g. data
@@ -344,7 +345,9 @@ fsl_status fsl_set_thread_num_threads(int n);
 typedef struct fsl_progress {
   const char *task;    /**< "compile": the C compiler builds a plan's kernels (a cache
                             miss: the first compile of this plan on this machine);
-                            "profile": kernels being measured (fsl_model_set_profile) */
+                            "profile": kernels being measured (fsl_model_set_profile);
+                            "autotune": candidate plans run end to end
+                            (fsl_model_set_autotune; total 0: done counts timed rounds) */
   const char *detail;  /**< what is being done, e.g. "57 kernels, cpu backend" */
   int done, total;     /**< units finished out of total (total 0: not countable) */
   double elapsed_s;    /**< wall seconds since the task began */

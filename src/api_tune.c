@@ -132,7 +132,10 @@ static fsl_status measure(fsl_model *m, void *const *exes, int n, double **times
   }
   fsl_status st = FSL_OK;
   int timed = 0;
-  double spent = 0, t0 = fsl_now_s();
+  double spent = 0, t0 = fsl_now_s(), last = t0;
+  char detail[96];
+  snprintf(detail, sizeof detail, "timed rounds of %d candidate plans run end to end", n);
+  fsl_progress_emit("autotune", detail, 0, 0, 0, false);
   for (int r = 0; st == FSL_OK && timed < TUNE_MAX_ROUNDS; r++) {
     if (r >= TUNE_WARMUP + TUNE_MIN_ROUNDS && spent >= TUNE_TARGET_S) break;
     for (int i = 0; i < n_in && st == FSL_OK; i++) {
@@ -150,9 +153,12 @@ static fsl_status measure(fsl_model *m, void *const *exes, int n, double **times
       }
     }
     if (st == FSL_OK && r >= TUNE_WARMUP) timed++;
-    fsl_progress_emit("autotune", "candidate plans run end to end", timed, 0, fsl_now_s() - t0, false);
+    if (fsl_now_s() - last >= 1.0) { /* about once a second */
+      last = fsl_now_s();
+      fsl_progress_emit("autotune", detail, timed, 0, last - t0, false);
+    }
   }
-  fsl_progress_emit("autotune", "candidate plans run end to end", timed, 0, fsl_now_s() - t0, true);
+  fsl_progress_emit("autotune", detail, timed, 0, fsl_now_s() - t0, true);
   for (int i = 0; i < n_in; i++) fsl_tensor_free(&t[i]);
   free(t);
   free(in);

@@ -97,7 +97,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
     fprintf(f,
             "usage: fissile run MODEL [--shape NAME=DIMS]... [--dim PARAM=N]...\n"
             "                   [--input NAME=FILE.npy|FILE.pb]... [--output-dir DIR]\n"
-            "                   [--strategy S] [--backend B] [--threads N] [--profile] [--seed N]\n"
+            "                   [--strategy S] [--backend B] [--threads N] [--profile] [--autotune] [--seed N]\n"
             "                   [--time]\n\n"
             "Loads MODEL, binds shapes, compiles it (fission, CSE, DCE, the plan of\n"
             "--strategy, default optimal) and runs it on the best backend of this\n"
@@ -124,7 +124,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
   } else if (!strcmp(cmd, "compile")) {
     fprintf(f,
             "usage: fissile compile MODEL [--strategy S] [--backend B] [-o FILE.fsl|PLAN.dot]\n"
-            "                       [--shape NAME=DIMS]... [--dim PARAM=N]... [--threads N] [--profile]\n"
+            "                       [--shape NAME=DIMS]... [--dim PARAM=N]... [--threads N] [--profile] [--autotune]\n"
             "                       [--time]\n"
             "       fissile compile MODEL --backend cuda --emit-only [-o FILE.cu] [--strategy S] ...\n\n"
             "Compiles MODEL and builds the plan of strategy S (default optimal) on the\n"
@@ -157,7 +157,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
   } else if (!strcmp(cmd, "explain")) {
     fprintf(f,
             "usage: fissile explain MODEL [--strategy S] [--backend cuda] [--shape NAME=DIMS]...\n"
-            "                       [--dim PARAM=N]... [--threads N] [--profile] > plan.dot\n\n"
+            "                       [--dim PARAM=N]... [--threads N] [--profile] [--autotune] > plan.dot\n\n"
             "Builds the plan of strategy S (default optimal) and writes it to stdout as\n"
             "Graphviz DOT: every kernel a cluster labelled with its kind and predicted\n"
             "cost.  Render with `dot -Tsvg plan.dot > plan.svg`.  With --backend cuda it\n"
@@ -172,7 +172,7 @@ static void usage_cmd(const char *cmd, FILE *f) {
   } else if (!strcmp(cmd, "bench")) {
     fprintf(f,
             "usage: fissile bench MODEL [--threads N] [--repeats N] [--warmup N] [--backend B]\n"
-            "                     [--strategies a,b,...] [--json FILE] [--seed N] [--profile]\n"
+            "                     [--strategies a,b,...] [--json FILE] [--seed N] [--profile] [--autotune]\n"
             "                     [--shape NAME=DIMS]... [--dim PARAM=N]... [--input NAME=FILE]...\n\n"
             "For each strategy (default all: unfused, opfuse, greedy, optimal): compiles\n"
             "the plan with backend B (default: the best of this build) in a model of its\n"

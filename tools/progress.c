@@ -36,8 +36,11 @@ void cli_progress(const char *task, const char *detail, int done, int total, dou
       fmt_secs(elapsed_s / done * (total - done), est, sizeof est);
       snprintf(left, sizeof left, ", about %s left", est);
     }
-    snprintf(line, sizeof line, "%s: %d/%d %s, %s%s%s", task, done, total, detail, el, left,
-             finished ? ", done" : "");
+    if (total > 0)
+      snprintf(line, sizeof line, "%s: %d/%d %s, %s%s%s", task, done, total, detail, el, left,
+               finished ? ", done" : "");
+    else /* not countable in advance: how far it got */
+      snprintf(line, sizeof line, "%s: %d %s, %s%s", task, done, detail, el, finished ? ", done" : "");
   }
   if (g_tty) {
     fprintf(stderr, "\r\033[K%s%s", line, finished ? "\n" : "");
