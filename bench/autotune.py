@@ -59,17 +59,21 @@ def summarise(runs: list[dict]) -> dict:
     ok = [r for r in runs if "error" not in r and r["optimal"].get("autotune")]
     if not ok:
         return {"error": next((r["error"] for r in runs if "error" in r), "no autotune result")}
-    ratios, kept, blp_over_kept = [], [], []
+    ratios, kept, blp_over_kept, spread, raw = [], [], [], [], []
     for r in ok:
         best = min(r[b]["median_s"] for b in BASELINES if r[b].get("median_s"))
-        ratios.append(r["optimal"]["median_s"] / best)
-        t = r["optimal"]["autotune"]
+        o = r["optimal"]
+        ratios.append(o["median_s"] / best)
+        spread.append((o["p90_s"] - o["p10_s"]) / o["median_s"])
+        t = o["autotune"]
         kept.append(t["kept"])
         blp_over_kept.append(t["median_s"]["optimal"] / t["median_s"][t["kept"]])
+        raw.append({"autotune": t, "median_s": {s: r[s].get("median_s") for s in ["optimal", *BASELINES]}})
     return {"runs": len(ok), "kept": kept, "ratio": statistics.median(ratios), "ratio_min": min(ratios),
             "ratio_max": max(ratios), "blp_over_kept": statistics.median(blp_over_kept),
+            "spread": statistics.median(spread),
             "kernels": {s: ok[0][s].get("kernels") for s in ["optimal", *BASELINES]},
-            "tune_s": statistics.median(r["optimal"]["autotune"]["seconds"] for r in ok)}
+            "tune_s": statistics.median(r["optimal"]["autotune"]["seconds"] for r in ok), "per_run": raw}
 
 
 def main() -> int:
@@ -115,16 +119,19 @@ def main() -> int:
              "every round).  *tuned / best baseline*: the optimal row's median over the fastest baseline's, "
              "median over the runs [min - max]; at or below 1: the kept plan is not slower.  *BLP / kept*: the "
              "solver's plan's median over the kept plan's during the choice (1: the solver's plan was kept).  "
+             "*p10-p90*: the tuned row's p90 - p10 over its median (median over the runs): the noise a ratio "
+             "is to be read against; the best of three baselines is also biased low by picking the smallest of "
+             "three noisy medians (two of them are often the same plan).  "
              "*kernels*: optimal (as kept) / greedy / opfuse / unfused.", "",
-             "| model | kept (per run) | tuned / best baseline [spread] | BLP / kept | kernels | choice s |",
-             "|---|---|---|---|---|---|"]
+             "| model | kept (per run) | tuned / best baseline [spread] | p10-p90 | BLP / kept | kernels | choice s |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | error: {r['error']} | | | | |")
+            lines.append(f"| {r['model']} | error: {r['error']} | | | | | |")
             continue
         k = r["kernels"]
         lines.append(f"| {r['model']} | {', '.join(r['kept'])} | {r['ratio']:.3f} [{r['ratio_min']:.3f} - "
-                     f"{r['ratio_max']:.3f}] | {r['blp_over_kept']:.3f} | "
+                     f"{r['ratio_max']:.3f}] | {r['spread']:.3f} | {r['blp_over_kept']:.3f} | "
                      f"{k['optimal']}/{k['greedy']}/{k['opfuse']}/{k['unfused']} | {r['tune_s']:.1f} |")
     (out / "autotune.md").write_text("\n".join(lines) + "\n")
     print((out / "autotune.md").read_text())
