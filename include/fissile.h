@@ -385,6 +385,11 @@ typedef struct fsl_plan_info {
   fsl_rewrite_mode rewrite; /**< the rewrite mode the graph was compiled with */
   int n_rewrites;          /**< rewrites applied to the primitive graph (fsl_model_set_rewrite) */
   double rewrite_s;        /**< wall seconds spent rewriting (and searching) */
+  int search_graphs;       /**< FSL_REWRITE_SEARCH: rewritten graphs costed by the search */
+  int search_regions_solved; /**< FSL_REWRITE_SEARCH: region BLPs solved to cost them (each graph's
+                                  optimal plan, region by region) */
+  int search_regions_cached; /**< FSL_REWRITE_SEARCH: region costs reused from earlier graphs (by
+                                  region hash) */
   int n_kernels;
   int n_by_kind[FSL_PLAN_KINDS];  /**< kernels per kind: loop, reduce, linear, opaque */
   int n_recomputed;        /**< node executions beyond one per node (recomputation) */

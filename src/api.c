@@ -439,6 +439,11 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   }
   info->rewrite = (fsl_rewrite_mode)m->rewrite;
   info->n_rewrites = m->n_rewrites;
+  if (m->rewrite == FSL_REWRITE_SEARCH) {
+    info->search_graphs = m->search_evals;
+    info->search_regions_solved = m->search_regions_solved;
+    info->search_regions_cached = m->search_regions_cached;
+  }
   info->rewrite_s = m->rewrite_s;
   info->optimal = p->optimal;
   info->profiled = p->profiled;
@@ -483,6 +488,8 @@ fsl_status fsl_model_fission(fsl_model *m) {
     else if (m->rewrite == FSL_REWRITE_SEARCH) {
       st = fsl_rewrite_search(&g, rs, &m->search, &rw);
       m->search_evals = rw.n_evals;
+      m->search_regions_solved = rw.n_regions_solved;
+      m->search_regions_cached = rw.n_regions_cached;
       m->search_alpha = fsl_rewrite_search_alpha(&m->search);
       m->search = (fsl_rewrite_search_opts){0}; /* a replay is for one fission */
     } else {

@@ -37,7 +37,7 @@
 #include "model.h"
 #include "core/bytes.h"
 
-#define FSL_AOT_FORMAT 2u /* 2: the rewrite search's evaluations and alpha */
+#define FSL_AOT_FORMAT 3u /* 2: the rewrite search's evaluations and alpha; 3: the search costs optimal plans by region */
 static const unsigned char k_magic[8] = {0x89, 'F', 'S', 'L', '\r', '\n', 0x1a, '\n'};
 
 enum { SEC_VERSION = 1, SEC_BACKEND, SEC_ONNX, SEC_CONSTS, SEC_SHAPES, SEC_PLAN, SEC_EXE, SEC_COUNT };

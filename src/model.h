@@ -40,6 +40,7 @@ struct fsl_model {
    * search, api_aot.c), and what the last search used */
   fsl_rewrite_search_opts search;
   int search_evals;
+  int search_regions_solved, search_regions_cached; /* the last search's region costs */
   double search_alpha;
   /* built by compile when a strategy or a plan backend is set: */
   bool has_plan;

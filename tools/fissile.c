@@ -879,6 +879,9 @@ static void print_rewrites(const fsl_model *m, const fsl_plan_info *pi) {
     for (int i = 0; (n = fsl_model_rewrite_fired(m, i, &rule)) > 0; i++) printf("%s%s x%d", i ? ", " : " (", rule, n);
     if (pi->n_rewrites) printf(")");
     printf(" in %.3f s", pi->rewrite_s);
+    if (pi->rewrite == FSL_REWRITE_SEARCH)
+      printf("; %d graphs costed by their optimal plans: %d region BLPs solved, %d region costs reused",
+             pi->search_graphs, pi->search_regions_solved, pi->search_regions_cached);
   }
   printf("\n");
 }

@@ -113,3 +113,49 @@ bool fsl_attrs_equal(const fsl_node *a, const fsl_node *b) {
   }
   return true;
 }
+
+/* ---- hashing ---- */
+
+static uint64_t hash_i64(uint64_t h, int64_t x) { return fsl_hash(h, &x, sizeof x); }
+
+static uint64_t hash_str(uint64_t h, const char *s) {
+  return s ? fsl_hash(h, s, strlen(s) + 1) : hash_i64(h, -1);
+}
+
+uint64_t fsl_value_type_hash(uint64_t h, const fsl_value *v) {
+  h = hash_i64(h, v->dtype);
+  h = hash_i64(h, v->rank);
+  for (int i = 0; i < v->rank && i < FSL_MAX_RANK; i++) h = hash_i64(h, v->dims[i]);
+  return h;
+}
+
+uint64_t fsl_attr_hash(uint64_t h, const fsl_attr *a) {
+  h = hash_str(h, a->name);
+  h = hash_i64(h, a->type);
+  switch (a->type) {
+  case FSL_ATTR_INT: return hash_i64(h, a->i);
+  case FSL_ATTR_FLOAT: return fsl_hash(h, &a->f, sizeof a->f);
+  case FSL_ATTR_STRING: return hash_str(h, a->s);
+  case FSL_ATTR_INTS:
+    h = hash_i64(h, a->n);
+    return a->n > 0 && a->ints ? fsl_hash(h, a->ints, sizeof *a->ints * (size_t)a->n) : h;
+  case FSL_ATTR_FLOATS:
+    h = hash_i64(h, a->n);
+    return a->n > 0 && a->floats ? fsl_hash(h, a->floats, sizeof *a->floats * (size_t)a->n) : h;
+  case FSL_ATTR_STRINGS:
+    h = hash_i64(h, a->n);
+    for (int i = 0; i < a->n && a->strings; i++) h = hash_str(h, a->strings[i]);
+    return h;
+  case FSL_ATTR_TENSOR:
+    if (a->t) {
+      h = hash_i64(h, a->t->dtype);
+      h = hash_i64(h, a->t->rank);
+      for (int i = 0; i < a->t->rank && i < FSL_MAX_RANK; i++) h = hash_i64(h, a->t->dims[i]);
+      int64_t nb = fsl_nbytes(a->t->dtype, a->t->rank, a->t->dims);
+      if (nb > 0 && a->t->data) h = fsl_hash(h, a->t->data, (size_t)nb);
+    }
+    return h;
+  case FSL_ATTR_GRAPH: return h;
+  }
+  return h;
+}

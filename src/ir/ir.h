@@ -203,6 +203,13 @@ int fsl_attr_floats(const fsl_node *n, const char *name, const double **v);
 bool fsl_attr_equal(const fsl_attr *a, const fsl_attr *b);
 /** Whether nodes a and b carry the same attributes (any order). */
 bool fsl_attrs_equal(const fsl_node *a, const fsl_node *b);
+/** Chains attribute a into hash h (fsl_hash): its name, type and value
+ *  (tensors by type and bytes, subgraphs by name only).  The hashes of
+ *  candidate kernels (the profile cache's keys) and of graph regions are
+ *  built from it. */
+uint64_t fsl_attr_hash(uint64_t h, const fsl_attr *a);
+/** Chains v's dtype, rank and dims into hash h. */
+uint64_t fsl_value_type_hash(uint64_t h, const fsl_value *v);
 /** Attribute constructors, allocated in g's arena. */
 fsl_attr fsl_attr_make_int(const char *name, int64_t v);
 fsl_attr fsl_attr_make_float(const char *name, double v);

@@ -375,7 +375,7 @@ fsl_status fsl_candidates(const fsl_graph *g, const fsl_candidate_options *opt, 
   if (st == FSL_OK) st = whole_ops(&c);
   /* 3. and 4. growth from every seed */
   for (int i = 0; i < g->n_nodes && st == FSL_OK; i++) {
-    if (!joinable(g->nodes[i]) || c.max_nodes < 2) continue;
+    if (!joinable(g->nodes[i]) || c.max_nodes < 2 || (opt && opt->seeds && !opt->seeds[i])) continue;
     c.n_sets = c.n_pool = 0;
     c.seed_legal = c.seed_evals = 0;
     table_clear(&c.local);

@@ -440,44 +440,6 @@ static uint64_t hash_str(uint64_t h, const char *s) {
   return s ? fsl_hash(h, s, strlen(s) + 1) : hash_i64(h, -1);
 }
 
-static uint64_t hash_type(uint64_t h, const fsl_value *v) {
-  h = hash_i64(h, v->dtype);
-  h = hash_i64(h, v->rank);
-  for (int i = 0; i < v->rank && i < FSL_MAX_RANK; i++) h = hash_i64(h, v->dims[i]);
-  return h;
-}
-
-static uint64_t hash_attr(uint64_t h, const fsl_attr *a) {
-  h = hash_str(h, a->name);
-  h = hash_i64(h, a->type);
-  switch (a->type) {
-  case FSL_ATTR_INT: return hash_i64(h, a->i);
-  case FSL_ATTR_FLOAT: return fsl_hash(h, &a->f, sizeof a->f);
-  case FSL_ATTR_STRING: return hash_str(h, a->s);
-  case FSL_ATTR_INTS:
-    h = hash_i64(h, a->n);
-    return a->n > 0 && a->ints ? fsl_hash(h, a->ints, sizeof *a->ints * (size_t)a->n) : h;
-  case FSL_ATTR_FLOATS:
-    h = hash_i64(h, a->n);
-    return a->n > 0 && a->floats ? fsl_hash(h, a->floats, sizeof *a->floats * (size_t)a->n) : h;
-  case FSL_ATTR_STRINGS:
-    h = hash_i64(h, a->n);
-    for (int i = 0; i < a->n && a->strings; i++) h = hash_str(h, a->strings[i]);
-    return h;
-  case FSL_ATTR_TENSOR:
-    if (a->t) {
-      h = hash_i64(h, a->t->dtype);
-      h = hash_i64(h, a->t->rank);
-      for (int i = 0; i < a->t->rank && i < FSL_MAX_RANK; i++) h = hash_i64(h, a->t->dims[i]);
-      int64_t nb = fsl_nbytes(a->t->dtype, a->t->rank, a->t->dims);
-      if (nb > 0 && a->t->data) h = fsl_hash(h, a->t->data, (size_t)nb);
-    }
-    return h;
-  case FSL_ATTR_GRAPH: return h;
-  }
-  return h;
-}
-
 /* Constants up to this many bytes are hashed with their data (a code
  * generator may inline them). */
 #define SMALL_CONST_BYTES 64
@@ -489,7 +451,7 @@ static uint64_t kernel_hash(const fsl_kernel_ws *ws, const fsl_kernel *k) {
   h = hash_i64(h, k->n_in);
   for (int i = 0; i < k->n_in; i++) {
     const fsl_value *v = k->in[i];
-    h = hash_type(h, v);
+    h = fsl_value_type_hash(h, v);
     h = hash_i64(h, v->data ? 1 : 0);
     int64_t nb = fsl_value_nbytes(v);
     if (v->data && nb >= 0 && nb <= SMALL_CONST_BYTES) h = fsl_hash(h, v->data, (size_t)nb);
@@ -503,7 +465,7 @@ static uint64_t kernel_hash(const fsl_kernel_ws *ws, const fsl_kernel *k) {
     }
     h = hash_i64(h, nd->n_in);
     h = hash_i64(h, nd->n_out);
-    for (int i = 0; i < nd->n_attrs; i++) h = hash_attr(h, &nd->attrs[i]);
+    for (int i = 0; i < nd->n_attrs; i++) h = fsl_attr_hash(h, &nd->attrs[i]);
     for (int i = 0; i < nd->n_in; i++) {
       const fsl_value *v = nd->in[i];
       if (!v) {
@@ -522,7 +484,7 @@ static uint64_t kernel_hash(const fsl_kernel_ws *ws, const fsl_kernel *k) {
         h = hash_i64(h, ws->vidx[v->id]);
       }
     }
-    for (int j = 0; j < nd->n_out; j++) h = nd->out[j] ? hash_type(h, nd->out[j]) : hash_i64(h, -1);
+    for (int j = 0; j < nd->n_out; j++) h = nd->out[j] ? fsl_value_type_hash(h, nd->out[j]) : hash_i64(h, -1);
   }
   h = hash_i64(h, k->n_out);
   for (int i = 0; i < k->n_out; i++) {

@@ -72,6 +72,8 @@ typedef struct fsl_candidate_options {
   int max_nodes;         /* size cap of one candidate (default 24) */
   int max_per_seed;      /* candidates grown from one seed node (default 64) */
   bool linear_views;     /* LINEAR candidates may take permute/expand/slice prologues (fsl_device.linear_views) */
+  const bool *seeds;     /* NULL, or by node position in g->nodes: grow candidates only from the
+                            nodes marked (singletons and whole ONNX ops are enumerated for all) */
 } fsl_candidate_options;
 
 /** Enumerates candidate kernels of a primitive graph: every single node,
@@ -143,6 +145,9 @@ typedef struct fsl_solve_options {
    * recomputation): a set-partitioning row per node, which makes the LP
    * relaxation tight enough for CBC to prove optimality on real models. */
   bool no_recompute;
+  /* CBC branch-and-bound nodes per solve (0: no limit).  Unlike the time
+   * limit it stops CBC at the same point on every machine and run. */
+  int max_bb_nodes;
 } fsl_solve_options;
 
 typedef struct fsl_solve_result {
@@ -166,6 +171,39 @@ typedef struct fsl_solve_result {
  */
 fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
                      fsl_kernel_set *chosen, fsl_solve_result *res);
+
+/* ---- regions (regions.c) ---- */
+/** Cuts g into the regions whose BLPs the optimal strategy solves one by
+ *  one (Korch, ASPLOS'24: a whole model's LP relaxation is weak): a cut
+ *  follows a fan-out point read by a matmul/conv where at most 3 computed
+ *  values are live.  topo: fsl_graph_topo_index(g).  *region (malloc'd,
+ *  by node id) gets each node's region in [0, *n_regions), in topological
+ *  order.  Errors: FSL_ERR_NOMEM. */
+fsl_status fsl_regions_cut(const fsl_graph *g, const int *topo, int **region, int *n_regions);
+/** For region r of the cut `region`: avail[v] (value id) when an earlier
+ *  region writes v, need[v] when r writes v and a later region or the
+ *  graph's outputs read it.  avail and need hold g->n_values + 1 entries. */
+void fsl_region_io(const fsl_graph *g, const int *region, int r, bool *avail, bool *need);
+/** A structural hash of each region (hash[n_regions]): its nodes in graph
+ *  order (op, attributes, output types, whether later regions read each
+ *  output), their operands by position inside the region or, for values
+ *  from outside, by type, constness (with the bytes of constants up to
+ *  64 bytes) and first use; blind to node and value ids, so equal regions
+ *  of two graphs (a graph and its rewritten clone) hash equal.
+ *  Errors: FSL_ERR_NOMEM. */
+fsl_status fsl_region_hashes(const fsl_graph *g, const int *region, int n_regions, uint64_t *hash);
+
+/** Region costs by region hash (seconds): for one device. */
+typedef struct fsl_region_cache fsl_region_cache;
+/** A new, empty cache (NULL on out of memory). */
+fsl_region_cache *fsl_region_cache_new(void);
+void fsl_region_cache_free(fsl_region_cache *c);
+/** Regions held. */
+size_t fsl_region_cache_size(const fsl_region_cache *c);
+/** The cost stored for hash h into *cost_s: false when none. */
+bool fsl_region_cache_get(const fsl_region_cache *c, uint64_t h, double *cost_s);
+/** Stores (or replaces) h's cost; false on out of memory. */
+bool fsl_region_cache_put(fsl_region_cache *c, uint64_t h, double cost_s);
 
 /* ---- plans (plan.c, baselines.c) ---- */
 /* fsl_strategy (unfused, opfuse, greedy, optimal) is public: include/fissile.h */
@@ -225,6 +263,31 @@ typedef struct fsl_plan_options {
 /** fsl_plan_build with options (opt may be NULL). */
 fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_device *d, const fsl_plan_options *opt,
                               fsl_plan *out);
+
+typedef struct fsl_region_cost_stats {
+  int regions;            /* regions costed (summed over calls) */
+  int solved;             /* of those, BLPs solved */
+  int cached;             /* of those, taken from the cache */
+} fsl_region_cost_stats;
+
+/**
+ * The optimal strategy's predicted seconds for g on d (NULL: the default
+ * device) with analytic (roofline) costs, region by region: g is cut
+ * (fsl_regions_cut), each region whose hash (fsl_region_hashes) is in
+ * `cache` costs what is stored, the others get their candidates (grown
+ * from their nodes only, plus the opfuse and greedy kernels) and their
+ * BLP solved as fsl_plan_build's optimal strategy does, and the optimum
+ * stored.  *cost_s is the sum over regions (without the plan's final
+ * comparison with the whole-graph baselines).  The BLPs stop after 2000
+ * branch-and-bound nodes (or 30 s), so the result does not depend on the
+ * machine's speed; this is the rewrite search's cost (TASO's cost of a
+ * graph, here the orchestrated plan's), where a rewrite changes one or
+ * two regions and the rest come from the cache.  stats (may be NULL) is
+ * added to.  Errors: FSL_ERR_ARG, FSL_ERR_NOMEM, fsl_candidates' and
+ * fsl_solve's.
+ */
+fsl_status fsl_plan_region_cost(const fsl_graph *g, const fsl_device *d, fsl_region_cache *cache, double *cost_s,
+                                fsl_region_cost_stats *stats);
 void fsl_plan_free(fsl_plan *p);
 /** Checks a plan: every value a kernel reads is a graph input, a constant or
  *  written by an earlier kernel; every graph output is written; every kernel

@@ -227,93 +227,39 @@ static double prof_cost(const prof *p, fsl_kernel *k, const fsl_device *d) {
  * so far (at worst the solver's greedy one; the plan then falls back to
  * the greedy baseline when that is cheaper). */
 #define SOLVE_BUDGET_S 8.0
-#define MAX_CUT_VALUES 3
 
-/*
- * The BLP's LP relaxation is weak on whole models (fractional overlapping
- * candidates), so, as Korch does, the graph is cut into regions that are
- * solved independently.  A cut goes after topological position i when at
- * most MAX_CUT_VALUES computed values (not constants or graph inputs) cross
- * it and the value node i produces has two or more consumers, one of them
- * a matmul/conv (through reshapes at most): a fan-out point such as a
- * residual block's input or a transformer layer's output (with, say, an
- * attention mask computed once and read by every layer), which has to be
- * materialised anyway: a linear kernel takes no prologue, and fusing
- * across would mean recomputation.  Candidates that
- * span a cut are dropped; the crossing values are a region's required
- * outputs and the next regions' inputs.
- * Returns the region index of every node (by id) in *region and the count.
- */
-/* Whether v is read by a matmul/conv, directly or through reshapes (a
- * linear kernel takes no other prologue, so v must be materialised). */
-static bool feeds_linear(const fsl_value *v, int depth) {
-  for (int c = 0; c < v->n_cons; c++) {
-    const fsl_node *u = v->cons[c];
-    if (u->op == FSL_OP_matmul || u->op == FSL_OP_conv) return true;
-    if (u->op == FSL_OP_reshape && depth > 0 && u->out[0] && feeds_linear(u->out[0], depth - 1)) return true;
+/* The graph is cut into regions whose BLPs are solved independently
+ * (fsl_regions_cut, regions.c); candidates that span a cut are dropped,
+ * and the crossing values are a region's required outputs and the next
+ * regions' inputs. */
+
+/* Region of every candidate (kreg[k]; -1 when its nodes span regions). */
+static void candidate_regions(const fsl_kernel_set *cands, const int *reg, int *kreg) {
+  for (int k = 0; k < cands->n; k++) {
+    const fsl_kernel *kk = cands->k[k];
+    kreg[k] = reg[kk->nodes[0]->id];
+    for (int i = 1; i < kk->n_nodes; i++)
+      if (reg[kk->nodes[i]->id] != reg[kk->nodes[0]->id]) kreg[k] = -1;
   }
-  return false;
 }
 
-static fsl_status cut_regions(const fsl_graph *g, const int *topo, int **region, int *n_regions) {
-  int n = g->n_nodes;
-  int *last = malloc(((size_t)g->n_values + 1) * sizeof *last);   /* value id -> last consumer pos */
-  int *delta = calloc((size_t)n + 2, sizeof *delta);               /* live-count changes per boundary */
-  int *reg = malloc(((size_t)g->next_node_id + 1) * sizeof *reg);
-  if (!last || !delta || !reg) {
-    free(last); free(delta); free(reg);
-    return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
-  }
-  for (int v = 0; v < g->n_values; v++) last[v] = -1;
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < g->nodes[i]->n_in; k++) {
-      const fsl_value *v = g->nodes[i]->in[k];
-      if (v && topo[g->nodes[i]->id] > last[v->id]) last[v->id] = topo[g->nodes[i]->id];
-    }
-  for (int o = 0; o < g->n_outputs; o++) last[g->outputs[o]->id] = n; /* live to the end */
-  /* values computed from constants only (e.g. a broadcast weight shared by
-   * every layer) do not count: they are cheap and live everywhere */
-  bool *cderiv = calloc((size_t)g->n_values + 1, sizeof *cderiv);
-  if (!cderiv) {
-    free(last); free(delta); free(reg);
-    return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
-  }
-  for (int i = 0; i < n; i++) {
-    const fsl_node *nd = g->nodes[i];
-    bool c = nd->n_in > 0;
-    for (int k = 0; k < nd->n_in && c; k++)
-      c = nd->in[k] && (nd->in[k]->data || cderiv[nd->in[k]->id]);
-    for (int k = 0; k < nd->n_out; k++)
-      if (nd->out[k]) cderiv[nd->out[k]->id] = c;
-  }
-  /* value produced at p, last read at q: crosses boundaries p .. q-1 */
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < g->nodes[i]->n_out; k++) {
-      const fsl_value *v = g->nodes[i]->out[k];
-      if (!v || last[v->id] <= i || cderiv[v->id]) continue;
-      delta[i]++;
-      delta[last[v->id]]--;
-    }
-  int live = 0, r = 0;
-  for (int i = 0; i < n; i++) {
-    reg[g->nodes[i]->id] = r;
-    live += delta[i];
-    /* boundary after position i */
-    if (live <= MAX_CUT_VALUES && i + 1 < n) {
-      const fsl_node *nd = g->nodes[i];
-      bool fanout = false;
-      for (int k = 0; k < nd->n_out; k++)
-        if (nd->out[k] && last[nd->out[k]->id] > i && nd->out[k]->n_cons >= 2 && feeds_linear(nd->out[k], 4))
-          fanout = true;
-      if (fanout) r++;
-    }
-  }
-  free(last);
-  free(delta);
-  free(cderiv);
-  *region = reg;
-  *n_regions = r + 1;
-  return FSL_OK;
+/* Solves region r's BLP over the candidates of cands with kreg[k] == r
+ * (costs set), sub[] and avail/need (g->n_values + 1 each) as scratch;
+ * the chosen kernels go to *chosen (owned by the caller). */
+static fsl_status solve_region(const fsl_graph *g, const fsl_kernel_set *cands, const int *reg, const int *kreg,
+                               int r, const fsl_solve_options *base, fsl_kernel **sub, bool *avail, bool *need,
+                               fsl_kernel_set *chosen, fsl_solve_result *res) {
+  int n_sub = 0;
+  for (int k = 0; k < cands->n; k++)
+    if (kreg[k] == r) sub[n_sub++] = cands->k[k];
+  fsl_region_io(g, reg, r, avail, need);
+  fsl_kernel_set cs = {.g = g, .n = n_sub, .cap = n_sub, .k = sub};
+  fsl_solve_options sopt = *base;
+  sopt.avail = avail;
+  sopt.need = need;
+  sopt.no_recompute = true;
+  *chosen = (fsl_kernel_set){.g = g};
+  return fsl_solve(&cs, &sopt, chosen, res);
 }
 
 /* Solves every region's BLP and concatenates the choices in region order. */
@@ -321,7 +267,7 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
                                 fsl_kernel_set *out, bool *optimal) {
   int *topo = fsl_graph_topo_index(g), *reg = NULL, nr = 0;
   if (!topo) return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
-  fsl_status st = cut_regions(g, topo, &reg, &nr);
+  fsl_status st = fsl_regions_cut(g, topo, &reg, &nr);
   bool *avail = calloc((size_t)g->n_values + 1, sizeof *avail);
   bool *need = calloc((size_t)g->n_values + 1, sizeof *need);
   fsl_kernel **sub = malloc(((size_t)cands->n + 1) * sizeof *sub);
@@ -331,13 +277,7 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
   double budget = getenv("FSL_SOLVE_BUDGET") ? atof(getenv("FSL_SOLVE_BUDGET")) : SOLVE_BUDGET_S;
   double t_start = fsl_now_s();
   int nodes_left = g->n_nodes;
-  /* a candidate belongs to a region when all its nodes do */
-  for (int k = 0; st == FSL_OK && k < cands->n; k++) {
-    const fsl_kernel *kk = cands->k[k];
-    kreg[k] = reg[kk->nodes[0]->id];
-    for (int i = 1; i < kk->n_nodes; i++)
-      if (reg[kk->nodes[i]->id] != reg[kk->nodes[0]->id]) kreg[k] = -1;
-  }
+  if (st == FSL_OK) candidate_regions(cands, reg, kreg);
   /* costs of the candidates the BLPs see: measured when profiling (else and
    * where a measurement fails, the roofline) */
   int n_in_region = 0;
@@ -346,37 +286,17 @@ static fsl_status solve_regions(const fsl_graph *g, const fsl_kernel_set *cands,
   if (st == FSL_OK) st = prof_kernels(pf, sub, n_in_region);
   for (int k = 0; st == FSL_OK && k < n_in_region; k++) prof_cost(pf, sub[k], d);
   for (int r = 0; st == FSL_OK && r < nr; r++) {
-    int n_sub = 0, n_nodes = 0;
-    for (int k = 0; k < cands->n; k++)
-      if (kreg[k] == r) sub[n_sub++] = cands->k[k];
+    int n_nodes = 0;
     for (int i = 0; i < g->n_nodes; i++) n_nodes += reg[g->nodes[i]->id] == r;
-    /* available: written in an earlier region; needed: written here and read
-     * later (or a graph output) */
-    memset(need, 0, (size_t)g->n_values * sizeof *need);
-    for (int i = 0; i < g->n_nodes; i++) {
-      const fsl_node *nd = g->nodes[i];
-      int rn = reg[nd->id];
-      for (int k = 0; k < nd->n_out; k++) {
-        const fsl_value *v = nd->out[k];
-        if (!v) continue;
-        if (rn < r) avail[v->id] = true;
-        if (rn != r) continue;
-        if (v->is_output) need[v->id] = true;
-        for (int c = 0; c < v->n_cons; c++)
-          if (reg[v->cons[c]->id] > r) need[v->id] = true;
-      }
-    }
-    fsl_kernel_set cs = {.g = g, .n = n_sub, .cap = n_sub, .k = sub};
-    fsl_kernel_set chosen = {.g = g};
     /* this region's share of what is left of the budget, by node count:
      * time that earlier regions did not need goes to the later ones */
     double left = budget - (fsl_now_s() - t_start);
     double share = left > 0 ? left * n_nodes / (nodes_left > 0 ? nodes_left : 1) : 0;
     nodes_left -= n_nodes;
-    fsl_solve_options sopt = {.time_limit_s = share > 1e-6 ? share : 1e-6, .max_cuts = 100,
-                              .avail = avail, .need = need, .no_recompute = true};
+    fsl_solve_options sopt = {.time_limit_s = share > 1e-6 ? share : 1e-6, .max_cuts = 100};
     fsl_solve_result res = {0};
-    st = fsl_solve(&cs, &sopt, &chosen, &res);
+    fsl_kernel_set chosen;
+    st = solve_region(g, cands, reg, kreg, r, &sopt, sub, avail, need, &chosen, &res);
     if (st != FSL_OK) break;
     *optimal = *optimal && res.optimal;
     for (int i = 0; i < chosen.n && st == FSL_OK; i++) {
@@ -438,6 +358,80 @@ static fsl_status add_baseline_candidates(const fsl_graph *g, bool linear_views,
     }
     fsl_kernel_set_free(&ks);
   }
+  return st;
+}
+
+/* Branch-and-bound nodes per region BLP when costing for the rewrite
+ * search: a bound that stops CBC at the same point on every machine (the
+ * search's answer must not depend on the clock); regions of real models
+ * solve at the root or within a few dozen nodes. */
+#define REGION_COST_BB_NODES 2000
+#define REGION_COST_SECONDS 30.0
+
+fsl_status fsl_plan_region_cost(const fsl_graph *g, const fsl_device *d, fsl_region_cache *cache, double *cost_s,
+                                fsl_region_cost_stats *stats) {
+  if (!g || !cache || !cost_s) return fsl_errorf(FSL_ERR_ARG, "fsl_plan_region_cost: NULL argument");
+  fsl_device def;
+  if (!d) {
+    fsl_device_default(&def);
+    d = &def;
+  }
+  *cost_s = 0;
+  int *topo = fsl_graph_topo_index(g), *reg = NULL, nr = 0;
+  if (!topo) return fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+  fsl_status st = fsl_regions_cut(g, topo, &reg, &nr);
+  uint64_t *hash = st == FSL_OK ? malloc(((size_t)nr + 1) * sizeof *hash) : NULL;
+  double *rcost = st == FSL_OK ? malloc(((size_t)nr + 1) * sizeof *rcost) : NULL;
+  bool *miss = st == FSL_OK ? calloc((size_t)nr + 1, sizeof *miss) : NULL;
+  bool *seeds = st == FSL_OK ? calloc((size_t)g->n_nodes + 1, sizeof *seeds) : NULL;
+  if (st == FSL_OK && (!hash || !rcost || !miss || !seeds)) st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+  if (st == FSL_OK) st = fsl_region_hashes(g, reg, nr, hash);
+  int n_miss = 0;
+  for (int r = 0; st == FSL_OK && r < nr; r++)
+    if (!fsl_region_cache_get(cache, hash[r], &rcost[r])) {
+      miss[r] = true;
+      n_miss++;
+    }
+  if (st == FSL_OK && n_miss > 0) {
+    /* candidates grown only from the regions not seen before (the rest
+     * are dropped anyway), plus the baselines' kernels, as the optimal
+     * strategy has them */
+    for (int i = 0; i < g->n_nodes; i++) seeds[i] = miss[reg[g->nodes[i]->id]];
+    fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64, .linear_views = d->linear_views,
+                                  .seeds = seeds};
+    fsl_kernel_set cands = {.g = g};
+    st = fsl_candidates(g, &copt, &cands);
+    if (st == FSL_OK) st = add_baseline_candidates(g, d->linear_views, &cands);
+    bool *avail = calloc((size_t)g->n_values + 1, sizeof *avail);
+    bool *need = calloc((size_t)g->n_values + 1, sizeof *need);
+    fsl_kernel **sub = malloc(((size_t)cands.n + 1) * sizeof *sub);
+    int *kreg = malloc(((size_t)cands.n + 1) * sizeof *kreg);
+    if (st == FSL_OK && (!avail || !need || !sub || !kreg)) st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+    if (st == FSL_OK) candidate_regions(&cands, reg, kreg);
+    for (int k = 0; st == FSL_OK && k < cands.n; k++)
+      if (kreg[k] >= 0 && miss[kreg[k]]) fsl_kernel_cost(cands.k[k], d);
+    for (int r = 0; st == FSL_OK && r < nr; r++) {
+      if (!miss[r]) continue;
+      fsl_solve_options sopt = {.time_limit_s = REGION_COST_SECONDS, .max_cuts = 100,
+                                .max_bb_nodes = REGION_COST_BB_NODES};
+      fsl_solve_result res = {0};
+      fsl_kernel_set chosen;
+      st = solve_region(g, &cands, reg, kreg, r, &sopt, sub, avail, need, &chosen, &res);
+      if (st != FSL_OK) break;
+      rcost[r] = res.objective_s;
+      fsl_kernel_set_free(&chosen);
+      if (!fsl_region_cache_put(cache, hash[r], rcost[r])) st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
+    }
+    fsl_kernel_set_free(&cands);
+    free(avail); free(need); free(sub); free(kreg);
+  }
+  for (int r = 0; st == FSL_OK && r < nr; r++) *cost_s += rcost[r];
+  if (stats) {
+    stats->regions += nr;
+    stats->solved += st == FSL_OK ? n_miss : 0;
+    stats->cached += st == FSL_OK ? nr - n_miss : 0;
+  }
+  free(topo); free(reg); free(hash); free(rcost); free(miss); free(seeds);
   return st;
 }
 

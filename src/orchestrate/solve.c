@@ -76,6 +76,7 @@ typedef struct solver {
   bool *avail;         /* [nv] graph input or constant */
   bool *gout;          /* [nv] graph output needing a writer */
   const bool *opt_avail, *opt_need;  /* fsl_solve_options.avail / need */
+  int max_bb_nodes;                  /* fsl_solve_options.max_bb_nodes (0: none) */
   /* writers of each value (CSR over value ids) */
   int *prod_start, *prod;
   /* needed inputs of each candidate (CSR over candidates, value ids) */
@@ -478,6 +479,7 @@ static fsl_status solve_once(solver *s, double time_limit, const bool *inc, bool
   for (int k = 0; k < nc; k++) Cbc_setInteger(m, k);
   Cbc_setLogLevel(m, 0);
   Cbc_setMaximumSeconds(m, time_limit);
+  if (s->max_bb_nodes > 0) Cbc_setMaximumNodes(m, s->max_bb_nodes);
   Cbc_setParameter(m, "slogLevel", "0");        /* Clp (LP) messages too */
   Cbc_setParameter(m, "timeMode", "elapsed");  /* wall clock, not CPU time */
   /* near-equal plans abound (costs differ in the last digits): stop within
@@ -846,7 +848,7 @@ fsl_status fsl_solve(const fsl_kernel_set *cands, const fsl_solve_options *opt,
       return fsl_errorf(FSL_ERR_RUNTIME, "solve: candidate %d has cost %g; expected a finite cost >= 0", k, c);
   }
   solver s = {.cands = cands, .nc = cands->n, .opt_avail = opt ? opt->avail : NULL,
-              .opt_need = opt ? opt->need : NULL};
+              .opt_need = opt ? opt->need : NULL, .max_bb_nodes = opt ? opt->max_bb_nodes : 0};
   bool *sel = NULL, *keep = NULL, *best_sel = NULL, *written = NULL;
   int *ord = NULL, *best_ord = NULL;
   fsl_status st = index_problem(&s);

@@ -194,6 +194,8 @@ typedef struct fsl_rewrite_stats {
   double seconds;
   int n_evals;              /* fsl_rewrite_search: graphs costed (the caller's not counted) */
   int n_expanded;           /* fsl_rewrite_search: graphs whose neighbours were made */
+  int n_regions_solved;     /* fsl_rewrite_search: region BLPs solved to cost the graphs */
+  int n_regions_cached;     /* fsl_rewrite_search: region costs taken from the search's cache */
 } fsl_rewrite_stats;
 
 /**
@@ -225,10 +227,11 @@ typedef struct fsl_rewrite_search_opts {
  * by cost (at most 64; the costliest dropped); the cheapest is taken out
  * and each closed match of a cost rule in it is tried on a clone (the
  * rewrite, then fsl_rewrite's rules), costed as the predicted seconds of
- * the clone's greedy plan on the documented default device
- * (fsl_device_default: the same roofline the optimal strategy uses,
- * deterministic on every machine so that a compiled model file rebuilds
- * the same graph) and queued when it costs less than alpha times the best
+ * the clone's optimal plan on the documented default device, region by
+ * region with the region optima cached by region hash for the search
+ * (fsl_plan_region_cost: the roofline the optimal strategy uses,
+ * fsl_device_default and bounded BLPs, deterministic on every machine so
+ * that a compiled model file rebuilds the same graph) and queued when it costs less than alpha times the best
  * cost so far, less 0.1%.  A graph is told apart by a structural hash
  * (ops, attributes, wiring, shapes; not value ids), so one reached twice
  * is costed once.  The answer is the best graph seen, kept only when at

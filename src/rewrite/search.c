@@ -3,7 +3,10 @@
  * (substitutions whose benefit depends on what the orchestrator makes of
  * them: merging sibling matmuls or convolutions trades kernels against
  * fused epilogues).  The cost of a graph is the predicted time of its
- * greedy plan (src/orchestrate) on the default device.
+ * optimal plan (src/orchestrate) on the default device, region by region
+ * (fsl_plan_region_cost): a rewrite changes one or two of the regions the
+ * optimal strategy solves independently, and the others' optima come from
+ * a cache keyed by region hash that lives for one search.
  *
  * The search is TASO's (Jia et al., SOSP'19, Algorithm 2): a priority
  * queue of candidate graphs ordered by cost; the cheapest is taken out and
@@ -36,46 +39,18 @@
 #define MAX_QUEUE 64
 #define CONST_SAMPLES 64 /* elements of a constant that its hash reads */
 
-static fsl_status cost_of(const fsl_graph *g, const fsl_device *dev, double *cost) {
-  fsl_plan p;
-  FSL_TRY(fsl_plan_build(g, FSL_STRATEGY_GREEDY, dev, &p));
-  *cost = p.predicted_s;
-  fsl_plan_free(&p);
-  return FSL_OK;
-}
-
 /* ---- a structural hash of a graph, blind to value and node ids ---- */
-
-static uint64_t hash_type(uint64_t h, const fsl_value *v) {
-  int32_t head[2] = {(int32_t)v->dtype, v->rank};
-  h = fsl_hash(h, head, sizeof head);
-  return v->rank > 0 ? fsl_hash(h, v->dims, sizeof(int64_t) * (size_t)v->rank) : h;
-}
 
 /* A constant: its type and CONST_SAMPLES elements spread over it (a
  * collision only makes the search skip a graph, never changes one). */
 static uint64_t hash_const(const fsl_value *v) {
-  uint64_t h = hash_type(fsl_hash(FSL_HASH_INIT, "const", 5), v);
+  uint64_t h = fsl_value_type_hash(fsl_hash(FSL_HASH_INIT, "const", 5), v);
   int64_t n = fsl_value_numel(v), nb = fsl_value_nbytes(v);
   if (n <= 0 || nb <= 0) return h;
   size_t es = (size_t)(nb / n);
   int64_t step = n > CONST_SAMPLES ? n / CONST_SAMPLES : 1;
   for (int64_t i = 0; i < n; i += step) h = fsl_hash(h, (const char *)v->data + (size_t)i * es, es);
   return fsl_hash(h, (const char *)v->data + (size_t)(n - 1) * es, es);
-}
-
-static uint64_t hash_attr(const fsl_attr *a) {
-  uint64_t h = fsl_hash(FSL_HASH_INIT, a->name, strlen(a->name));
-  int32_t ty = (int32_t)a->type;
-  h = fsl_hash(h, &ty, sizeof ty);
-  switch (a->type) {
-  case FSL_ATTR_INT: return fsl_hash(h, &a->i, sizeof a->i);
-  case FSL_ATTR_FLOAT: return fsl_hash(h, &a->f, sizeof a->f);
-  case FSL_ATTR_STRING: return a->s ? fsl_hash(h, a->s, strlen(a->s)) : h;
-  case FSL_ATTR_INTS: return a->n > 0 ? fsl_hash(h, a->ints, sizeof(int64_t) * (size_t)a->n) : h;
-  case FSL_ATTR_FLOATS: return a->n > 0 ? fsl_hash(h, a->floats, sizeof(double) * (size_t)a->n) : h;
-  default: return fsl_hash(h, &a, sizeof a); /* tensors, graphs, strings: by identity */
-  }
 }
 
 /* Every value hashed from what computes it (op, attributes, operands'
@@ -94,7 +69,7 @@ static uint64_t graph_hash(const fsl_graph *g) {
     else if (!v->producer) vh[v->id] = fsl_hash(FSL_HASH_INIT, &v->id, sizeof v->id); /* inputs: by id */
   }
   for (int i = 0; i < g->n_inputs; i++) {
-    uint64_t h = hash_type(fsl_hash(FSL_HASH_INIT, "input", 5), g->inputs[i]);
+    uint64_t h = fsl_value_type_hash(fsl_hash(FSL_HASH_INIT, "input", 5), g->inputs[i]);
     vh[g->inputs[i]->id] = fsl_hash(h, &i, sizeof i);
   }
   uint64_t sum = 0;
@@ -102,7 +77,7 @@ static uint64_t graph_hash(const fsl_graph *g) {
     const fsl_node *n = g->nodes[i];
     int32_t head[3] = {(int32_t)n->op, n->n_in, n->n_out};
     uint64_t h = fsl_hash(FSL_HASH_INIT, head, sizeof head), ah = 0;
-    for (int k = 0; k < n->n_attrs; k++) ah += hash_attr(&n->attrs[k]); /* in any order */
+    for (int k = 0; k < n->n_attrs; k++) ah += fsl_attr_hash(FSL_HASH_INIT, &n->attrs[k]); /* in any order */
     h = fsl_hash(h, &ah, sizeof ah);
     uint64_t in[2];
     if (fsl_rw_commutative(n->op) && n->n_in == 2 && n->in[0] && n->in[1]) {
@@ -117,7 +92,7 @@ static uint64_t graph_hash(const fsl_graph *g) {
       }
     }
     for (int k = 0; k < n->n_out; k++) {
-      uint64_t x = hash_type(fsl_hash(h, &k, sizeof k), n->out[k]);
+      uint64_t x = fsl_value_type_hash(fsl_hash(h, &k, sizeof k), n->out[k]);
       vh[n->out[k]->id] = x;
       sum += x;
     }
@@ -268,18 +243,20 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
   FSL_TRY(fsl_rewrite(*gp, rs, stats));
   fsl_device dev;
   fsl_device_default(&dev);
+  fsl_region_cache *rc = fsl_region_cache_new();
+  fsl_region_cost_stats rstats = {0};
   queue q = {.n = 0};
   seen_set seen = {0};
   cand *root = calloc(1, sizeof *root), *best = root;
   if (root) root->refs = 1; /* the best */
-  fsl_status st = root && (root->fired = calloc((size_t)rs->n_rules + 1, sizeof *root->fired))
+  fsl_status st = rc && root && (root->fired = calloc((size_t)rs->n_rules + 1, sizeof *root->fired))
                       ? FSL_OK
                       : fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
   uint64_t h0 = st == FSL_OK ? graph_hash(*gp) : 0;
   if (st == FSL_OK && (!h0 || seen_add(&seen, h0) < 0)) st = fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
   if (st == FSL_OK) {
     root->g = *gp;
-    st = cost_of(root->g, &dev, &root->cost);
+    st = fsl_plan_region_cost(root->g, &dev, rc, &root->cost, &rstats);
   }
   if (st == FSL_OK) push(&q, root);
   int evals = 0, expanded = 0;
@@ -305,7 +282,7 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
         int was_seen = seen_add(&seen, h);
         if (was_seen < 0) st = fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
         if (st == FSL_OK && !was_seen) {
-          st = cost_of(next->g, &dev, &next->cost);
+          st = fsl_plan_region_cost(next->g, &dev, rc, &next->cost, &rstats);
           evals++;
         }
         next->refs = 1; /* while it is looked at here */
@@ -326,8 +303,11 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
   }
   while (q.n) release(pop(&q));
   free(seen.slot);
+  fsl_region_cache_free(rc);
   stats->n_evals = evals;
   stats->n_expanded = expanded;
+  stats->n_regions_solved = rstats.solved;
+  stats->n_regions_cached = rstats.cached;
   if (st != FSL_OK) {
     release(best); /* frees every clone: the caller's graph stays */
     free(stats->fired);

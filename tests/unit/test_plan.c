@@ -360,6 +360,92 @@ static void test_linear_views(void **state) {
   fsl_graph_free(g);
 }
 
+/* A chain of residual blocks h + act(h @ W_i), x: [8, 16], W_i: [16, 16]
+ * (distinct random weights): every h is read by a matmul and an add, so
+ * the optimal strategy cuts a region per block; `last_act` is the last
+ * block's activation (max with 0 or sigmoid). */
+static fsl_graph *residual_chain(int blocks, bool last_sigmoid) {
+  fsl_graph *g = fsl_graph_new();
+  assert_non_null(g);
+  fsl_builder b = {.g = g, .fold = true};
+  int64_t dx[] = {8, 16}, dw[] = {16, 16};
+  fsl_value *h = input(g, "x", 2, dx);
+  for (int i = 0; i < blocks; i++) {
+    fsl_value *m = fsl_b_matmul(&b, h, const_f32(&b, 2, dw, 40 + (uint32_t)i));
+    m = i == blocks - 1 && last_sigmoid ? fsl_b_unary(&b, FSL_OP_sigmoid, m)
+                                        : fsl_b_binary(&b, FSL_OP_max, m, fsl_b_scalar(&b, FSL_DT_F32, 0.0));
+    h = fsl_b_binary(&b, FSL_OP_add, h, m);
+  }
+  finish(&b, h);
+  return g;
+}
+
+/* The rewrite search's cost (fsl_plan_region_cost): the optimal plan's
+ * prediction region by region; a second call takes every region from the
+ * cache; structurally equal regions hash equal whatever their weights; a
+ * graph that differs in one region solves only that one. */
+static void test_region_cost(void **state) {
+  (void)state;
+  fsl_device d;
+  fsl_device_default(&d);
+  fsl_graph *g = residual_chain(5, false);
+  int *topo = fsl_graph_topo_index(g), *reg = NULL, nr = 0;
+  assert_non_null(topo);
+  assert_int_equal(fsl_regions_cut(g, topo, &reg, &nr), FSL_OK);
+  assert_true(nr >= 4);
+  uint64_t *hash = calloc((size_t)nr, sizeof *hash);
+  assert_non_null(hash);
+  assert_int_equal(fsl_region_hashes(g, reg, nr, hash), FSL_OK);
+  /* every block reads a value from outside (the graph input or an earlier
+   * block's) and must write one (for a later block or as the output):
+   * equal regions, whatever their weights */
+  for (int r = 1; r < nr; r++) assert_true(hash[r] == hash[0]);
+
+  fsl_region_cache *c = fsl_region_cache_new();
+  assert_non_null(c);
+  fsl_region_cost_stats rs = {0};
+  double cost = 0, again = 0;
+  assert_int_equal(fsl_plan_region_cost(g, &d, c, &cost, &rs), FSL_OK);
+  assert_int_equal(rs.regions, nr);
+  assert_int_equal(rs.solved, nr);
+  assert_int_equal(rs.cached, 0);
+  fsl_plan p;
+  assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, &d, &p), FSL_OK);
+  /* the plan keeps the cheapest of its regions' optima and the baselines */
+  assert_true(p.predicted_s <= cost * (1 + 1e-9));
+  if (p.optimal) assert_true(fabs(p.predicted_s - cost) <= 1e-9 * cost);
+  fsl_plan_free(&p);
+
+  rs = (fsl_region_cost_stats){0};
+  assert_int_equal(fsl_plan_region_cost(g, &d, c, &again, &rs), FSL_OK);
+  assert_int_equal(rs.solved, 0);
+  assert_int_equal(rs.cached, nr);
+  assert_true(again == cost);
+
+  /* the same chain with a sigmoid in its last block: one region differs
+   * and is the only one solved */
+  fsl_graph *g2 = residual_chain(5, true);
+  rs = (fsl_region_cost_stats){0};
+  double cost2 = 0;
+  assert_int_equal(fsl_plan_region_cost(g2, &d, c, &cost2, &rs), FSL_OK);
+  assert_int_equal(rs.solved, 1);
+  assert_int_equal(rs.cached, nr - 1);
+  assert_true(cost2 != cost);
+  fsl_region_cost_stats fresh = {0};
+  fsl_region_cache *c2 = fsl_region_cache_new();
+  double cost2_fresh = 0;
+  assert_int_equal(fsl_plan_region_cost(g2, &d, c2, &cost2_fresh, &fresh), FSL_OK);
+  assert_true(fabs(cost2_fresh - cost2) <= 1e-12 * cost2);
+  fsl_region_cache_free(c2);
+
+  fsl_region_cache_free(c);
+  free(hash);
+  free(reg);
+  free(topo);
+  fsl_graph_free(g2);
+  fsl_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cost),
@@ -369,6 +455,7 @@ int main(void) {
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_verify_rejects),
+      cmocka_unit_test(test_region_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
