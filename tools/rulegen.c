@@ -18,6 +18,10 @@
  *                of equal shape);
  *   matrix       matmul, transpose (permute [1,0]), add, sub, neg over
  *                square matrices: the rules carry (square ...);
+ *   minmax       max, min (ReLU's and Clip's primitives), neg, add, sub
+ *                over x, y, z of one shape: piecewise linear, not
+ *                multi-linear, so equal fingerprints are only evidence
+ *                and the check (on floats) decides;
  *   reduce       reduce_sum over axis 1 (keepdims) with neg, add, sub,
  *                mul on [a,b] and on the reduced [a,1];
  *   conv3x3      conv (3x3 kernel, pads 1) with add, sub, neg on the
@@ -34,7 +38,7 @@
  * their classes (equal shapes within a class, the weights' channels and
  * kernel against the activations'), so a rule never fires at shapes where
  * its target would not type-check or would mean something else.
- * All of these ops are multi-linear, so integer fingerprints are exact
+ * All of these ops but max and min are multi-linear, so integer fingerprints are exact
  * (PET, OSDI'21: different multi-linear programs disagree on random
  * integers with overwhelming probability).
  *
@@ -115,7 +119,7 @@ static int g_n, g_cap;
 static const family *g_f;
 static float g_in[SEEDS][MAX_LEAF][ELEMS];
 
-static bool commutative(fsl_op op) { return op == FSL_OP_add || op == FSL_OP_mul; }
+static bool commutative(fsl_op op) { return fsl_rw_commutative(op); }
 
 static int64_t type_numel(int t) {
   int64_t n = 1;
@@ -530,6 +534,16 @@ int main(int argc, char **argv) {
               {.op = FSL_OP_permute, .arity = 1, .attr = "perm", .n_attr = 2, .attr_v = {1, 0}, .text = ":perm [1,0]"},
               BIN(matmul, 0), BIN(add, 0), BIN(sub, 0)},
        .square = true},
+      /* piecewise linear: max and min (ReLU's and Clip's primitives) with
+       * neg, add, sub; not multi-linear, so a shared fingerprint is only
+       * evidence: fsl_rule_check proves these on floats */
+      {.name = "minmax",
+       .n_type = 1,
+       .type = {{2, {3, 3}, "[a,b]"}},
+       .n_leaf = 3,
+       .leaf = {"x", "y", "z"},
+       .n_op = 5,
+       .op = {UN(neg, 0), BIN(max, 0), BIN(min, 0), BIN(add, 0), BIN(sub, 0)}},
       /* class 0: [a,b]; class 1: its sum over axis 1, [a,1] */
       {.name = "reduce",
        .n_type = 2,
