@@ -342,14 +342,47 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
   }
 }
 
-/* Index value idx (an int expression) wrapped once and checked against
- * len; out-of-range sets FSL_KERR_INDEX and reads element 0. */
-static void gather_index(em *e, const char *idx, int64_t len, char *dst) {
+/* Bounds [*lo, *hi] of the values of integer index tensor ix when they are
+ * known at code-generation time: ix a constant, or a movement view
+ * (reshape, expand, permute, slice) of one, which only selects elements
+ * (Resize's tap tables, constant Gather indices). */
+static bool const_index_range(const fsl_value *ix, int64_t *lo, int64_t *hi) {
+  for (int depth = 0; ix && !ix->data && depth < FSL_MAX_RANK; depth++) {
+    const fsl_node *p = ix->producer;
+    if (!p || p->n_in < 1 || (p->op != FSL_OP_reshape && p->op != FSL_OP_expand && p->op != FSL_OP_permute &&
+                              p->op != FSL_OP_slice))
+      return false;
+    ix = p->in[0];
+  }
+  if (!ix || !ix->data || (ix->dtype != FSL_DT_I64 && ix->dtype != FSL_DT_I32)) return false;
+  int64_t n = fsl_value_numel(ix);
+  if (n <= 0) return false;
+  *lo = INT64_MAX;
+  *hi = INT64_MIN;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = ix->dtype == FSL_DT_I64 ? ((const int64_t *)ix->data)[i] : ((const int32_t *)ix->data)[i];
+    if (v < *lo) *lo = v;
+    if (v > *hi) *hi = v;
+  }
+  return true;
+}
+
+/* Index value idx (an int expression, values of tensor ix) wrapped once and
+ * checked against len; out-of-range sets FSL_KERR_INDEX and reads element
+ * 0.  Constant indices are checked here instead: all in [0, len) need
+ * neither the wrap nor the check (no compare, select and error bit per
+ * element and per tap: GCC 12 still leaves these loops scalar),
+ * all in [-len, len) only the wrap. */
+static void gather_index(em *e, const fsl_value *ix, const char *idx, int64_t len, char *dst) {
   int t = fsl_cg_new_tmp(e);
-  fsl_cg_line(e, "int64_t i%d = (int64_t)%s;", t, idx);
-  fsl_cg_line(e, "i%d = i%d < 0 ? i%d + %lld : i%d;", t, t, t, (long long)len, t);
-  fsl_cg_line(e, "e_ |= (uint64_t)i%d >= %lluULL;", t, (unsigned long long)len);
-  fsl_cg_line(e, "i%d = (uint64_t)i%d >= %lluULL ? 0 : i%d;", t, t, (unsigned long long)len, t);
+  int64_t lo, hi;
+  bool known = const_index_range(ix, &lo, &hi) && lo >= -len && hi < len;
+  fsl_cg_line(e, "%sint64_t i%d = (int64_t)%s;", known && lo >= 0 ? "const " : "", t, idx);
+  if (!known || lo < 0) fsl_cg_line(e, "i%d = i%d < 0 ? i%d + %lld : i%d;", t, t, t, (long long)len, t);
+  if (!known) {
+    fsl_cg_line(e, "e_ |= (uint64_t)i%d >= %lluULL;", t, (unsigned long long)len);
+    fsl_cg_line(e, "i%d = (uint64_t)i%d >= %lluULL ? 0 : i%d;", t, t, (unsigned long long)len, t);
+  }
   snprintf(dst, CLEN, "i%d", t);
 }
 
@@ -365,7 +398,7 @@ bool fsl_cg_ev_gather(em *e, const fsl_node *n, const coords *c, char *res) {
     for (int i = 0; i < q; i++) snprintf(icd.c[i], CLEN, "%s", c->c[axis + i]);
     if (!fsl_cg_ev(e, ix, &icd, iv)) return false;
     for (int i = 0; i < axis; i++) snprintf(dc.c[i], CLEN, "%s", c->c[i]);
-    gather_index(e, iv, d->dims[axis], dc.c[axis]);
+    gather_index(e, ix, iv, d->dims[axis], dc.c[axis]);
     for (int i = axis + 1; i < d->rank; i++) snprintf(dc.c[i], CLEN, "%s", c->c[i + q - 1]);
     return fsl_cg_ev(e, d, &dc, res);
   }
@@ -373,7 +406,7 @@ bool fsl_cg_ev_gather(em *e, const fsl_node *n, const coords *c, char *res) {
     int axis = (int)fsl_attr_int(n, "axis", 0);
     if (!fsl_cg_ev(e, ix, c, iv)) return false;
     for (int i = 0; i < d->rank; i++) snprintf(dc.c[i], CLEN, "%s", c->c[i]);
-    gather_index(e, iv, d->dims[axis], dc.c[axis]);
+    gather_index(e, ix, iv, d->dims[axis], dc.c[axis]);
     return fsl_cg_ev(e, d, &dc, res);
   }
   case FSL_OP_gather_nd: {
@@ -384,7 +417,7 @@ bool fsl_cg_ev_gather(em *e, const fsl_node *n, const coords *c, char *res) {
       for (int i = 0; i < q - 1; i++) snprintf(icd.c[i], CLEN, "%s", c->c[i]);
       snprintf(icd.c[q - 1], CLEN, "%d", t);
       if (!fsl_cg_ev(e, ix, &icd, iv)) return false;
-      gather_index(e, iv, d->dims[b + t], dc.c[b + t]);
+      gather_index(e, ix, iv, d->dims[b + t], dc.c[b + t]);
     }
     for (int i = b + k; i < d->rank; i++) snprintf(dc.c[i], CLEN, "%s", c->c[q - 1 + i - b - k]);
     (void)y;

@@ -56,16 +56,29 @@ static void *compile_k0(const char *src, void **handle) {
  * compared with the reference interpreter.  `must` is a fragment the
  * generated source must contain (what the lowering is expected to do).
  */
-static void check_kernel(fsl_graph *g, double lo, double hi, const char *must, const char *what) {
+/* The C source (prelude + fsl_k0) of one kernel made of every node of g,
+ * its inputs the graph inputs, then the constants consts[n_consts] (as the
+ * CPU backend passes a kernel the constants it reads). */
+static void kernel_source(fsl_graph *g, fsl_value *const *consts, int n_consts, fsl_sbuf *src, const char *what) {
   assert_int_equal(fsl_graph_verify(g), FSL_OK);
-  fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = g->n_inputs,
-                      .in = g->inputs, .n_out = g->n_outputs, .out = g->outputs};
-  fsl_sbuf src = {0};
-  fsl_codegen_prelude(&fsl_dialect_c, &src);
-  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL);
+  fsl_value *ins[8];
+  assert_true(g->n_inputs + n_consts <= 8);
+  for (int i = 0; i < g->n_inputs; i++) ins[i] = g->inputs[i];
+  for (int i = 0; i < n_consts; i++) ins[g->n_inputs + i] = consts[i];
+  fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = g->n_inputs + n_consts,
+                      .in = ins, .n_out = g->n_outputs, .out = g->outputs};
+  *src = (fsl_sbuf){0};
+  fsl_codegen_prelude(&fsl_dialect_c, src);
+  fsl_status st = fsl_codegen_kernel(&fsl_dialect_c, &spec, src, NULL);
   if (st != FSL_OK) fprintf(stderr, "%s: %s\n", what, fsl_last_error());
   assert_int_equal(st, FSL_OK);
-  assert_false(src.oom);
+  assert_false(src->oom);
+}
+
+static void check_kernel_consts(fsl_graph *g, fsl_value *const *consts, int n_consts, double lo, double hi,
+                                const char *must, const char *what) {
+  fsl_sbuf src;
+  kernel_source(g, consts, n_consts, &src, what);
   if (must && !strstr(src.p, must)) fail_msg("%s: the generated source lacks '%s':\n%s", what, must, src.p);
   void *h = NULL;
   void *sym = compile_k0(src.p, &h);
@@ -74,11 +87,14 @@ static void check_kernel(fsl_graph *g, double lo, double hi, const char *must, c
 
   void *in[8] = {0}, *got[8] = {0}, *want[8] = {0};
   for (int i = 0; i < g->n_inputs; i++) in[i] = random_data(g->inputs[i], lo, hi);
+  void *kin[8] = {0};
+  for (int i = 0; i < g->n_inputs; i++) kin[i] = in[i];
+  for (int i = 0; i < n_consts; i++) kin[g->n_inputs + i] = consts[i]->data;
   for (int i = 0; i < g->n_outputs; i++) {
     got[i] = malloc((size_t)fsl_value_nbytes(g->outputs[i]) + 1);
     assert_non_null(got[i]);
   }
-  assert_int_equal(k0((const void *const *)in, got), 0);
+  assert_int_equal(k0((const void *const *)kin, got), 0);
   assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
   for (int i = 0; i < g->n_outputs; i++) {
     const fsl_value *v = g->outputs[i];
@@ -97,6 +113,10 @@ static void check_kernel(fsl_graph *g, double lo, double hi, const char *must, c
   }
   dlclose(h);
   fsl_sbuf_free(&src);
+}
+
+static void check_kernel(fsl_graph *g, double lo, double hi, const char *must, const char *what) {
+  check_kernel_consts(g, NULL, 0, lo, hi, must, what);
 }
 
 /* [4, 1, 33] + [5, 1] -> [4, 5, 33]: broadcast views become index
@@ -393,6 +413,35 @@ static void test_gather(void **state) {
   fsl_graph_free(g);
 }
 
+/* gather rows of a [10, 6] table with constant indices: checked when the
+ * code is generated, so indices all in [0, 10) need neither the wrap nor
+ * the run-time check, indices in [-10, 10) only the wrap, and one out of
+ * range keeps both (the run then reports FSL_KERR_INDEX, as before). */
+static void test_gather_const_index(void **state) {
+  (void)state;
+  static const int64_t in_range[12] = {0, 9, 3, 3, 1, 2, 8, 7, 6, 5, 4, 0};
+  static const int64_t negative[12] = {0, -1, 3, -10, 1, 2, 8, 7, -6, 5, 4, 9};
+  static const int64_t outside[12] = {0, 1, 3, 10, 1, 2, 8, 7, 6, 5, 4, 9};
+  const int64_t *sets[3] = {in_range, negative, outside};
+  for (int k = 0; k < 3; k++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t dt[] = {10, 6}, di[] = {3, 4};
+    fsl_value *t = input_dt(g, FSL_DT_F32, 2, dt);
+    fsl_value *ix = fsl_b_const(&b, FSL_DT_I64, 2, di, sets[k]);
+    fsl_value *y = fsl_b_gather(&b, t, ix, 0);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    fsl_sbuf src;
+    kernel_source(g, &ix, 1, &src, "gather (constant indices)");
+    bool checked = strstr(src.p, "e_ |= (uint64_t)") != NULL, wrapped = strstr(src.p, " + 10 : ") != NULL;
+    if (checked != (k == 2) || wrapped != (k > 0)) fail_msg("set %d: checked %d, wrapped %d:\n%s", k, checked, wrapped, src.p);
+    fsl_sbuf_free(&src);
+    if (k < 2) check_kernel_consts(g, &ix, 1, -10, 10, NULL, "gather (constant indices)");
+    fsl_graph_free(g);
+  }
+}
+
 /* A dtype the dialect has no type for is refused, naming it. */
 static void test_unsupported_dtype(void **state) {
   (void)state;
@@ -416,7 +465,7 @@ int main(void) {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_column_sum),
-      cmocka_unit_test(test_gather),      cmocka_unit_test(test_unsupported_dtype),
+      cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
