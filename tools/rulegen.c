@@ -119,8 +119,6 @@ static int g_n, g_cap;
 static const family *g_f;
 static float g_in[SEEDS][MAX_LEAF][ELEMS];
 
-static bool commutative(fsl_op op) { return fsl_rw_commutative(op); }
-
 static int64_t type_numel(int t) {
   int64_t n = 1;
   for (int i = 0; i < g_f->type[t].rank; i++) n *= g_f->type[t].dims[i];
@@ -260,7 +258,7 @@ static bool canonical_names(int i) {
 static bool irreducible_below(int i) {
   const expr *e = &g_e[i];
   if (e->fo < 0) return true;
-  if (commutative(g_f->op[e->fo].op) && e->b >= 0 && e->a > e->b) return false;
+  if (fsl_rw_commutative(g_f->op[e->fo].op) && e->b >= 0 && e->a > e->b) return false;
   int kids[2] = {e->a, e->b};
   for (int k = 0; k < 2; k++) {
     if (kids[k] < 0) continue;

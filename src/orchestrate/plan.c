@@ -361,6 +361,17 @@ static fsl_status add_baseline_candidates(const fsl_graph *g, bool linear_views,
   return st;
 }
 
+/* The optimal strategy's candidates: grown from the nodes marked in seeds
+ * (NULL: all), plus the opfuse and greedy plans' kernels. */
+static fsl_status optimal_candidates(const fsl_graph *g, const fsl_device *d, const bool *seeds,
+                                     fsl_kernel_set *cands) {
+  fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64, .linear_views = d->linear_views,
+                                .seeds = seeds};
+  fsl_status st = fsl_candidates(g, &copt, cands);
+  if (st == FSL_OK) st = add_baseline_candidates(g, d->linear_views, cands);
+  return st;
+}
+
 /* Branch-and-bound nodes per region BLP when costing for the rewrite
  * search: a bound that stops CBC at the same point on every machine (the
  * search's answer must not depend on the clock); regions of real models
@@ -397,11 +408,8 @@ fsl_status fsl_plan_region_cost(const fsl_graph *g, const fsl_device *d, fsl_reg
      * are dropped anyway), plus the baselines' kernels, as the optimal
      * strategy has them */
     for (int i = 0; i < g->n_nodes; i++) seeds[i] = miss[reg[g->nodes[i]->id]];
-    fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64, .linear_views = d->linear_views,
-                                  .seeds = seeds};
     fsl_kernel_set cands = {.g = g};
-    st = fsl_candidates(g, &copt, &cands);
-    if (st == FSL_OK) st = add_baseline_candidates(g, d->linear_views, &cands);
+    st = optimal_candidates(g, d, seeds, &cands);
     bool *avail = calloc((size_t)g->n_values + 1, sizeof *avail);
     bool *need = calloc((size_t)g->n_values + 1, sizeof *need);
     fsl_kernel **sub = malloc(((size_t)cands.n + 1) * sizeof *sub);
@@ -460,10 +468,8 @@ fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_devi
   prof_open(&pf, opt ? opt->profiler : NULL, g);
   fsl_status st;
   if (s == FSL_STRATEGY_OPTIMAL) {
-    fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64, .linear_views = d->linear_views};
     fsl_kernel_set cands = {.g = g};
-    st = fsl_candidates(g, &copt, &cands);
-    if (st == FSL_OK) st = add_baseline_candidates(g, d->linear_views, &cands);
+    st = optimal_candidates(g, d, NULL, &cands);
     if (st == FSL_OK) st = solve_regions(g, &cands, d, &pf, &out->kernels, &out->optimal);
     fsl_kernel_set_free(&cands);
     /* The opfuse and greedy plans are feasible points of the whole-graph

@@ -93,6 +93,15 @@ fsl_status fsl_regions_cut(const fsl_graph *g, const int *topo, int **region, in
   return FSL_OK;
 }
 
+/* Whether region r must write v (a value it computes): a graph output, or
+ * read by a later region. */
+static bool read_after(const fsl_value *v, const int *region, int r) {
+  if (v->is_output) return true;
+  for (int c = 0; c < v->n_cons; c++)
+    if (region[v->cons[c]->id] > r) return true;
+  return false;
+}
+
 void fsl_region_io(const fsl_graph *g, const int *region, int r, bool *avail, bool *need) {
   memset(avail, 0, ((size_t)g->n_values + 1) * sizeof *avail);
   memset(need, 0, ((size_t)g->n_values + 1) * sizeof *need);
@@ -103,10 +112,7 @@ void fsl_region_io(const fsl_graph *g, const int *region, int r, bool *avail, bo
       const fsl_value *v = nd->out[k];
       if (!v) continue;
       if (rn < r) avail[v->id] = true;
-      if (rn != r) continue;
-      if (v->is_output) need[v->id] = true;
-      for (int c = 0; c < v->n_cons; c++)
-        if (region[v->cons[c]->id] > r) need[v->id] = true;
+      if (rn == r) need[v->id] = read_after(v, region, r);
     }
   }
 }
@@ -175,9 +181,7 @@ fsl_status fsl_region_hashes(const fsl_graph *g, const int *region, int n_region
       }
       h = fsl_value_type_hash(h, v);
       /* read by a later region or a graph output: the region must write it */
-      bool needed = v->is_output;
-      for (int c = 0; c < v->n_cons && !needed; c++) needed = region[v->cons[c]->id] > r;
-      h = hash_i64(h, needed);
+      h = hash_i64(h, read_after(v, region, r));
     }
     hash[r] = h;
   }
