@@ -256,9 +256,9 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
   if (st == FSL_OK && (!h0 || seen_add(&seen, h0) < 0)) st = fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
   if (st == FSL_OK) {
     root->g = *gp;
-    st = fsl_plan_region_cost(root->g, &dev, rc, &root->cost, &rstats);
+    root->cost = NAN; /* costed with the first neighbour: a graph no cost rule matches costs nothing */
+    push(&q, root);
   }
-  if (st == FSL_OK) push(&q, root);
   int evals = 0, expanded = 0;
   bool out_of_budget = false;
   while (st == FSL_OK && q.n && !out_of_budget) {
@@ -281,6 +281,8 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
         if (st != FSL_OK || !next) continue;
         int was_seen = seen_add(&seen, h);
         if (was_seen < 0) st = fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
+        if (st == FSL_OK && !was_seen && isnan(root->cost))
+          st = fsl_plan_region_cost(root->g, &dev, rc, &root->cost, &rstats);
         if (st == FSL_OK && !was_seen) {
           st = fsl_plan_region_cost(next->g, &dev, rc, &next->cost, &rstats);
           evals++;
