@@ -245,7 +245,10 @@ void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner);
  * constant is the reduction's identity, the loops are clamped to the
  * window positions inside X (their bounds declared at the current
  * position) and w->src is X; then win_ev reads X at the row's coordinates
- * with no bounds test. */
+ * with no bounds test.  simd_axis (-1: none) is an output axis of the row
+ * the caller runs as a SIMD loop inside the window loops (the columns
+ * form): its window loop stays [0, K) and w->simd_q names it; inside that
+ * loop, win_simd_range declares the SIMD loop's clamped bounds. */
 typedef struct fsl_cg_win_row {
   int nn;                                                               /* loops */
   int axis[FSL_MAX_RANK];                                               /* the reduced axis of each */
@@ -256,8 +259,11 @@ typedef struct fsl_cg_win_row {
    * the reduced axis rank(X) + i of the window) */
   int lead;
   int64_t stride[FSL_MAX_RANK], dil[FSL_MAX_RANK], pad[FSL_MAX_RANK];
+  int simd_q; /* the loop whose output axis is the caller's SIMD axis, or -1 */
 } fsl_cg_win_row;
-bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const coords *oc, fsl_cg_win_row *w);
+bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const coords *oc, int simd_axis,
+                     fsl_cg_win_row *w);
+void fsl_cg_win_simd_range(em *e, const fsl_cg_win_row *w, int64_t L, char *lo, char *hi);
 bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v);
 bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth);
 

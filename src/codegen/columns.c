@@ -84,6 +84,19 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   for (int i = 0; i < r; i++) snprintf(c.c[i], CLEN, "0");
   fsl_cg_decompose(e, "o_", nk, kept, x0->dims, "o", &c);
   snprintf(c.c[la], CLEN, "%s", o);
+  /* every reduction reading window(pad(X)) with the identity as padding
+   * (MaxPool, AveragePool counting the pads): the window loops and the
+   * SIMD loop are clamped to the positions inside X, which is read with no
+   * bounds test */
+  fsl_cg_win_row w = {.src = NULL};
+  bool same = true;
+  for (int k = 1; k < nr; k++) same = same && red[k]->in[0] == x0 && red[k]->op == red[0]->op;
+  if (same) {
+    int ax[FSL_MAX_RANK], na = 0;
+    for (int i = 0; i < r; i++)
+      if (m0 & (1u << i)) ax[na++] = i;
+    if (!fsl_cg_win_plan(e, red[0], ax, na, &c, la, &w) || w.simd_q < 0) w.src = NULL;
+  }
   fsl_cg_red_acc a[FSL_MAX_RANK * 8];
   bool nan[FSL_MAX_RANK * 8];
   if (nr > (int)(sizeof a / sizeof a[0])) return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "too many reductions in one kernel");
@@ -109,16 +122,20 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
     snprintf(jv[q], CLEN, "j%d", ja[q]);
     snprintf(jd[q], sizeof jd[q], "%lld", (long long)x0->dims[ja[q]]);
     memcpy(c.c[ja[q]], jv[q], CLEN);
-    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv[q], .lo = "0", .hi = jd[q]});
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv[q], .lo = w.src ? w.lo[q] : "0",
+                                       .hi = w.src ? w.hi[q] : jd[q]});
     fsl_cg_open_scope(e);
   }
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = "0", .hi = nL, .n_red = 1, .red = {"|:e_"}});
+  char olo[CLEN] = "0", ohi[CLEN];
+  snprintf(ohi, CLEN, "%s", nL);
+  if (w.src) fsl_cg_win_simd_range(e, &w, L, olo, ohi);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi, .n_red = 1, .red = {"|:e_"}});
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
   bool ok = true;
   for (int k = 0; k < nr && ok; k++) {
     char v[CLEN];
-    ok = fsl_cg_ev(e, red[k]->in[0], &c, v);
+    ok = w.src ? fsl_cg_win_ev(e, &w, &c, v) : fsl_cg_ev(e, red[k]->in[0], &c, v);
     if (ok) col_update(e, red[k], k, o, v, &a[k]);
   }
   fsl_cg_close_scope(e);

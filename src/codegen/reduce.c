@@ -269,7 +269,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "j", "");
   fsl_cg_win_row w;
-  bool nested = fsl_cg_win_plan(e, n, axes, na, oc, &w);
+  bool nested = fsl_cg_win_plan(e, n, axes, na, oc, -1, &w);
   /* a work-item's strided part of a group row adds straight into double,
    * as does a window row */
   bool fsum = !e->grp && !nested && fl && op == FSL_OP_reduce_sum && x->dtype == FSL_DT_F32 && inner >= 8;

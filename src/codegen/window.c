@@ -38,9 +38,11 @@ static bool pad_is_identity(const fsl_node *pad, fsl_op op) {
 /* A window row: the coordinates are the loop variables (no division or
  * modulo per element), and the pad bounds of the outer window axes are
  * invariant in the innermost loop (cg.h). */
-bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const coords *oc, fsl_cg_win_row *w) {
+bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const coords *oc, int simd_axis,
+                     fsl_cg_win_row *w) {
   const fsl_value *x = n->in[0];
   memset(w, 0, sizeof *w);
+  w->simd_q = -1;
   for (int q = 0; q < na; q++)
     if (x->dims[axes[q]] > 1) w->axis[w->nn++] = axes[q];
   if (e->grp || w->nn < 2 || n->op == FSL_OP_argmax || n->op == FSL_OP_argmin || !fsl_cg_windowed(e, x, 0)) return false;
@@ -71,6 +73,10 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
   for (int q = 0; q < w->nn; q++) {
     int i = w->axis[q] - R, a = lead + i;
     long long s = w->stride[i], d = w->dil[i], pb = w->pad[i], len = X->dims[a], K = x->dims[w->axis[q]];
+    if (a == simd_axis) { /* the caller clamps its loop over a instead (fsl_cg_win_simd_range) */
+      w->simd_q = q;
+      continue;
+    }
     /* o*s + j*d - pb in [0, len)  <=>  j in [ceil((pb - o*s)/d), ceil((len + pb - o*s)/d)) */
     int t = fsl_cg_new_tmp(e), u = fsl_cg_new_tmp(e);
     fsl_cg_line(e, "const int64_t i%d = %lld - %s*%lld, i%d = %lld - %s*%lld;", t, pb, oc->c[a], s, u, len + pb, oc->c[a], s);
@@ -102,4 +108,21 @@ bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v) {
     snprintf(ic.c[a], CLEN, "i%d", t);
   }
   return fsl_cg_ev(e, X, &ic, v);
+}
+
+/* The range [ol, oh) of the row's SIMD axis (w->simd_q's output axis, L
+ * elements) whose window positions at the current value of that window
+ * loop lie inside X: o*s + j*d - pb in [0, len)  <=>  o in
+ * [ceil((pb - j*d)/s), ceil((len + pb - j*d)/s)), clamped to [0, L);
+ * declared at the current position as ol<axis>_ and oh<axis>_. */
+void fsl_cg_win_simd_range(em *e, const fsl_cg_win_row *w, int64_t L, char *lo, char *hi) {
+  int q = w->simd_q, R = w->src->rank, i = w->axis[q] - R, a = w->lead + i;
+  long long s = w->stride[i], d = w->dil[i], pb = w->pad[i], len = w->src->dims[a];
+  int t = fsl_cg_new_tmp(e), u = fsl_cg_new_tmp(e);
+  fsl_cg_line(e, "const int64_t i%d = %lld - %s*%lld, i%d = %lld - %s*%lld;", t, pb, w->var[q], d, u, len + pb, w->var[q], d);
+  fsl_cg_line(e, "const int64_t ol%d_ = i%d <= 0 ? 0 : (i%d + %lld) / %lld;", a, t, t, s - 1, s);
+  fsl_cg_line(e, "const int64_t oh%d_ = i%d <= 0 ? 0 : (i%d + %lld) / %lld < %lld ? (i%d + %lld) / %lld : %lld;", a, u, u,
+              s - 1, s, (long long)L, u, s - 1, s, (long long)L);
+  snprintf(lo, CLEN, "ol%d_", a);
+  snprintf(hi, CLEN, "oh%d_", a);
 }

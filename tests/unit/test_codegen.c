@@ -329,12 +329,15 @@ static void test_output_layout_transpose(void **state) {
 
 /* Pooling as pad + window + reduce: a 3x3 max pool (pad 1 with -inf) over
  * [1, 3, 12, 12] runs as window columns (an accumulator per output
- * column); a 3x3 sum pool with stride 2 (pad 1 with 0) over [2, 2, 9, 9],
- * 5 output columns, as window rows clamped to the input. */
-static void pool_graph(fsl_op op, const int64_t *dims, int64_t stride, double fill, const char *must, const char *what) {
+ * column), its window loops and SIMD loop clamped to the input, as do
+ * strided and dilated ones with 11 and 18 output columns; a 3x3 sum pool
+ * with stride 2 (pad 1 with 0) over [2, 2, 9, 9], 5 output columns, as
+ * window rows clamped to the input. */
+static void pool_graph(fsl_op op, const int64_t *dims, int64_t stride, int64_t dil, double fill, const char *must,
+                       const char *what) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
-  int64_t pads[8] = {0, 0, 1, 1, 0, 0, 1, 1}, k[2] = {3, 3}, st[2] = {stride, stride}, dl[2] = {1, 1}, axes[2] = {4, 5};
+  int64_t pads[8] = {0, 0, 1, 1, 0, 0, 1, 1}, k[2] = {3, 3}, st[2] = {stride, stride}, dl[2] = {dil, dil}, axes[2] = {4, 5};
   fsl_value *x = fsl_b_pad(&b, input_dt(g, FSL_DT_F32, 4, dims), pads, 0, fill);
   fsl_value *y = fsl_b_reduce(&b, op, fsl_b_window(&b, x, 2, k, st, dl), axes, 2, false);
   assert_int_equal(b.st, FSL_OK);
@@ -363,9 +366,12 @@ static void test_window_chain(void **state) {
 
 static void test_window_pool(void **state) {
   (void)state;
-  int64_t d0[] = {1, 3, 12, 12}, d1[] = {2, 2, 9, 9};
-  pool_graph(FSL_OP_reduce_max, d0, 1, -INFINITY, "a0[o3] = -INFINITY;", "max pool (columns)");
-  pool_graph(FSL_OP_reduce_sum, d1, 2, 0.0, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "sum pool (clamped rows)");
+  int64_t d0[] = {1, 3, 12, 12}, d1[] = {2, 2, 9, 9}, d2[] = {1, 2, 21, 21}, d3[] = {1, 2, 20, 20};
+  const char *cols = "for (int64_t o3 = ol3_; o3 < oh3_; o3++)";
+  pool_graph(FSL_OP_reduce_max, d0, 1, 1, -INFINITY, cols, "max pool (clamped columns)");
+  pool_graph(FSL_OP_reduce_max, d2, 2, 1, -INFINITY, cols, "strided max pool (clamped columns)");
+  pool_graph(FSL_OP_reduce_max, d3, 1, 2, -INFINITY, cols, "dilated max pool (clamped columns)");
+  pool_graph(FSL_OP_reduce_sum, d1, 2, 1, 0.0, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "sum pool (clamped rows)");
 }
 
 /* exp of a transposed [3, 40, 20] -> [3, 20, 40]: the read is

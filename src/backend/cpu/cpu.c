@@ -50,8 +50,11 @@ static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
 
 /* ---- compile ---- */
 
-/* FSL_CPU_PROFILE: per-step times on stderr, slowest first. */
+/* FSL_CPU_PROFILE: per-step times on stderr, slowest first; a number
+ * above 1 is how many steps to list (default 20). */
 static void print_profile(const cpu_exe *x) {
+  long n_list = strtol(getenv("FSL_CPU_PROFILE") ? getenv("FSL_CPU_PROFILE") : "", NULL, 10);
+  if (n_list <= 1) n_list = 20;
   double total = 0;
   for (int i = 0; i < x->low.n_steps; i++) total += x->prof[i];
   double runs = x->n_runs ? x->n_runs : 1, by_kind[3] = {0};
@@ -63,7 +66,7 @@ static void print_profile(const cpu_exe *x) {
           n_kind[FSL_CPU_STEP_REF]);
   bool *done = calloc((size_t)(x->low.n_steps > 0 ? x->low.n_steps : 1), sizeof(bool));
   if (!done) return;
-  for (int r = 0; r < x->low.n_steps && r < 20; r++) {
+  for (int r = 0; r < x->low.n_steps && r < n_list; r++) {
     int b = -1;
     for (int i = 0; i < x->low.n_steps; i++)
       if (!done[i] && (b < 0 || x->prof[i] > x->prof[b])) b = i;
