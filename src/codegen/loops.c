@@ -112,8 +112,12 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
 /* One loop nest over the shape of out[outs[0]], writing every listed
  * output; with seg_len >= 0, only over coordinates seg_lo .. seg_lo +
  * seg_len - 1 of axis seg_axis (not the innermost).  The loops run along
- * the first output's memory order (its fsl_cg_layout, else row-major). */
-static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo, int64_t seg_len) {
+ * the first output's memory order (its fsl_cg_layout, else row-major).
+ * icat (or NULL): a concat along the innermost axis of that order, whose
+ * result the output is; each row then runs one inner loop per concat
+ * input over that input's part of the row, reading only that input. */
+static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo, int64_t seg_len,
+                     const fsl_node *icat) {
   const fsl_value *v = e->s->out[outs[0]];
   int r = v->rank;
   int64_t dims[FSL_MAX_RANK], total = 1;
@@ -159,7 +163,7 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
    * order, whose strided reads stay in L1 across the row */
   int ta = seg_len < 0 && L >= TILE && !ol ? fsl_cg_tile_axis(e, v) : -1;
   if (ta >= 0) return tiled_nest(e, n, outs, ta, total);
-  if (rows < 64 && L > 8192) {
+  if (rows < 64 && L > 8192 && !icat) {
     B = (L + 63) / 64;
     if (B < 2048) B = 2048;
     nblk = (L + B - 1) / B;
@@ -186,20 +190,33 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
   }
   char lv[CLEN];
   snprintf(lv, CLEN, "c%d", inner);
-  loop_ctx lc;
-  fsl_cg_loop_begin(e, &lc, "", lv);
-  char len[32];
-  snprintf(len, sizeof len, "%lld", (long long)L);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = lv, .lo = nblk > 1 ? "lo_" : "0",
-                                     .hi = nblk > 1 ? "hi_" : len});
-  fsl_cg_open_scope(e);
-  e->body_depth = e->depth;
-  if (L == 1) snprintf(c.c[inner], CLEN, "0");
-  else snprintf(c.c[inner], CLEN, "c%d", inner);
-  bool ok = fsl_cg_store_outputs(e, n, outs, &c);
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  fsl_cg_loop_end(e, &lc);
+  int cat_axis = icat ? (int)fsl_attr_int(icat, "axis", 0) : 0, n_seg = icat ? icat->n_in : 1;
+  int64_t off = 0;
+  bool ok = true;
+  for (int k = 0; k < n_seg && ok; k++) {
+    char lo[32], len[32];
+    snprintf(lo, sizeof lo, "%lld", (long long)off);
+    snprintf(len, sizeof len, "%lld", (long long)(icat ? off + icat->in[k]->dims[cat_axis] : L));
+    if (icat) {
+      off += icat->in[k]->dims[cat_axis];
+      if (strcmp(lo, len) == 0) continue;
+      e->pin_node = icat;
+      e->pin_k = k;
+    }
+    loop_ctx lc;
+    fsl_cg_loop_begin(e, &lc, "", lv);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = lv, .lo = nblk > 1 ? "lo_" : lo,
+                                       .hi = nblk > 1 ? "hi_" : len});
+    fsl_cg_open_scope(e);
+    e->body_depth = e->depth;
+    if (L == 1) snprintf(c.c[inner], CLEN, "0");
+    else snprintf(c.c[inner], CLEN, "c%d", inner);
+    ok = fsl_cg_store_outputs(e, n, outs, &c);
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    fsl_cg_loop_end(e, &lc);
+  }
+  if (icat) e->pin_node = NULL;
   if (!ok) return false;
   nest_end(e);
   return true;
@@ -228,24 +245,28 @@ static int concat_axis_of(em *e, const fsl_value *v, const fsl_node **cat) {
 }
 
 /* One loop nest over the shape of out[outs[0]].  Where that output is a
- * concat along an outer axis inside the kernel, or a reshape of one that
- * keeps that axis (concat_axis_of), on a dialect with SIMD loops: one nest
- * per concat input, each reading only its input, so that the innermost
- * loop holds no branch on the row and vectorizes. */
+ * concat inside the kernel, or a reshape of one that keeps the concat's
+ * axis (concat_axis_of), on a dialect with SIMD loops, each loop reads only
+ * one concat input, so that the innermost loop holds no branch on the
+ * concat's coordinate and vectorizes: along an outer axis of the output's
+ * memory order, one nest per concat input; along the innermost one (a
+ * channel concat written NHWC, or a concat along the last axis), one inner
+ * loop per input in each row. */
 static bool loop_nest(em *e, int n, const int *outs) {
   const fsl_value *v = e->s->out[outs[0]];
   const fsl_node *cat = NULL;
-  int axis = n == 1 && e->d->par_min != 0 && e->inside[v->id] && !e->pin_node && !fsl_cg_out_layout(e, outs[0])
-                 ? concat_axis_of(e, v, &cat)
-                 : -1;
-  if (axis < 0 || axis >= v->rank - 1) return nest_box(e, n, outs, -1, 0, -1);
+  const fsl_cg_layout *ol = fsl_cg_out_layout(e, outs[0]);
+  int axis = n == 1 && e->d->par_min != 0 && e->inside[v->id] && !e->pin_node ? concat_axis_of(e, v, &cat) : -1;
+  int inner = v->rank > 0 ? (ol ? ol->order[v->rank - 1] : v->rank - 1) : -1;
+  if (axis >= 0 && axis == inner && v->rank >= 2) return nest_box(e, n, outs, -1, 0, -1, cat);
+  if (axis < 0 || axis == inner || ol) return nest_box(e, n, outs, -1, 0, -1, NULL);
   int cat_axis = (int)fsl_attr_int(cat, "axis", 0);
   int64_t off = 0;
   bool ok = true;
   e->pin_node = cat;
   for (int k = 0; k < cat->n_in && ok; k++) {
     e->pin_k = k;
-    ok = nest_box(e, n, outs, axis, off, cat->in[k]->dims[cat_axis]);
+    ok = nest_box(e, n, outs, axis, off, cat->in[k]->dims[cat_axis], NULL);
     off += cat->in[k]->dims[cat_axis];
   }
   e->pin_node = NULL;

@@ -327,6 +327,66 @@ static void test_output_layout_transpose(void **state) {
   fsl_graph_free(g);
 }
 
+/* A concat along the innermost axis of the output's memory order, as the
+ * kernel's only output: each row runs one loop per concat input over its
+ * part of the row, with no branch on the concat coordinate.  Row-major:
+ * [2, 3, 5] ++ [2, 3, 1] ++ [2, 3, 7] on axis 2.  NHWC (out_layout
+ * {0, 2, 3, 1}): [2, 3, 4, 5] ++ [2, 6, 4, 5] on the channel axis 1, the
+ * way a channel concat feeding a convolution is written (docs/cpu-backend.md). */
+static void test_concat_innermost(void **state) {
+  (void)state;
+  for (int nhwc = 0; nhwc < 2; nhwc++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t r0[] = {2, 3, 5}, r1[] = {2, 3, 1}, r2[] = {2, 3, 7}, n0[] = {2, 3, 4, 5}, n1[] = {2, 6, 4, 5};
+    fsl_value *parts[3];
+    int np = nhwc ? 2 : 3;
+    parts[0] = fsl_b_unary(&b, FSL_OP_neg, input_dt(g, FSL_DT_F32, nhwc ? 4 : 3, nhwc ? n0 : r0));
+    parts[1] = input_dt(g, FSL_DT_F32, nhwc ? 4 : 3, nhwc ? n1 : r1);
+    if (!nhwc) parts[2] = fsl_b_unary(&b, FSL_OP_sigmoid, input_dt(g, FSL_DT_F32, 3, r2));
+    fsl_value *c = fsl_b_concat(&b, parts, np, nhwc ? 1 : 2);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, c);
+    fsl_cg_layout lay = {4, {0, 2, 3, 1}};
+    fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = g->n_inputs,
+                        .in = g->inputs, .n_out = 1, .out = g->outputs, .out_layout = nhwc ? &lay : NULL};
+    fsl_sbuf src = {0};
+    fsl_codegen_prelude(&fsl_dialect_c, &src);
+    assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
+    const char *must = nhwc ? "for (int64_t c1 = 3; c1 < 9; c1++)" : "for (int64_t c2 = 5; c2 < 6; c2++)";
+    const char *branch = nhwc ? "if (c1 < 3)" : "if (c2 < 5)";
+    if (!strstr(src.p, must) || strstr(src.p, branch))
+      fail_msg("the row is not split per concat input ('%s'):\n%s", must, src.p);
+    void *h = NULL;
+    void *sym = compile_k0(src.p, &h);
+    int (*k0)(const void *const *, void *const *);
+    memcpy(&k0, &sym, sizeof k0);
+    void *in[3] = {0}, *want[1] = {0};
+    for (int i = 0; i < g->n_inputs; i++) in[i] = random_data(g->inputs[i], -3, 3);
+    int64_t N = fsl_value_numel(c);
+    float *got = malloc(sizeof(float) * (size_t)N);
+    assert_non_null(got);
+    void *outp[1] = {got};
+    assert_int_equal(k0((const void *const *)in, outp), 0);
+    assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
+    for (int64_t j = 0; j < N; j++) {
+      /* j: the row-major index; in NHWC the element sits at ((n*H + h)*W + w)*C + ch */
+      int64_t k = j;
+      if (nhwc) {
+        int64_t C = 9, HW = 20, n = j / (C * HW), ch = j / HW % C, hw = j % HW;
+        k = (n * HW + hw) * C + ch;
+      }
+      float w = ((float *)want[0])[j], v = got[k];
+      if (!(fabsf(v - w) <= 1e-5f * (1 + fabsf(w)))) fail_msg("[%lld]: got %g want %g", (long long)j, v, w);
+    }
+    for (int i = 0; i < 3; i++) free(in[i]);
+    free(want[0]), free(got);
+    dlclose(h);
+    fsl_sbuf_free(&src);
+    fsl_graph_free(g);
+  }
+}
+
 /* Pooling as pad + window + reduce: a 3x3 max pool (pad 1 with -inf) over
  * [1, 3, 12, 12] runs as window columns (an accumulator per output
  * column), its window loops and SIMD loop clamped to the input, as do
@@ -469,7 +529,7 @@ static void test_unsupported_dtype(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
-      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_chain),
+      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_column_sum),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };

@@ -254,15 +254,31 @@ typedef enum {
   READ_OTHER,   /* otherwise (or c writes v): v must stay row-major */
 } chain_read;
 
+/* Whether concat node n of GEN step s writes s's only output, stored in
+ * layout lay when o names it (else in s's out_layout), whose innermost
+ * memory axis is the concat's: the nest then runs one SIMD loop per concat
+ * input inside each row (loops.c), with no branch per element (a channel
+ * concat of YOLOX's CSP blocks written NHWC). */
+static bool concat_innermost(const fsl_cpu_step *s, const fsl_node *n, int o, const fsl_cg_layout *lay) {
+  if (s->n_out != 1 || n->out[0] != s->out[0]) return false;
+  if (o != 0 || !lay) lay = s->out_layout ? &s->out_layout[0] : NULL;
+  int r = n->out[0]->rank;
+  return lay && lay->rank == r && r > 0 && lay->order[r - 1] == (int)fsl_attr_int(n, "axis", 0);
+}
+
 /* Whether generated step s does elementwise work over broadcast views
  * only (`reduce` true: reductions too): a nest along another layout keeps it
- * vectorized.  A concat, gather or window kernel (segformer_b0's Resize +
+ * vectorized.  A gather or window kernel (segformer_b0's Resize +
  * Concat head) reads or writes channels-innermost with strided loads and
- * branches per element: 3.7 -> 7.0 ms there. */
-static bool layout_friendly(const fsl_cpu_step *s, bool reduce) {
+ * branches per element: 3.7 -> 7.0 ms there.  A concat qualifies where it
+ * is the output and lies along the innermost axis of the output's layout
+ * (concat_innermost: lay, for output o, the layout considered; NULL:
+ * s's out_layout). */
+static bool layout_friendly(const fsl_cpu_step *s, bool reduce, int o, const fsl_cg_layout *lay) {
   for (int k = 0; k < s->n_nodes; k++) {
     const fsl_node *n = s->nodes[k];
     fsl_kind kind = fsl_op_get(n->op)->kind;
+    if (n->op == FSL_OP_concat && concat_innermost(s, n, o, lay)) continue;
     if (kind != FSL_KIND_ELEMENTWISE && !(reduce && kind == FSL_KIND_REDUCE) && n->op != FSL_OP_reshape &&
         n->op != FSL_OP_expand)
       return false;
@@ -279,7 +295,7 @@ static chain_read chain_reader(const fsl_cpu_step *p, const fsl_cpu_step *c, con
     if (c < p) return READ_OTHER;
     if (c->kind == FSL_CPU_STEP_ONEDNN && k == 0 && fsl_onednn_linear_chainable(p->dnn, c->dnn, capacity))
       r = READ_ONEDNN;
-    else if (c->kind == FSL_CPU_STEP_GEN && layout_friendly(c, true) && r == READ_NONE)
+    else if (c->kind == FSL_CPU_STEP_GEN && layout_friendly(c, true, -1, NULL) && r == READ_NONE)
       r = READ_GEN;
     else
       return READ_OTHER;
@@ -332,7 +348,6 @@ static bool has_inplace_reader(const fsl_memplan *mp, const fsl_value *v) {
 static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_memplan *mp) {
   fsl_cpu_step *g = &L->steps[gi];
   const fsl_value *w = g->out[o];
-  if (!layout_friendly(g, false)) return false;
   int64_t nb = fsl_value_nbytes(w);
   if (!w || nb <= 0 || (mp && mp->alias && w->id < mp->n_ids && mp->alias[w->id] >= 0)) return false;
   for (int k = 0; k < L->g->n_outputs; k++)
@@ -353,7 +368,7 @@ static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_mempl
       readers++;
     }
   }
-  if (readers == 0) return false;
+  if (readers == 0 || !layout_friendly(g, false, o, &lay)) return false;
   if (!g->out_layout && !(g->out_layout = calloc((size_t)g->n_out, sizeof *g->out_layout))) return false;
   g->out_layout[o] = lay;
   if (!regen(L, g)) {
