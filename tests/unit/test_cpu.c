@@ -507,6 +507,50 @@ static void test_concat_chain(void **state) {
   else assert_true(with_cat >= with_add + 2);
 }
 
+/* A residual block: h = SiLU(x) (a generated kernel) feeds a conv and,
+ * when `residual`, also the final add (z = conv(h) + h; otherwise
+ * z = conv(h) + x).  A generated reader next to the conv does not keep h
+ * row-major: h is written in the conv's layout and the add reads it there,
+ * so as many values are chained either way.  Returns the values chained. */
+static int residual_chain_run(bool residual) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 16, 10, 10}, dw[] = {16, 16, 3, 3}, st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
+  fsl_value *h = fsl_b_binary(&b, FSL_OP_mul, x, fsl_b_unary(&b, FSL_OP_sigmoid, x));
+  fsl_value *z = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, h, w, st, dl, pads, 1, NULL), residual ? h : x);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, z);
+  void *in[] = {random_data(x, -1, 1), random_data(w, -0.3, 0.3)};
+  /* kernels: SiLU (sigmoid + mul), conv, add */
+  assert_int_equal(g->n_nodes, 4);
+  fsl_node **sets[3] = {&g->nodes[0], &g->nodes[2], &g->nodes[3]};
+  int sizes[3] = {2, 1, 1};
+  fsl_plan p;
+  assert_true(hand_plan(g, &p, sets, sizes, 3));
+  void *exe = NULL;
+  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  fsl_cpu_stats stats;
+  fsl_cpu_exe_stats(exe, &stats);
+  void *got[1] = {0}, *want[1] = {0};
+  assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
+  assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
+  compare(z, got[0], want[0], 1e-4, residual ? "residual-chain" : "plain-chain");
+  free(got[0]), free(want[0]);
+  fsl_backend_cpu.free_exe(exe);
+  fsl_plan_free(&p);
+  free_inputs(in, 2);
+  fsl_graph_free(g);
+  return stats.n_chained;
+}
+
+static void test_residual_chain(void **state) {
+  (void)state;
+  int with_res = residual_chain_run(true), without = residual_chain_run(false);
+  if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "residual-chain: %d values chained (without: %d)\n", with_res, without);
+  assert_int_equal(with_res, without);
+}
+
 static void test_gather_ints(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -859,7 +903,7 @@ int main(void) {
       cmocka_unit_test(test_maxpool),
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
-      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain),
+      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain),
       cmocka_unit_test(test_gather_ints),
       cmocka_unit_test(test_gather_error),
       cmocka_unit_test(test_large_parallel),

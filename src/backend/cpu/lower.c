@@ -332,6 +332,12 @@ static bool gen_reads_layout(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_val
   return false;
 }
 
+static bool step_reads(const fsl_cpu_step *s, const fsl_value *v) {
+  for (int k = 0; k < s->n_in; k++)
+    if (s->in[k] == v) return true;
+  return false;
+}
+
 /* Whether a value is placed in place over v's buffer (memplan.h): it
  * would be written row-major over data read in another layout. */
 static bool has_inplace_reader(const fsl_memplan *mp, const fsl_value *v) {
@@ -343,8 +349,10 @@ static bool has_inplace_reader(const fsl_memplan *mp, const fsl_value *v) {
 }
 
 /* Value w, output `o` of GEN step g (index gi): written in the dense
- * permutation every reader (oneDNN steps only, taking it as their source)
- * reorders it to, when g can generate it so. */
+ * permutation the oneDNN steps reading it (as their source) reorder it
+ * to, when g can generate it so and every other reader is a later GEN
+ * step that can read it there (a residual add after a block's first
+ * convolution reads the block's input too). */
 static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_memplan *mp) {
   fsl_cpu_step *g = &L->steps[gi];
   const fsl_value *w = g->out[o];
@@ -353,13 +361,17 @@ static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_mempl
   for (int k = 0; k < L->g->n_outputs; k++)
     if (L->g->outputs[k] == w) return false;
   fsl_cg_layout lay = {0}, cl;
-  int readers = 0;
+  int readers = 0, gen_readers = 0;
   for (int j = 0; j < L->n_steps; j++) {
     const fsl_cpu_step *c = &L->steps[j];
     for (int k = 0; k < c->n_out; k++)
       if (c->out[k] == w && j != gi) return false;
     for (int k = 0; k < c->n_in; k++) {
       if (c->in[k] != w) continue;
+      if (j > gi && c->kind == FSL_CPU_STEP_GEN && layout_friendly(c, true, -1, NULL)) {
+        gen_readers++;
+        continue;
+      }
       if (j <= gi || c->kind != FSL_CPU_STEP_ONEDNN || k != 0 ||
           !fsl_onednn_linear_src_layout(c->dnn, w, (size_t)nb, &cl) ||
           (readers > 0 && memcmp(&cl, &lay, sizeof cl) != 0))
@@ -368,11 +380,21 @@ static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_mempl
       readers++;
     }
   }
-  if (readers == 0 || !layout_friendly(g, false, o, &lay)) return false;
+  if (readers == 0 || !layout_friendly(g, false, o, &lay) || (gen_readers > 0 && has_inplace_reader(mp, w))) return false;
   if (!g->out_layout && !(g->out_layout = calloc((size_t)g->n_out, sizeof *g->out_layout))) return false;
   g->out_layout[o] = lay;
   if (!regen(L, g)) {
     memset(&g->out_layout[o], 0, sizeof lay);
+    return false;
+  }
+  /* the generated readers: any that cannot read the layout undoes it all */
+  for (int j = gi + 1; j < L->n_steps && gen_readers > 0; j++) {
+    fsl_cpu_step *c = &L->steps[j];
+    if (c->kind != FSL_CPU_STEP_GEN || !step_reads(c, w) || gen_reads_layout(L, c, w, &lay)) continue;
+    for (int q = gi + 1; q < j; q++)
+      if (L->steps[q].kind == FSL_CPU_STEP_GEN && step_reads(&L->steps[q], w)) gen_reads_layout(L, &L->steps[q], w, NULL);
+    memset(&g->out_layout[o], 0, sizeof lay);
+    regen(L, g);
     return false;
   }
   for (int j = gi + 1; j < L->n_steps; j++)
@@ -418,7 +440,9 @@ static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *m
 }
 
 int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp) {
-  for (int i = 0; i < L->n_steps; i++) {
+  /* last step first: a value's generated readers have their own output
+   * layouts decided (a concat reads any layout only when it writes one) */
+  for (int i = L->n_steps - 1; i >= 0; i--) {
     fsl_cpu_step *g = &L->steps[i];
     if (g->kind != FSL_CPU_STEP_GEN || g->n_nodes == 0) continue;
     for (int o = 0; o < g->n_out; o++) L->n_chained += chain_gen_output(L, i, o, mp);
