@@ -449,8 +449,8 @@ static void test_conv_chain(void **state) {
   fsl_graph_free(g);
 }
 
-/* A channel concat between convolutions (YOLOX's CSP blocks), one kernel
- * per node: the concat's generated kernel reads the conv outputs and
+/* A channel concat between 1x1 convolutions (YOLOX's CSP blocks), one
+ * kernel per node: the concat's generated kernel reads the conv outputs and
  * writes its result in the layouts the convs use, wherever an elementwise
  * kernel in its place would (a dense permutation such as nhwc; generated
  * code reads none of oneDNN's blocked layouts; an add in its place is the
@@ -459,8 +459,8 @@ static void test_conv_chain(void **state) {
 static int concat_chain_run(bool cat) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
-  int64_t dx[] = {1, 8, 10, 10}, dw[] = {8, 8, 3, 3}, dw3[] = {8, cat ? 16 : 8, 3, 3};
-  int64_t st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
+  int64_t dx[] = {1, 8, 10, 10}, dw[] = {8, 8, 1, 1}, dw3[] = {8, cat ? 16 : 8, 1, 1};
+  int64_t st[] = {1, 1}, dl[] = {1, 1}, pads[] = {0, 0, 0, 0};
   fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w1 = input_dt(g, FSL_DT_F32, 4, dw);
   fsl_value *w2 = input_dt(g, FSL_DT_F32, 4, dw), *w3 = input_dt(g, FSL_DT_F32, 4, dw3);
   fsl_value *w4 = input_dt(g, FSL_DT_F32, 4, dw3);
@@ -507,7 +507,7 @@ static void test_concat_chain(void **state) {
   else assert_true(with_cat >= with_add + 2);
 }
 
-/* A residual block: h = SiLU(x) (a generated kernel) feeds a conv and,
+/* A residual block: h = SiLU(x) (a generated kernel) feeds a 1x1 conv and,
  * when `residual`, also the final add (z = conv(h) + h; otherwise
  * z = conv(h) + x).  A generated reader next to the conv does not keep h
  * row-major: h is written in the conv's layout and the add reads it there,
@@ -515,7 +515,7 @@ static void test_concat_chain(void **state) {
 static int residual_chain_run(bool residual) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
-  int64_t dx[] = {1, 16, 10, 10}, dw[] = {16, 16, 3, 3}, st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
+  int64_t dx[] = {1, 16, 10, 10}, dw[] = {16, 16, 1, 1}, st[] = {1, 1}, dl[] = {1, 1}, pads[] = {0, 0, 0, 0};
   fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
   fsl_value *h = fsl_b_binary(&b, FSL_OP_mul, x, fsl_b_unary(&b, FSL_OP_sigmoid, x));
   fsl_value *z = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, h, w, st, dl, pads, 1, NULL), residual ? h : x);
