@@ -449,6 +449,28 @@ static void test_conv_chain(void **state) {
   fsl_graph_free(g);
 }
 
+/* Compiles the plan of n hand-picked kernels (sets/sizes) over g on the
+ * CPU backend, runs it on `in` and compares its output z with the
+ * reference interpreter's; returns the values the lowering passed between
+ * steps in a oneDNN layout (fsl_cpu_stats.n_chained). */
+static int run_hand_plan(const fsl_graph *g, fsl_node ***sets, const int *sizes, int n, void **in, const fsl_value *z,
+                         const char *what) {
+  fsl_plan p;
+  assert_true(hand_plan(g, &p, sets, sizes, n));
+  void *exe = NULL;
+  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  fsl_cpu_stats stats;
+  fsl_cpu_exe_stats(exe, &stats);
+  void *got[1] = {0}, *want[1] = {0};
+  assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
+  assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
+  compare(z, got[0], want[0], 1e-4, what);
+  free(got[0]), free(want[0]);
+  fsl_backend_cpu.free_exe(exe);
+  fsl_plan_free(&p);
+  return stats.n_chained;
+}
+
 /* A channel concat between 1x1 convolutions (YOLOX's CSP blocks), one
  * kernel per node: the concat's generated kernel reads the conv outputs and
  * writes its result in the layouts the convs use, wherever an elementwise
@@ -477,22 +499,10 @@ static int concat_chain_run(bool cat) {
   int sizes[16];
   assert_true(g->n_nodes <= 16);
   for (int i = 0; i < g->n_nodes; i++) sets[i] = &g->nodes[i], sizes[i] = 1;
-  fsl_plan p;
-  assert_true(hand_plan(g, &p, sets, sizes, g->n_nodes));
-  void *exe = NULL;
-  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
-  fsl_cpu_stats stats;
-  fsl_cpu_exe_stats(exe, &stats);
-  void *got[1] = {0}, *want[1] = {0};
-  assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
-  assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
-  compare(z, got[0], want[0], 1e-4, cat ? "concat-chain" : "add-chain");
-  free(got[0]), free(want[0]);
-  fsl_backend_cpu.free_exe(exe);
-  fsl_plan_free(&p);
+  int chained = run_hand_plan(g, sets, sizes, g->n_nodes, in, z, cat ? "concat-chain" : "add-chain");
   free_inputs(in, 5);
   fsl_graph_free(g);
-  return stats.n_chained;
+  return chained;
 }
 
 static void test_concat_chain(void **state) {
@@ -526,22 +536,10 @@ static int residual_chain_run(bool residual) {
   assert_int_equal(g->n_nodes, 4);
   fsl_node **sets[3] = {&g->nodes[0], &g->nodes[2], &g->nodes[3]};
   int sizes[3] = {2, 1, 1};
-  fsl_plan p;
-  assert_true(hand_plan(g, &p, sets, sizes, 3));
-  void *exe = NULL;
-  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
-  fsl_cpu_stats stats;
-  fsl_cpu_exe_stats(exe, &stats);
-  void *got[1] = {0}, *want[1] = {0};
-  assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
-  assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
-  compare(z, got[0], want[0], 1e-4, residual ? "residual-chain" : "plain-chain");
-  free(got[0]), free(want[0]);
-  fsl_backend_cpu.free_exe(exe);
-  fsl_plan_free(&p);
+  int chained = run_hand_plan(g, sets, sizes, 3, in, z, residual ? "residual-chain" : "plain-chain");
   free_inputs(in, 2);
   fsl_graph_free(g);
-  return stats.n_chained;
+  return chained;
 }
 
 static void test_residual_chain(void **state) {

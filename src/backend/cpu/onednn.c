@@ -605,6 +605,13 @@ static bool channels_last_pays(const geom *g, const fsl_value *x, const fsl_valu
   return (g->group == C && w->dims[0] == C) || (g->group == 1 && (k1 || C < 16));
 }
 
+/* A descriptor of dims (rank r) in whatever layout the primitive prefers. */
+static dnnl_status_t md_any(dnnl_memory_desc_t *md, int r, const int64_t *dims) {
+  dnnl_dims_t d;
+  for (int i = 0; i < r; i++) d[i] = dims[i];
+  return dnnl_memory_desc_init_by_tag(md, r, d, dnnl_f32, dnnl_format_tag_any);
+}
+
 /* A descriptor of dims (rank r) with axis 1 innermost and the others in
  * their order. */
 static dnnl_status_t md_channels_last(dnnl_memory_desc_t *md, int r, const int64_t *dims) {
@@ -710,10 +717,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
       return s;
     /* activations in the layout oneDNN prefers (blocked nChw16c-style:
      * its direct jit convolutions), reordered from/to plain at run time */
-    dnnl_dims_t xd, yd;
-    for (int i = 0; i < g->r; i++) xd[i] = x->dims[i], yd[i] = dst->dims[i];
-    if ((s = dnnl_memory_desc_init_by_tag(&src_any, g->r, xd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success ||
-        (s = dnnl_memory_desc_init_by_tag(&dst_any, g->r, yd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
+    if ((s = md_any(&src_any, g->r, x->dims)) != dnnl_success || (s = md_any(&dst_any, g->r, dst->dims)) != dnnl_success)
       return s;
     /* A deconvolution to fewer than 8 channels stays on plain nchw (no
      * reorders): the blocked jit pads the channels to 16.  Measured on
@@ -771,11 +775,8 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
       if (any) { /* channels-last only where oneDNN has more than its reference code for it */
         if (s == dnnl_success && !impl_is_ref(*pd)) break;
         if (s == dnnl_success) dnnl_primitive_desc_destroy(*pd), *pd = NULL;
-        dnnl_dims_t xd, yd;
-        for (int i = 0; i < g->r; i++) xd[i] = x->dims[i], yd[i] = dst->dims[i];
-        if (!channels_last_pays(g, x, lin->in[1]) ||
-            (s = dnnl_memory_desc_init_by_tag(&src_any, g->r, xd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success ||
-            (s = dnnl_memory_desc_init_by_tag(&dst_any, g->r, yd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
+        if (!channels_last_pays(g, x, lin->in[1]) || (s = md_any(&src_any, g->r, x->dims)) != dnnl_success ||
+            (s = md_any(&dst_any, g->r, dst->dims)) != dnnl_success)
           break;
       }
       dnnl_convolution_desc_t d;
