@@ -194,15 +194,13 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
   int64_t off = 0;
   bool ok = true;
   for (int k = 0; k < n_seg && ok; k++) {
+    int64_t seg = icat ? icat->in[k]->dims[cat_axis] : L;
     char lo[32], len[32];
     snprintf(lo, sizeof lo, "%lld", (long long)off);
-    snprintf(len, sizeof len, "%lld", (long long)(icat ? off + icat->in[k]->dims[cat_axis] : L));
-    if (icat) {
-      off += icat->in[k]->dims[cat_axis];
-      if (strcmp(lo, len) == 0) continue;
-      e->pin_node = icat;
-      e->pin_k = k;
-    }
+    snprintf(len, sizeof len, "%lld", (long long)(off + seg));
+    off += seg;
+    if (seg == 0) continue;
+    if (icat) e->pin_node = icat, e->pin_k = k;
     loop_ctx lc;
     fsl_cg_loop_begin(e, &lc, "", lv);
     fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = lv, .lo = nblk > 1 ? "lo_" : lo,

@@ -35,6 +35,21 @@ static bool pad_is_identity(const fsl_node *pad, fsl_op op) {
   }
 }
 
+/* Declares at the current position the bounds <p>l<id>_ and <p>h<id>_ of
+ * the values z in [0, K) for which v*m + z*div - pb lies in [0, len):
+ * z in [ceil((pb - v*m)/div), ceil((len + pb - v*m)/div)) clamped to
+ * [0, K) (v: a variable in scope; m, div >= 1); lo and hi get their names. */
+static void clamp_range(em *e, const char *v, long long m, long long pb, long long len, long long div, long long K,
+                        const char *p, int id, char *lo, char *hi) {
+  int t = fsl_cg_new_tmp(e), u = fsl_cg_new_tmp(e);
+  fsl_cg_line(e, "const int64_t i%d = %lld - %s*%lld, i%d = %lld - %s*%lld;", t, pb, v, m, u, len + pb, v, m);
+  fsl_cg_line(e, "const int64_t %sl%d_ = i%d <= 0 ? 0 : (i%d + %lld) / %lld;", p, id, t, t, div - 1, div);
+  fsl_cg_line(e, "const int64_t %sh%d_ = i%d <= 0 ? 0 : (i%d + %lld) / %lld < %lld ? (i%d + %lld) / %lld : %lld;", p, id,
+              u, u, div - 1, div, K, u, div - 1, div, K);
+  snprintf(lo, CLEN, "%sl%d_", p, id);
+  snprintf(hi, CLEN, "%sh%d_", p, id);
+}
+
 /* A window row: the coordinates are the loop variables (no division or
  * modulo per element), and the pad bounds of the outer window axes are
  * invariant in the innermost loop (cg.h). */
@@ -78,13 +93,7 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
       continue;
     }
     /* o*s + j*d - pb in [0, len)  <=>  j in [ceil((pb - o*s)/d), ceil((len + pb - o*s)/d)) */
-    int t = fsl_cg_new_tmp(e), u = fsl_cg_new_tmp(e);
-    fsl_cg_line(e, "const int64_t i%d = %lld - %s*%lld, i%d = %lld - %s*%lld;", t, pb, oc->c[a], s, u, len + pb, oc->c[a], s);
-    fsl_cg_line(e, "const int64_t jl%d_ = i%d <= 0 ? 0 : (i%d + %lld) / %lld;", w->axis[q], t, t, d - 1, d);
-    fsl_cg_line(e, "const int64_t jh%d_ = i%d <= 0 ? 0 : (i%d + %lld) / %lld < %lld ? (i%d + %lld) / %lld : %lld;",
-                w->axis[q], u, u, d - 1, d, K, u, d - 1, d, K);
-    snprintf(w->lo[q], CLEN, "jl%d_", w->axis[q]);
-    snprintf(w->hi[q], CLEN, "jh%d_", w->axis[q]);
+    clamp_range(e, oc->c[a], s, pb, len, d, K, "j", w->axis[q], w->lo[q], w->hi[q]);
   }
   w->src = X;
   return true;
@@ -117,12 +126,5 @@ bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v) {
  * declared at the current position as ol<axis>_ and oh<axis>_. */
 void fsl_cg_win_simd_range(em *e, const fsl_cg_win_row *w, int64_t L, char *lo, char *hi) {
   int q = w->simd_q, R = w->src->rank, i = w->axis[q] - R, a = w->lead + i;
-  long long s = w->stride[i], d = w->dil[i], pb = w->pad[i], len = w->src->dims[a];
-  int t = fsl_cg_new_tmp(e), u = fsl_cg_new_tmp(e);
-  fsl_cg_line(e, "const int64_t i%d = %lld - %s*%lld, i%d = %lld - %s*%lld;", t, pb, w->var[q], d, u, len + pb, w->var[q], d);
-  fsl_cg_line(e, "const int64_t ol%d_ = i%d <= 0 ? 0 : (i%d + %lld) / %lld;", a, t, t, s - 1, s);
-  fsl_cg_line(e, "const int64_t oh%d_ = i%d <= 0 ? 0 : (i%d + %lld) / %lld < %lld ? (i%d + %lld) / %lld : %lld;", a, u, u,
-              s - 1, s, (long long)L, u, s - 1, s, (long long)L);
-  snprintf(lo, CLEN, "ol%d_", a);
-  snprintf(hi, CLEN, "oh%d_", a);
+  clamp_range(e, w->var[q], w->dil[i], w->pad[i], w->src->dims[a], w->stride[i], L, "o", a, lo, hi);
 }

@@ -271,10 +271,10 @@ static bool concat_innermost(const fsl_cpu_step *s, const fsl_node *n, int o, co
  * vectorized; a slice is an affine index too (YOLOX's Focus stem: four
  * strided slices concatenated along channels).  A gather or window kernel
  * (segformer_b0's Resize + Concat head) reads or writes channels-innermost
- * with strided loads and branches per element: 3.7 -> 7.0 ms there.  A concat qualifies where it
- * is the output and lies along the innermost axis of the output's layout
- * (concat_innermost: lay, for output o, the layout considered; NULL:
- * s's out_layout). */
+ * with strided loads and branches per element: 3.7 -> 7.0 ms there.  A
+ * concat qualifies where it is the output and lies along the innermost
+ * axis of the output's layout (concat_innermost: lay, for output o, the
+ * layout considered; NULL: s's out_layout). */
 static bool layout_friendly(const fsl_cpu_step *s, bool reduce, int o, const fsl_cg_layout *lay) {
   for (int k = 0; k < s->n_nodes; k++) {
     const fsl_node *n = s->nodes[k];
