@@ -1,6 +1,6 @@
 """CPU benchmark: every fusion strategy of fissile against ONNX Runtime, in one run.
 
-    .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 3]
+    .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 3] [--rounds 3]
                                     [--cases a,b | --no-cases] [--models a,b | --no-models]
                                     [--strategies unfused,opfuse,greedy,optimal,optimal-norewrite]
                                     [--out bench/results] [--timeout 1800]
@@ -14,10 +14,18 @@ ONNX Runtime on the same model in this process: CPU provider,
 ORT_ENABLE_ALL, intra_op_num_threads = N, inter_op_num_threads = 1, W
 warm-up runs, then the median of R timed runs of `session.run`, fresh
 random inputs each run drawn like fissile's (floats uniform in [-1, 1),
-integers uniform in [0, 10), bools random), same shapes.  Writes
-<out>/cpu.json (everything, every timed run) and <out>/cpu.md (tables and
-ratios fissile / ORT: below 1 means fissile is faster), with the machine
-(lscpu), the versions and the thread count beside the numbers.
+integers uniform in [0, 10), bools random), same shapes.
+
+Both are timed in --rounds rounds per entry, fissile first in even rounds
+and ORT first in odd ones, each round R timed runs of each, so that the two
+are timed seconds apart and a machine that drifts (shared VMs: 1.5x between
+minutes) does not favour one.  A ratio fissile / ORT is taken per round (the
+two medians of that round); the tables give the median of the round ratios
+and their range (min-max), and the times are medians over all rounds' runs.
+Writes <out>/cpu.json (everything, every timed run, every round) and
+<out>/cpu.md (tables and ratios fissile / ORT: below 1 means fissile is
+faster), with the machine (lscpu), the versions and the thread count beside
+the numbers.
 """
 from __future__ import annotations
 
@@ -162,13 +170,13 @@ def time_ort(path: Path, shapes: dict, threads: int, repeats: int, warmup: int, 
 
 # ---- fissile ----
 
-def run_fissile_bench(path: Path, shapes: dict, args, timeout: int) -> dict:
+def run_fissile_bench(path: Path, shapes: dict, args, timeout: int, seed: int = 0) -> dict:
     exe = fsl_models.fissile_bin()
     with tempfile.TemporaryDirectory(prefix="fsl_bench_") as tmp:
         js = Path(tmp) / "bench.json"
         cmd = [str(exe), "bench", str(path), "--backend", args.backend, "--threads", str(args.threads),
                "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--json", str(js),
-               "--strategies", ",".join(args.strategies)]
+               "--strategies", ",".join(args.strategies), "--seed", str(seed)]
         for name, shape in shapes.items():
             cmd += ["--shape", f"{name}={'x'.join(map(str, shape))}"]
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
@@ -217,20 +225,90 @@ def entries(tmp: Path, cases: str | None = None, no_cases: bool = False, models:
 
 # ---- one benchmark entry ----
 
+def merge_rounds(rounds: list[dict]) -> dict:
+    """The fissile results of several `fissile bench --json` rounds as one:
+    the first round's plan facts, every round's timed runs, the median and
+    min over all of them, and "round_median_s" (one median per round)."""
+    ok = [r for r in rounds if r.get("strategies")]
+    if not ok:
+        return rounds[0] if rounds else {"status": "no rounds", "strategies": []}
+    out = dict(ok[0])
+    out["status"] = next((r["status"] for r in rounds if r.get("status") != "ok"), "ok")
+    out["wall_s"] = sum(r.get("wall_s", 0.0) for r in rounds)
+    merged = []
+    for s in ok[0]["strategies"]:
+        key = s.get("name", s["strategy"])
+        same = [t for r in ok for t in r["strategies"] if t.get("name", t["strategy"]) == key]
+        m = dict(s)
+        if all(t.get("status") == "ok" for t in same):
+            times = [x for t in same for x in t.get("times_s", [])]
+            m.update(times_s=times, median_s=statistics.median(times), min_s=min(times),
+                     round_median_s=[t["median_s"] for t in same])
+        else:
+            m["status"] = next(t for t in same if t.get("status") != "ok")["status"]
+            m["error"] = next(t for t in same if t.get("status") != "ok").get("error", "")
+        merged.append(m)
+    out["strategies"] = merged
+    return out
+
+
+def merge_ort(rounds: list[dict]) -> dict:
+    """ORT's rounds as one result (times over all rounds, one median per round)."""
+    bad = next((r for r in rounds if r.get("status") != "ok"), None)
+    if bad:
+        return bad
+    times = [x for r in rounds for x in r["times_s"]]
+    return {"status": "ok", "median_s": statistics.median(times), "min_s": min(times), "times_s": times,
+            "round_median_s": [r["median_s"] for r in rounds], "session_s": rounds[0]["session_s"]}
+
+
+def round_ratios(num: list[float], den: list[float]) -> dict:
+    """Per-round ratios num/den: their median and range."""
+    rs = [a / b for a, b in zip(num, den) if a and b]
+    return {"median": statistics.median(rs), "min": min(rs), "max": max(rs), "rounds": rs} if rs else {}
+
+
 def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
     print(f"bench: {name} {shape_label} ...", file=sys.stderr, flush=True)
-    fs = run_fissile_bench(path, shapes, args, args.timeout)
-    ort_r = time_ort(path, shapes, args.threads, args.repeats, args.warmup)
+    fs_rounds, ort_rounds = [], []
+    for r in range(args.rounds):
+        # alternate who goes first, so that neither always runs on the warmer machine
+        if r % 2 == 0:
+            fs_rounds.append(run_fissile_bench(path, shapes, args, args.timeout, seed=r))
+            ort_rounds.append(time_ort(path, shapes, args.threads, args.repeats, args.warmup, seed=r))
+        else:
+            ort_rounds.append(time_ort(path, shapes, args.threads, args.repeats, args.warmup, seed=r))
+            fs_rounds.append(run_fissile_bench(path, shapes, args, args.timeout, seed=r))
+    fs, ort_r = merge_rounds(fs_rounds), merge_ort(ort_rounds)
     row = {"kind": kind, "name": name, "shape": shape_label, "description": description,
-           "fissile": fs, "ort": ort_r, "ratios": {}}
-    ort_med = ort_r.get("median_s")
-    for s in fs.get("strategies", []):
-        if s.get("status") == "ok" and ort_med:
-            row["ratios"][s.get("name", s["strategy"])] = s["median_s"] / ort_med
+           "fissile": fs, "ort": ort_r, "ratios": {}, "ratio_range": {}}
     by = {s.get("name", s["strategy"]): s for s in fs.get("strategies", [])}
+    ok = {k: v for k, v in by.items() if v.get("status") == "ok" and "round_median_s" in v}
+    if ort_r.get("status") == "ok":
+        for k, v in ok.items():
+            rr = round_ratios(v["round_median_s"], ort_r["round_median_s"])
+            if rr:
+                row["ratios"][k], row["ratio_range"][k] = rr["median"], [rr["min"], rr["max"]]
+        if ok:  # the fastest strategy of each round
+            best = [min(v["round_median_s"][i] for v in ok.values()) for i in range(len(ort_r["round_median_s"]))]
+            rr = round_ratios(best, ort_r["round_median_s"])
+            if rr:
+                row["best_ratio"], row["best_ratio_range"] = rr["median"], [rr["min"], rr["max"]]
+    base = [k for k in ("opfuse", "greedy") if k in ok]
+    if "optimal" in ok and base:  # target: optimal <= min(opfuse, greedy), per round
+        n = len(ok["optimal"]["round_median_s"])
+        rr = round_ratios(ok["optimal"]["round_median_s"],
+                          [min(ok[k]["round_median_s"][i] for k in base) for i in range(n)])
+        if rr:
+            # beyond the spread: optimal's 25th percentile above the 75th of the
+            # baseline with the lower median (all rounds' runs pooled)
+            b = min(base, key=lambda k: ok[k]["median_s"])
+            q = lambda k, p: float(np.percentile(ok[k]["times_s"], p))
+            rr["beyond_spread"] = q("optimal", 25) > q(b, 75)
+            row["optimal_vs_baselines"] = rr
     summary = "  ".join(f"{k} {by[k]['median_s'] * 1e3:.3f} ms" if by.get(k, {}).get("status") == "ok"
                         else f"{k} error" for k in args.strategies if k in by)
-    ort_txt = f"{ort_med * 1e3:.3f} ms" if ort_med else ort_r.get("status")
+    ort_txt = f"{ort_r['median_s'] * 1e3:.3f} ms" if ort_r.get("median_s") else ort_r.get("status")
     print(f"bench: {name} {shape_label}: ORT {ort_txt}  {summary}  [{fs.get('status')}]", file=sys.stderr, flush=True)
     return row
 
@@ -245,6 +323,13 @@ def fmt_ratio(v):
     return "-" if v is None else f"{v:.2f}"
 
 
+def fmt_range(v, rng):
+    """A median ratio with its per-round range: "0.85 (0.80-0.90)"."""
+    if v is None:
+        return "-"
+    return f"{v:.2f}" + (f" ({rng[0]:.2f}-{rng[1]:.2f})" if rng and len(rng) == 2 and rng[0] != rng[1] else "")
+
+
 def markdown(result: dict, args) -> str:
     mach, ver = result["machine"], result["versions"]
     strategies = args.strategies
@@ -254,11 +339,15 @@ def markdown(result: dict, args) -> str:
         f"Generated by `bench/bench.py` on {result['date']}.  fissile: `fissile bench --backend "
         f"{args.backend}` (generated C per kernel + oneDNN); ONNX Runtime {ver.get('onnxruntime')}: CPU "
         "provider, ORT_ENABLE_ALL.  Both with "
-        f"**{args.threads} thread(s)**, {args.warmup} warm-up runs, then the **median of {args.repeats}** "
-        "timed runs, fresh random inputs every run (floats uniform in [-1, 1), integers in [0, 10)), same shapes.",
-        "Times in milliseconds; *ratio* = fissile / ORT (below 1: fissile is faster).  *pred* is the "
-        "roofline prediction of the optimal plan, *kernels* the kernel count per strategy "
-        f"({'/'.join(strategies)}), *arena* the planned memory for kernel outputs of the optimal plan.",
+        f"**{args.threads} thread(s)**, {args.rounds} rounds of fissile (strategies interleaved) and ORT "
+        f"back to back (who goes first alternates), each round {args.warmup} warm-up runs then {args.repeats} "
+        "timed runs of each, fresh random inputs every run (floats uniform in [-1, 1), integers in [0, 10)), "
+        "same shapes.",
+        "Times in milliseconds, medians over every round's runs; *ratio* = fissile / ORT (below 1: fissile is "
+        "faster), the median of the per-round ratios with their range (min-max) beside it; *best* is the "
+        "fastest strategy of each round; *opt/base* = optimal / min(opfuse, greedy) per round (target <= 1 "
+        "within the range).  *pred* is the roofline prediction of the optimal plan, *kernels* the kernel count "
+        f"per strategy ({'/'.join(strategies)}), *arena* the planned memory for kernel outputs of the optimal plan.",
         "",
     ] + ([f"Note: {args.note}", ""] if args.note else []) + [
         "## Machine",
@@ -274,8 +363,8 @@ def markdown(result: dict, args) -> str:
         if not rows:
             continue
         lines += [f"## {title}", ""]
-        head = ["case", "shape", "ORT"] + strategies + ["best/ORT", "optimal/ORT", "pred (opt)", "kernels",
-                                                        "arena MiB", "status"]
+        head = ["case", "shape", "ORT"] + strategies + ["best/ORT", "optimal/ORT", "opt/base", "pred (opt)",
+                                                        "kernels", "arena MiB", "status"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for r in rows:
@@ -283,10 +372,10 @@ def markdown(result: dict, args) -> str:
             ok = {k: v for k, v in by.items() if v.get("status") == "ok"}
             cells = [r["name"], r["shape"], ms(r["ort"].get("median_s"))]
             cells += [ms(ok[k]["median_s"]) if k in ok else ("err" if k in by else "-") for k in strategies]
-            best = min((v["median_s"] for v in ok.values()), default=None)
-            ort_med = r["ort"].get("median_s")
-            cells.append(fmt_ratio(best / ort_med) if best and ort_med else "-")
-            cells.append(fmt_ratio(r["ratios"].get("optimal")))
+            cells.append(fmt_range(r.get("best_ratio"), r.get("best_ratio_range")))
+            cells.append(fmt_range(r["ratios"].get("optimal"), r.get("ratio_range", {}).get("optimal")))
+            ob = r.get("optimal_vs_baselines", {})
+            cells.append(fmt_range(ob.get("median"), [ob["min"], ob["max"]] if ob else None))
             opt = by.get("optimal", {})
             cells.append(ms(opt.get("predicted_s")))
             cells.append("/".join(str(by[k].get("kernels", "-")) if k in by else "-" for k in strategies))
@@ -309,6 +398,16 @@ def markdown(result: dict, args) -> str:
                 parts.append(f"{s} {float(np.exp(np.mean(np.log(rs)))):.2f} (n={len(rs)})")
         if parts:
             lines.append(f"- {kind}s, geometric mean of fissile/ORT: " + ", ".join(parts))
+        slower = [f"{r['name']} {r['ratios']['optimal']:.2f}" for r in rows if r["ratios"].get("optimal", 0) > 1]
+        beyond = [r["name"] for r in rows if r.get("ratio_range", {}).get("optimal", [0])[0] > 1]
+        if rows and "optimal" in strategies:
+            lines.append(f"- {kind}s where optimal is slower than ORT (median ratio > 1): "
+                         f"{', '.join(slower) or 'none'}; in every round: {', '.join(beyond) or 'none'}")
+        lost = [f"{r['name']} {r['optimal_vs_baselines']['median']:.2f}" for r in rows
+                if r.get("optimal_vs_baselines", {}).get("beyond_spread")]
+        if rows and "optimal" in strategies:
+            lines.append(f"- {kind}s where optimal is slower than min(opfuse, greedy) beyond the spread (its "
+                         f"25th percentile above the baseline's 75th): {', '.join(lost) or 'none'}")
     lines.append("")
     return "\n".join(lines)
 
@@ -318,6 +417,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of fissile and ORT per entry, alternating who goes first (ratios per round)")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--cases", help="comma-separated case ids or pattern names (default: all)")
@@ -329,6 +430,8 @@ def main() -> int:
     ap.add_argument("--note", default="", help="a remark printed under the title (e.g. machine load)")
     args = ap.parse_args()
     args.strategies = [s for s in args.strategies.split(",") if s]
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     if args.repeats < 20:
         print("bench: note: fewer than 20 repeats; the results are less stable", file=sys.stderr)
     exe = fsl_models.fissile_bin()
@@ -340,7 +443,7 @@ def main() -> int:
         rows = [bench_one(*e, args) for e in entries(Path(tmp), args.cases, args.no_cases, args.models, args.no_models)]
 
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "machine": lscpu(), "versions": versions(),
-              "threads": args.threads, "repeats": args.repeats, "warmup": args.warmup, "backend": args.backend,
+              "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds, "warmup": args.warmup, "backend": args.backend,
               "strategies": args.strategies, "rows": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,81 @@
+"""bench/bench.py: fissile and ONNX Runtime timed in alternating rounds,
+ratios taken per round (issue 9, item 7: a comparison that drift on a shared
+machine does not bias).
+
+Runs the script on one small subgraph case for two rounds and checks what
+the report is built from: every strategy's and ORT's runs of both rounds
+kept, one median per round, the ratio being the median of the per-round
+ratios and inside their range, and the markdown printing that range.  The
+merging helpers are checked on hand-made rounds where the answer is known.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import bench  # noqa: E402
+
+pytest.importorskip("onnxruntime")
+
+
+def fs_round(med: float, times: list[float], status: str = "ok") -> dict:
+    return {"status": "ok", "wall_s": 1.0, "strategies": [
+        {"strategy": "optimal", "name": "optimal", "status": status, "median_s": med, "times_s": times,
+         "kernels": 3}]}
+
+
+def test_merge_rounds_pools_runs_and_keeps_round_medians():
+    m = bench.merge_rounds([fs_round(2.0, [1.0, 2.0, 3.0]), fs_round(5.0, [4.0, 5.0, 6.0])])
+    s = m["strategies"][0]
+    assert s["times_s"] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert s["median_s"] == pytest.approx(3.5) and s["min_s"] == 1.0
+    assert s["round_median_s"] == [2.0, 5.0]
+    assert s["kernels"] == 3 and m["wall_s"] == 2.0 and m["status"] == "ok"
+
+
+def test_merge_rounds_reports_a_failed_round():
+    bad = fs_round(0.0, [], status="error")
+    bad["strategies"][0]["error"] = "compile failed"
+    s = bench.merge_rounds([fs_round(2.0, [2.0]), bad])["strategies"][0]
+    assert s["status"] == "error" and s["error"] == "compile failed" and "round_median_s" not in s
+
+
+def test_round_ratios_are_per_round():
+    # fissile 2x slower in a slow minute, and ORT too: the ratio is 1 in both rounds
+    rr = bench.round_ratios([1.0, 2.0], [1.0, 2.0])
+    assert rr["median"] == 1.0 and rr["min"] == 1.0 and rr["max"] == 1.0
+    rr = bench.round_ratios([0.8, 1.2, 0.9], [1.0, 1.0, 1.0])
+    assert rr["median"] == pytest.approx(0.9) and rr["min"] == pytest.approx(0.8) and rr["max"] == pytest.approx(1.2)
+
+
+def test_bench_script_two_rounds(tmp_path, fissile):
+    out = tmp_path / "res"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench/bench.py"), "--no-models", "--cases", "softmax",
+                           "--strategies", "opfuse,greedy,optimal", "--threads", "1", "--repeats", "3",
+                           "--warmup", "1", "--rounds", "2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads((out / "cpu.json").read_text())
+    assert res["rounds"] == 2 and res["rows"]
+    for row in res["rows"]:
+        assert row["ort"]["status"] == "ok" and len(row["ort"]["round_median_s"]) == 2
+        assert len(row["ort"]["times_s"]) == 6
+        for s in row["fissile"]["strategies"]:
+            assert s["status"] == "ok", s
+            assert len(s["round_median_s"]) == 2 and len(s["times_s"]) == 6
+        lo, hi = row["ratio_range"]["optimal"]
+        per_round = [f / o for f, o in zip(next(s for s in row["fissile"]["strategies"]
+                                                if s["name"] == "optimal")["round_median_s"],
+                                           row["ort"]["round_median_s"])]
+        assert lo == pytest.approx(min(per_round)) and hi == pytest.approx(max(per_round))
+        assert lo <= row["ratios"]["optimal"] <= hi
+        assert row["optimal_vs_baselines"]["min"] <= row["optimal_vs_baselines"]["median"]
+    md = (out / "cpu.md").read_text()
+    assert "2 rounds" in md and "opt/base" in md
+    assert "where optimal is slower than ORT" in md
