@@ -16,12 +16,14 @@ warm-up runs, then the median of R timed runs of `session.run`, fresh
 random inputs each run drawn like fissile's (floats uniform in [-1, 1),
 integers uniform in [0, 10), bools random), same shapes.
 
-Both are timed in --rounds rounds per entry, fissile first in even rounds
-and ORT first in odd ones, each round R timed runs of each, so that the two
-are timed seconds apart and a machine that drifts (shared VMs: 1.5x between
-minutes) does not favour one.  A ratio fissile / ORT is taken per round (the
-two medians of that round); the tables give the median of the round ratios
-and their range (min-max), and the times are medians over all rounds' runs.
+Both are timed in --rounds rounds per entry.  In a round, each strategy
+(one `fissile bench --strategies S` call) and ORT run their W warm-up and R
+timed runs back to back, so every peer runs with its own weights warm in
+cache, and the order rotates from round to round, so that none always runs
+on the warmer machine (shared VMs drift 1.5x between minutes).  A ratio is
+taken per round (the two medians of that round); the tables give the
+median of the round ratios and their range (min-max), and the times are
+medians over all rounds' runs.
 Writes <out>/cpu.json (everything, every timed run, every round) and
 <out>/cpu.md (tables and ratios fissile / ORT: below 1 means fissile is
 faster), with the machine (lscpu), the versions and the thread count beside
@@ -170,13 +172,14 @@ def time_ort(path: Path, shapes: dict, threads: int, repeats: int, warmup: int, 
 
 # ---- fissile ----
 
-def run_fissile_bench(path: Path, shapes: dict, args, timeout: int, seed: int = 0) -> dict:
+def run_fissile_bench(path: Path, shapes: dict, args, timeout: int, seed: int = 0,
+                      strategies: list[str] | None = None) -> dict:
     exe = fsl_models.fissile_bin()
     with tempfile.TemporaryDirectory(prefix="fsl_bench_") as tmp:
         js = Path(tmp) / "bench.json"
         cmd = [str(exe), "bench", str(path), "--backend", args.backend, "--threads", str(args.threads),
                "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--json", str(js),
-               "--strategies", ",".join(args.strategies), "--seed", str(seed)]
+               "--strategies", ",".join(strategies or args.strategies), "--seed", str(seed)]
         for name, shape in shapes.items():
             cmd += ["--shape", f"{name}={'x'.join(map(str, shape))}"]
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
@@ -268,17 +271,39 @@ def round_ratios(num: list[float], den: list[float]) -> dict:
     return {"median": statistics.median(rs), "min": min(rs), "max": max(rs), "rounds": rs} if rs else {}
 
 
+def combine_calls(calls: dict[str, dict], names: list[str]) -> dict:
+    """The `fissile bench --json` results of one call per strategy (name ->
+    result) as one round's result, strategies in `names` order; a call
+    that failed as a whole stands as an error entry for its strategy."""
+    first = next((c for c in calls.values() if c.get("strategies")), {})
+    out = dict(first)
+    out["status"] = next((c["status"] for c in calls.values() if c.get("status") != "ok"), "ok")
+    out["wall_s"] = sum(c.get("wall_s", 0.0) for c in calls.values())
+    out["strategies"] = []
+    for k in names:
+        got = [t for t in calls[k].get("strategies", []) if t.get("name", t["strategy"]) == k]
+        out["strategies"].append(got[0] if got else {"strategy": k, "name": k, "status": calls[k].get("status", "?"),
+                                                    "error": calls[k].get("status", "")})
+    return out
+
+
 def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
     print(f"bench: {name} {shape_label} ...", file=sys.stderr, flush=True)
     fs_rounds, ort_rounds = [], []
     for r in range(args.rounds):
-        # alternate who goes first, so that neither always runs on the warmer machine
-        if r % 2 == 0:
-            fs_rounds.append(run_fissile_bench(path, shapes, args, args.timeout, seed=r))
-            ort_rounds.append(time_ort(path, shapes, args.threads, args.repeats, args.warmup, seed=r))
-        else:
-            ort_rounds.append(time_ort(path, shapes, args.threads, args.repeats, args.warmup, seed=r))
-            fs_rounds.append(run_fissile_bench(path, shapes, args, args.timeout, seed=r))
+        # one call per strategy, so that each strategy's runs follow one
+        # another as ORT's do (interleaving strategies run by run leaves each
+        # plan's weights out of cache: 10% on mobilenet_v3_small); who goes
+        # first rotates, so that none always runs on the warmer machine
+        order = args.strategies + ["ORT"]
+        order = order[r % len(order):] + order[:r % len(order)]
+        calls = {}
+        for k in order:
+            if k == "ORT":
+                ort_rounds.append(time_ort(path, shapes, args.threads, args.repeats, args.warmup, seed=r))
+            else:
+                calls[k] = run_fissile_bench(path, shapes, args, args.timeout, seed=r, strategies=[k])
+        fs_rounds.append(combine_calls(calls, args.strategies))
     fs, ort_r = merge_rounds(fs_rounds), merge_ort(ort_rounds)
     row = {"kind": kind, "name": name, "shape": shape_label, "description": description,
            "fissile": fs, "ort": ort_r, "ratios": {}, "ratio_range": {}}
@@ -339,9 +364,9 @@ def markdown(result: dict, args) -> str:
         f"Generated by `bench/bench.py` on {result['date']}.  fissile: `fissile bench --backend "
         f"{args.backend}` (generated C per kernel + oneDNN); ONNX Runtime {ver.get('onnxruntime')}: CPU "
         "provider, ORT_ENABLE_ALL.  Both with "
-        f"**{args.threads} thread(s)**, {args.rounds} rounds of fissile (strategies interleaved) and ORT "
-        f"back to back (who goes first alternates), each round {args.warmup} warm-up runs then {args.repeats} "
-        "timed runs of each, fresh random inputs every run (floats uniform in [-1, 1), integers in [0, 10)), "
+        f"**{args.threads} thread(s)**, {args.rounds} rounds; in a round each strategy (one `fissile bench` "
+        f"call) and ORT run {args.warmup} warm-up then {args.repeats} timed runs back to back, in an order "
+        "that rotates from round to round; fresh random inputs every run (floats uniform in [-1, 1), integers in [0, 10)), "
         "same shapes.",
         "Times in milliseconds, medians over every round's runs; *ratio* = fissile / ORT (below 1: fissile is "
         "faster), the median of the per-round ratios with their range (min-max) beside it; *best* is the "
@@ -418,7 +443,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3,
-                    help="rounds of fissile and ORT per entry, alternating who goes first (ratios per round)")
+                    help="rounds per entry: each strategy and ORT back to back, the order rotating (ratios per round)")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--cases", help="comma-separated case ids or pattern names (default: all)")

@@ -1,4 +1,4 @@
-"""bench/bench.py: fissile and ONNX Runtime timed in alternating rounds,
+"""bench/bench.py: fissile strategies and ONNX Runtime timed in rotating rounds,
 ratios taken per round (issue 9, item 7: a comparison that drift on a shared
 machine does not bias).
 
@@ -79,3 +79,12 @@ def test_bench_script_two_rounds(tmp_path, fissile):
     md = (out / "cpu.md").read_text()
     assert "2 rounds" in md and "opt/base" in md
     assert "where optimal is slower than ORT" in md
+
+
+def test_combine_calls_one_call_per_strategy():
+    calls = {"greedy": fs_round(1.0, [1.0]), "optimal": {"status": "timeout after 5 s", "strategies": []}}
+    calls["greedy"]["strategies"][0].update(strategy="greedy", name="greedy")
+    out = bench.combine_calls(calls, ["optimal", "greedy"])
+    assert [t["name"] for t in out["strategies"]] == ["optimal", "greedy"]
+    assert out["strategies"][0]["status"] == "timeout after 5 s" and out["strategies"][1]["status"] == "ok"
+    assert out["status"] == "timeout after 5 s"
