@@ -1009,10 +1009,13 @@ static bool row_major(const fsl_cg_layout *lay) {
  * lack.  On a blocked layout (nChw8c on AVX2) the matmul stays. */
 static bool direct_in_permutation(const fsl_node *lin, const geom *g) {
   /* the inverted-bottleneck sizes measured (mobilenet_v3_small,
-   * efficientvit_b1: 16 to 128 input channels, 24 to 512 outputs); a wide
-   * reduction such as segformer_b0's 1024 -> 256 fuse conv over 56x56 ran
-   * 7.9 ms as the matmul, 9.1 ms as brgconv_1x1 */
-  if (lin->in[0]->dims[1] > 256 || lin->out[0]->dims[1] < 32) return false;
+   * efficientvit_b1: 16 to 512 input channels, 24 to 512 outputs; the
+   * 512 -> 128 projections over 14x14 of efficientvit_b1 run direct since
+   * the matmul's plain input made the depthwise conv before it write nchw:
+   * the model 8.4 -> 7.8 ms, AVX2 9.2 -> 8.6 ms, nudenet_320n and ppocr_rec
+   * level); a wide reduction such as segformer_b0's 1024 -> 256 fuse conv
+   * over 56x56 ran 7.9 ms as the matmul, 9.1 ms as brgconv_1x1 */
+  if (lin->in[0]->dims[1] > 512 || lin->out[0]->dims[1] < 32) return false;
   pd_mds m;
   dnnl_primitive_desc_t pd = NULL;
   if (make_pd(lin, g, NULL, 0, &m, &pd) != dnnl_success || !pd) return false;
