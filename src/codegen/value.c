@@ -73,9 +73,57 @@ static bool rounding_read(const fsl_value *v, int depth) {
   return false;
 }
 
+/* Constants up to this size are checked for broadcast dims (const_broadcast). */
+#define BCAST_CHECK_BYTES (256 * 1024)
+
+/* The dims along which constant v does not vary (bit i: every slice along
+ * axis i equals slice 0), for constants up to BCAST_CHECK_BYTES: a
+ * broadcast that constant folding materialized at full size (a scalar or
+ * per-channel operand expanded to the activation's shape, fission/builder.c
+ * folds growth up to 64 KiB) is then read at coordinate 0 along those
+ * dims, so loads of it are loop invariants (hoisted) or literals instead
+ * of one more full-size stream per element. */
+static unsigned const_broadcast(const fsl_value *v) {
+  size_t es = fsl_dtype_size(v->dtype);
+  int64_t n = fsl_value_numel(v);
+  if (!v->data || es == 0 || n <= 1 || n > (int64_t)(BCAST_CHECK_BYTES / es) || v->rank > 32) return 0;
+  const unsigned char *d = v->data;
+  unsigned mask = 0;
+  for (int ax = 0; ax < v->rank; ax++) {
+    int64_t ext = v->dims[ax], inner = 1, outer = 1;
+    if (ext <= 1) continue;
+    for (int i = ax + 1; i < v->rank; i++) inner *= v->dims[i];
+    for (int i = 0; i < ax; i++) outer *= v->dims[i];
+    size_t row = (size_t)inner * es;
+    bool uniform = true;
+    for (int64_t o = 0; uniform && o < outer; o++)
+      for (int64_t k = 1; uniform && k < ext; k++)
+        uniform = !memcmp(d + (size_t)(o * ext + k) * row, d + (size_t)(o * ext) * row, row);
+    if (uniform) mask |= 1u << ax;
+  }
+  return mask;
+}
+
 bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res) {
   if (e->st != FSL_OK) return false;
   if (!fsl_cg_supported_dtype(e, v)) return false;
+  coords cb;
+  if (v->data && fsl_value_numel(v) > 1 && c->rank == v->rank) {
+    unsigned bm = const_broadcast(v);
+    if (bm) {
+      int64_t nv = 1;
+      cb = *c;
+      for (int i = 0; i < v->rank; i++) {
+        if (bm & (1u << i)) snprintf(cb.c[i], CLEN, "0");
+        else nv *= v->dims[i];
+      }
+      if (nv == 1) { /* one value, broadcast */
+        fsl_cg_literal(e->d, v->dtype, v->data, res);
+        return true;
+      }
+      c = &cb;
+    }
+  }
   if (e->epi && v == e->lin_out) {
     /* a linear op's epilogue reads its output at the stored element only (epilogue.c) */
     if (!e->lin_var[0]) return fsl_cg_fail(e, FSL_ERR_INVALID, "the linear op's output read outside its store");
