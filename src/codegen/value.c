@@ -86,22 +86,8 @@ static bool rounding_read(const fsl_value *v, int depth) {
 static unsigned const_broadcast(const fsl_value *v) {
   size_t es = fsl_dtype_size(v->dtype);
   int64_t n = fsl_value_numel(v);
-  if (!v->data || es == 0 || n <= 1 || n > (int64_t)(BCAST_CHECK_BYTES / es) || v->rank > 32) return 0;
-  const unsigned char *d = v->data;
-  unsigned mask = 0;
-  for (int ax = 0; ax < v->rank; ax++) {
-    int64_t ext = v->dims[ax], inner = 1, outer = 1;
-    if (ext <= 1) continue;
-    for (int i = ax + 1; i < v->rank; i++) inner *= v->dims[i];
-    for (int i = 0; i < ax; i++) outer *= v->dims[i];
-    size_t row = (size_t)inner * es;
-    bool uniform = true;
-    for (int64_t o = 0; uniform && o < outer; o++)
-      for (int64_t k = 1; uniform && k < ext; k++)
-        uniform = !memcmp(d + (size_t)(o * ext + k) * row, d + (size_t)(o * ext) * row, row);
-    if (uniform) mask |= 1u << ax;
-  }
-  return mask;
+  if (!v->data || es == 0 || n <= 1 || n > (int64_t)(BCAST_CHECK_BYTES / es)) return 0;
+  return fsl_uniform_dims(v->data, es, v->rank, v->dims);
 }
 
 bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res) {

@@ -65,6 +65,11 @@ static inline bool fsl_mul_ok(int64_t a, int64_t b, int64_t *out) {
 int64_t fsl_numel(int rank, const int64_t *dims);
 /** numel * elem size in bytes; -1 on overflow. */
 int64_t fsl_nbytes(fsl_dtype dt, int rank, const int64_t *dims);
+/** The dims along which row-major data[rank dims] of elem-byte elements
+ *  does not vary: bit i set when every slice along axis i (of extent > 1)
+ *  is byte-equal to slice 0 (a broadcast materialized at full size).
+ *  Axes from 32 on are never set. */
+unsigned fsl_uniform_dims(const void *data, size_t elem, int rank, const int64_t *dims);
 
 /* ---- dtypes ---- */
 bool fsl_dtype_valid(fsl_dtype dt);      /* a numeric or bool type fissile executes */

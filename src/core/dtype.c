@@ -60,6 +60,24 @@ int64_t fsl_nbytes(fsl_dtype dt, int rank, const int64_t *dims) {
   return b;
 }
 
+unsigned fsl_uniform_dims(const void *data, size_t elem, int rank, const int64_t *dims) {
+  const unsigned char *d = data;
+  unsigned mask = 0;
+  for (int ax = 0; ax < rank && ax < 32; ax++) {
+    int64_t ext = dims[ax], inner = 1, outer = 1;
+    if (ext <= 1) continue;
+    for (int i = ax + 1; i < rank; i++) inner *= dims[i];
+    for (int i = 0; i < ax; i++) outer *= dims[i];
+    size_t row = (size_t)inner * elem;
+    bool uniform = true;
+    for (int64_t o = 0; uniform && o < outer; o++)
+      for (int64_t k = 1; uniform && k < ext; k++)
+        uniform = !memcmp(d + (size_t)(o * ext + k) * row, d + (size_t)(o * ext) * row, row);
+    if (uniform) mask |= 1u << ax;
+  }
+  return mask;
+}
+
 int64_t fsl_tensor_numel(const fsl_tensor *t) { return fsl_numel(t->rank, t->dims); }
 void fsl_tensor_free(fsl_tensor *t) {
   if (!t) return;

@@ -255,18 +255,15 @@ static bool const_operand(post_entry *e, int r, const float *data) {
       idx[i] = 0;
     }
   }
-  /* shrink: a dim along which every slice equals slice 0 */
+  /* shrink: a dim along which every slice equals slice 0 (dropping one
+   * such dim keeps the others uniform, so the mask of the full buffer holds) */
+  unsigned uni = fsl_uniform_dims(c, sizeof(float), r, e->bd);
   for (int d = 0; d < r; d++) {
-    if (e->bd[d] <= 1) continue;
+    if (e->bd[d] <= 1 || !(uni & (1u << d))) continue;
     int64_t inner = 1, outer = 1;
     for (int i = d + 1; i < r; i++) inner *= e->bd[i];
     for (int i = 0; i < d; i++) outer *= e->bd[i];
     int64_t ext = e->bd[d];
-    bool uniform = true;
-    for (int64_t o = 0; uniform && o < outer; o++)
-      for (int64_t k = 1; uniform && k < ext; k++)
-        uniform = !memcmp(c + (o * ext + k) * inner, c + o * ext * inner, sizeof(float) * (size_t)inner);
-    if (!uniform) continue;
     for (int64_t o = 0; o < outer; o++) memmove(c + o * inner, c + o * ext * inner, sizeof(float) * (size_t)inner);
     e->bd[d] = 1;
   }
