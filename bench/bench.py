@@ -248,8 +248,8 @@ def merge_rounds(rounds: list[dict]) -> dict:
             m.update(times_s=times, median_s=statistics.median(times), min_s=min(times),
                      round_median_s=[t["median_s"] for t in same])
         else:
-            m["status"] = next(t for t in same if t.get("status") != "ok")["status"]
-            m["error"] = next(t for t in same if t.get("status") != "ok").get("error", "")
+            bad = next(t for t in same if t.get("status") != "ok")
+            m["status"], m["error"] = bad["status"], bad.get("error", "")
         merged.append(m)
     out["strategies"] = merged
     return out
