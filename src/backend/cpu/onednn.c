@@ -1010,9 +1010,13 @@ static bool direct_in_permutation(const fsl_node *lin, const geom *g) {
    * 512 -> 128 projections over 14x14 of efficientvit_b1 run direct since
    * the matmul's plain input made the depthwise conv before it write nchw:
    * the model 8.4 -> 7.8 ms, AVX2 9.2 -> 8.6 ms, nudenet_320n and ppocr_rec
-   * level); a wide reduction such as segformer_b0's 1024 -> 256 fuse conv
-   * over 56x56 ran 7.9 ms as the matmul, 9.1 ms as brgconv_1x1 */
-  if (lin->in[0]->dims[1] > 512 || lin->out[0]->dims[1] < 32) return false;
+   * level); 16 to 31 outputs too since the 88 -> 24 and 72 -> 24
+   * projections of mobilenet_v3_small made the depthwise convs before them
+   * write nchw (0.045 -> 0.017 ms each, the model 1.21 -> 1.14 ms), and on
+   * AVX2 yolox_nano's 16-channel dark2 block chains (1.29 -> 0.72 ms); a
+   * wide reduction such as segformer_b0's 1024 -> 256 fuse conv over 56x56
+   * ran 7.9 ms as the matmul, 9.1 ms as brgconv_1x1 */
+  if (lin->in[0]->dims[1] > 512 || lin->out[0]->dims[1] < 16) return false;
   pd_mds m;
   dnnl_primitive_desc_t pd = NULL;
   if (make_pd(lin, g, NULL, 0, &m, &pd) != dnnl_success || !pd) return false;
