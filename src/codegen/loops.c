@@ -34,7 +34,10 @@ static void nest_end(em *e) {
  * contiguous axis, into a local tile buffer per output (an inner loop
  * with contiguous reads, so the arithmetic vectorizes), then copied transposed into
  * the outputs row by row.  The tile's reads touch TILE cache lines, which
- * stay in L1.  Opened inside the nest's block (nest_box). */
+ * stay in L1.  Opened inside the nest's block (nest_box).  Like nest_box,
+ * it runs in parallel when the elements it writes, over all n outputs,
+ * exceed the dialect's par_min (efficientvit_b1's q, k and v of 25088
+ * elements each, transposed out of one channels-last buffer). */
 static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
   const fsl_value *v = e->s->out[outs[0]];
   int r = v->rank, axes[FSL_MAX_RANK], na = 0;
@@ -48,7 +51,7 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
   axes[na++] = r - 1;
   char hi[32];
   snprintf(hi, sizeof hi, "%lld", (long long)blocks);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_",
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total * n > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_",
                                      .lo = "0", .hi = hi, .n_red = 1, .red = {"|:err_"}});
   fsl_cg_open_scope(e);
   fsl_cg_line(e, "int e_ = 0;");
@@ -170,7 +173,7 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
   }
   char hi[32];
   snprintf(hi, sizeof hi, "%lld", (long long)(rows * nblk));
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_", .lo = "0",
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total * n > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_", .lo = "0",
                                      .hi = hi, .n_red = 1, .red = {"|:err_"}});
   fsl_cg_open_scope(e);
   fsl_cg_line(e, "int e_ = 0;");

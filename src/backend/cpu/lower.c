@@ -274,12 +274,15 @@ static bool concat_innermost(const fsl_cpu_step *s, const fsl_node *n, int o, co
  * with strided loads and branches per element: 3.7 -> 7.0 ms there.  A
  * concat qualifies where it is the output and lies along the innermost
  * axis of the output's layout (concat_innermost: lay, for output o, the
- * layout considered; NULL: s's out_layout). */
+ * layout considered; NULL: s's out_layout), and anywhere in a step that
+ * reads a layout (o < 0) and writes row-major: its nest tiles the
+ * transposed read (efficientvit_b1's attention splits q, k and v out of
+ * the channel concat of two nhwc convolutions, so those chain). */
 static bool layout_friendly(const fsl_cpu_step *s, bool reduce, int o, const fsl_cg_layout *lay) {
   for (int k = 0; k < s->n_nodes; k++) {
     const fsl_node *n = s->nodes[k];
     fsl_kind kind = fsl_op_get(n->op)->kind;
-    if (n->op == FSL_OP_concat && concat_innermost(s, n, o, lay)) continue;
+    if (n->op == FSL_OP_concat && (concat_innermost(s, n, o, lay) || (o < 0 && !s->out_layout))) continue;
     if (kind != FSL_KIND_ELEMENTWISE && !(reduce && kind == FSL_KIND_REDUCE) && n->op != FSL_OP_reshape &&
         n->op != FSL_OP_expand && n->op != FSL_OP_slice)
       return false;
