@@ -549,6 +549,43 @@ static void test_residual_chain(void **state) {
   assert_int_equal(with_res, without);
 }
 
+/* EfficientViT's attention (LiteMLA): qkv = 1x1 conv, a depthwise 3x3 and
+ * a grouped 1x1 conv aggregate it, and q (the first half of each head) is
+ * split out of concat(qkv, agg) along channels through a reshape, then
+ * ReLU.  The convolutions run on channels-last activations, grouped ones
+ * too (channels_last_pays), and the generated kernel of the concat, which
+ * writes a row-major graph output, reads both conv outputs in that layout
+ * (its nest tiles the transposed read): qkv, the depthwise output and agg
+ * all pass without a reorder, and the result matches the reference. */
+static void test_attention_concat_chain(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 16, 12, 12}, dq[] = {32, 16, 1, 1}, dd[] = {32, 1, 3, 3}, dg[] = {32, 8, 1, 1};
+  int64_t st[] = {1, 1}, dl[] = {1, 1}, p0[] = {0, 0, 0, 0}, p1[] = {1, 1, 1, 1}, rs[] = {1, 4, 16, 144};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *wq = input_dt(g, FSL_DT_F32, 4, dq);
+  fsl_value *wd = input_dt(g, FSL_DT_F32, 4, dd), *wg = input_dt(g, FSL_DT_F32, 4, dg);
+  fsl_value *qkv = fsl_b_conv(&b, x, wq, st, dl, p0, 1, NULL);
+  fsl_value *agg = fsl_b_conv(&b, fsl_b_conv(&b, qkv, wd, st, dl, p1, 32, NULL), wg, st, dl, p0, 4, NULL);
+  fsl_value *parts[] = {qkv, agg};
+  fsl_value *heads = fsl_b_reshape(&b, fsl_b_concat(&b, parts, 2, 1), 4, rs);
+  fsl_value *z = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_slice_axis(&b, heads, 2, 0, 8), 0.0);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, z);
+  void *in[] = {random_data(x, -1, 1), random_data(wq, -0.3, 0.3), random_data(wd, -0.3, 0.3),
+                random_data(wg, -0.3, 0.3)};
+  /* kernels: each conv, then everything after them in one */
+  assert_true(g->n_nodes > 3);
+  for (int i = 0; i < 3; i++) assert_int_equal(g->nodes[i]->op, FSL_OP_conv);
+  fsl_node **sets[4] = {&g->nodes[0], &g->nodes[1], &g->nodes[2], &g->nodes[3]};
+  int sizes[4] = {1, 1, 1, g->n_nodes - 3};
+  int chained = run_hand_plan(g, sets, sizes, 4, in, z, "attention-concat-chain");
+  if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "attention-concat-chain: %d values chained\n", chained);
+  assert_int_equal(chained, 3);
+  free_inputs(in, 4);
+  fsl_graph_free(g);
+}
+
 static void test_gather_ints(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -901,7 +938,7 @@ int main(void) {
       cmocka_unit_test(test_maxpool),
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
-      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain),
+      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_attention_concat_chain),
       cmocka_unit_test(test_gather_ints),
       cmocka_unit_test(test_gather_error),
       cmocka_unit_test(test_large_parallel),
