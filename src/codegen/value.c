@@ -94,21 +94,19 @@ bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res) {
   if (e->st != FSL_OK) return false;
   if (!fsl_cg_supported_dtype(e, v)) return false;
   coords cb;
-  if (v->data && fsl_value_numel(v) > 1 && c->rank == v->rank) {
-    unsigned bm = const_broadcast(v);
-    if (bm) {
-      int64_t nv = 1;
-      cb = *c;
-      for (int i = 0; i < v->rank; i++) {
-        if (bm & (1u << i)) snprintf(cb.c[i], CLEN, "0");
-        else nv *= v->dims[i];
-      }
-      if (nv == 1) { /* one value, broadcast */
-        fsl_cg_literal(e->d, v->dtype, v->data, res);
-        return true;
-      }
-      c = &cb;
+  unsigned bm = c->rank == v->rank ? const_broadcast(v) : 0;
+  if (bm) {
+    int64_t nv = 1;
+    cb = *c;
+    for (int i = 0; i < v->rank; i++) {
+      if (bm & (1u << i)) snprintf(cb.c[i], CLEN, "0");
+      else nv *= v->dims[i];
     }
+    if (nv == 1) { /* one value, broadcast */
+      fsl_cg_literal(e->d, v->dtype, v->data, res);
+      return true;
+    }
+    c = &cb;
   }
   if (e->epi && v == e->lin_out) {
     /* a linear op's epilogue reads its output at the stored element only (epilogue.c) */

@@ -587,8 +587,9 @@ static bool conv_mm_view(const geom *g, const fsl_value *dst, const int64_t *bd,
  * nhwc they chain, 0.116 + 0.073 -> 0.029 + 0.018 ms per block at 14x14,
  * and oneDNN's jit runs the grouped 1x1 as fast there: 384 channels, 24
  * groups, 14x14: 35 / 33 us AVX-512, 50 / 49 us AVX2), and narrow inputs
- * (fewer than 16 channels: the stems).  Where oneDNN prefers a blocked layout (nChw8c with
- * AVX2) its jit kernels run these as fast on channels-last, which layout
+ * (fewer than 16 channels: the stems).  Where oneDNN prefers a blocked
+ * layout (nChw8c with AVX2) its jit kernels run these as fast on
+ * channels-last, which layout
  * chaining (lower.h) passes to and from generated code with no reorder;
  * where it prefers channels-last anyway (AVX-512) nothing changes.
  * Measured with oneDNN 2.6.3 limited to AVX2, 2 threads, bias + swish
