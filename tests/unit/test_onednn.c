@@ -467,6 +467,38 @@ static void test_conv_residual_not_absorbed(void **state) {
   tg_free(&t);
 }
 
+/* Dense 3x3 stride-1 convolutions large enough for oneDNN's Winograd
+ * kernels (AVX-512; the direct convolution elsewhere): whichever runs, the
+ * bias (the Winograd kernels' own bias argument) and relu are absorbed and
+ * match the reference; a swish (which the Winograd kernels refuse) leaves
+ * at least the bias absorbed; the residual add stops the chain after the
+ * bias either way.  Bias as a folded constant and as an expand view. */
+static void test_conv_winograd_shapes(void **state) {
+  (void)state;
+  for (int tail = 0; tail < 3; tail++)
+    for (int fold = 0; fold < 2; fold++) {
+      tgraph t;
+      tg_init(&t, fold);
+      int64_t xd[] = {1, 32, 40, 40}, wd[] = {48, 32, 3, 3}, bd[] = {48}, cd[] = {1, 48, 1, 1};
+      int64_t yd[] = {1, 48, 40, 40}, one[] = {1, 1}, pads[] = {1, 1, 1, 1};
+      fsl_value *x = tg_input(&t, 4, xd);
+      fsl_value *y = tg_mark(&t, fsl_b_conv(&t.b, x, tg_const(&t, 4, wd), one, one, pads, 1, NULL));
+      y = tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_add, y, fsl_b_reshape(&t.b, tg_const(&t, 1, bd), 4, cd)));
+      if (tail == 0) {
+        tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_max, y, 0.0));
+      } else if (tail == 1) {
+        fsl_value *sg = tg_mark(&t, fsl_b_unary(&t.b, FSL_OP_sigmoid, y));
+        tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_mul, y, sg));
+      } else {
+        y = tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_add, y, tg_input(&t, 4, yd)));
+        tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_max, y, 0.0));
+      }
+      check_chain(&t, tail == 1 ? 1 : tail == 0 ? 2 : 1, tail != 1);
+      want_desc("convolution 1x32x40x40:48x32x3x3:1x48x40x40");
+      tg_free(&t);
+    }
+}
+
 /* A deconvolution absorbs no post-op (oneDNN 2.6 applies them in a
  * reference loop, 100x the deconvolution itself), and one to fewer than 8
  * channels runs on the plain layout. */
@@ -613,6 +645,7 @@ int main(void) {
       cmocka_unit_test(test_conv_bias_relu),     cmocka_unit_test(test_conv1d_3d),
       cmocka_unit_test(test_conv_lhs_dilation),  cmocka_unit_test(test_unsupported),
       cmocka_unit_test(test_matmul_batch_fold),  cmocka_unit_test(test_conv_residual_not_absorbed),
+      cmocka_unit_test(test_conv_winograd_shapes),
       cmocka_unit_test(test_deconv_rules),       cmocka_unit_test(test_conv_1x1_as_matmul),
       cmocka_unit_test(test_hardswish),          cmocka_unit_test(test_swish_closed_prefix),
       cmocka_unit_test(test_sgemm_throughput),

@@ -16,7 +16,9 @@
  *     (the builder folds batch dims into M) is absorbed by giving the
  *     matmul those leading dims.
  *   conv x [N, C, s...] w [M, C/g, k...] (1-3 spatial dims): dnnl
- *     convolution forward (direct), dnnl dilation = ours - 1, padding_l /
+ *     convolution forward (Winograd first where wino_pays, else direct;
+ *     a Winograd one takes a leading per-channel add as its bias,
+ *     native_bias), dnnl dilation = ours - 1, padding_l /
  *     padding_r = our pads' begins / ends, groups as [g, M/g, C/g, k...]
  *     weights.  A conv with lhs_dilation (ConvTranspose) and stride 1 maps
  *     to a dnnl deconvolution with stride = lhs_dilation, the kernel flipped
@@ -172,6 +174,7 @@ struct fsl_onednn_linear {
   int n_absorbed;
   int n_entries;
   post_entry *entries;        /* n_entries; cdata owned */
+  bool native_bias;           /* entries[0] is the convolution's bias, not a post-op (native_bias) */
   dnnl_memory_t post_mem[MAX_POST];
   const fsl_value *post_val[MAX_POST];  /* per absorbed epi node: run-time operand value */
   dnnl_memory_t scratch_mem;  /* the primitive's own scratchpad, or NULL (see user_scratchpad) */
@@ -486,6 +489,7 @@ typedef struct geom {
   dnnl_dims_t wdims, wstr;
   const float *wdata;         /* constant weights (graph-owned), or NULL */
   conv_mm mm;                 /* conv run as a matmul (conv_mm_rule) */
+  bool wino;                  /* ask for oneDNN's Winograd convolution (wino_pays) */
   const float *src_const;     /* CONV_MM_WX: the constant conv weights, oneDNN's src */
 } geom;
 
@@ -607,6 +611,40 @@ static bool channels_last_pays(const geom *g, const fsl_value *x, const fsl_valu
   return (g->group == C && w->dims[0] == C) || k1 || (g->group == 1 && C < 16);
 }
 
+/* Whether conv lin (geometry g) asks oneDNN for its Winograd convolution
+ * first: a dense 3x3, stride 1, undilated 2-D convolution with constant
+ * weights, at least 16 input and output channels and 24 MFLOP.  oneDNN
+ * 2.6.3 has f32 Winograd kernels for AVX-512 only (F(2x2,3x3) and
+ * F(4x4,3x3), blocked nChw16c activations, weights transformed once at
+ * create time); elsewhere, and where its post-ops are more than a bias,
+ * eltwise and sum ones (swish among them), the primitive is refused and the
+ * caller falls back to the direct convolution.  Measured with oneDNN
+ * alone, 2 threads, AMD EPYC Zen 4, bias + relu (direct / Winograd, ms):
+ * 64->64 56x56 0.97 / 0.50, 128->128 28x28 (+ sum) 0.95 / 0.33, 256->256
+ * 14x14 0.90 / 0.47, 512->512 7x7 0.83 / 0.64, 16->32 56x56 0.128 /
+ * 0.085, 32->32 80x80 (direct + swish) 0.57 / 0.31; but 64->64 14x14
+ * (14 MFLOP) 0.065 / 0.087, 8->16 160x160 0.26 / 0.40 and 3->16 224x224
+ * 0.21 / 0.72, hence the bounds. */
+static bool wino_pays(const geom *g, const fsl_node *lin) {
+  if (!g->conv || g->deconv || g->mm != CONV_DIRECT || g->group != 1 || g->ns != 2 || !g->wdata) return false;
+  const fsl_value *x = lin->in[0], *w = lin->in[1], *y = lin->out[0];
+  for (int i = 0; i < 2; i++)
+    if (w->dims[2 + i] != 3 || g->strides[i] != 1 || g->dil[i] != 0) return false;
+  double flop = 2.0 * (double)fsl_value_numel(y) * (double)x->dims[1] * 9.0;
+  return x->dims[1] >= 16 && y->dims[1] >= 16 && flop >= 24e6;
+}
+
+/* Whether post-op entry e (the first of a Winograd convolution g with
+ * output y) is a constant per-output-channel add that the convolution
+ * takes as its own bias: oneDNN's Winograd kernels accept no binary
+ * post-op. */
+static bool native_bias(const geom *g, const fsl_value *y, const post_entry *e) {
+  if (!g->wino || !e->binary || e->reshape || e->alg != dnnl_binary_add || !e->cdata || e->sr != y->rank) return false;
+  for (int i = 0; i < y->rank; i++)
+    if (e->sd[i] != y->dims[i] || e->bd[i] != (i == 1 ? y->dims[1] : 1)) return false;
+  return e->bst[1] == 1;
+}
+
 /* A descriptor of dims (rank r) in whatever layout the primitive prefers. */
 static dnnl_status_t md_any(dnnl_memory_desc_t *md, int r, const int64_t *dims) {
   dnnl_dims_t d;
@@ -633,11 +671,12 @@ static bool impl_is_ref(const_dnnl_primitive_desc_t pd);
  * activation and weight descriptors (a format_tag_any one lets oneDNN
  * choose). */
 static dnnl_status_t conv_pd(const geom *g, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
-                             const dnnl_memory_desc_t *dst, const_dnnl_primitive_attr_t attr,
-                             dnnl_primitive_desc_t *pd) {
+                             const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst,
+                             const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
   dnnl_convolution_desc_t d;
-  dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct, src,
-                                                               wei, NULL, dst, g->strides, g->dil, g->pl, g->pr);
+  dnnl_alg_kind_t alg = g->wino ? dnnl_convolution_winograd : dnnl_convolution_direct;
+  dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, alg, src, wei, bias, dst,
+                                                               g->strides, g->dil, g->pl, g->pr);
   return s != dnnl_success ? s : dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
 }
 
@@ -653,7 +692,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
   const fsl_value *x = lin->in[0], *dst = lin->out[0];
   dnnl_status_t s;
   dnnl_memory_desc_t wei_any, src_any, dst_any;
-  bool chan_last = g->conv && channels_last_pays(g, x, lin->in[1]);
+  bool chan_last = g->conv && !g->wino && channels_last_pays(g, x, lin->in[1]);
   int64_t fd[FSL_MAX_RANK];
   int fr = prefix_space(lin, e, n, fd);
   int64_t vbd[FSL_MAX_RANK], vst[FSL_MAX_RANK];
@@ -745,7 +784,10 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
          (s = md_channels_last(&dst_any, g->r, dst->dims)) != dnnl_success))
       return s;
   }
-  for (int i = 0; i < n; i++) {
+  /* a leading per-channel constant add is a Winograd convolution's bias */
+  bool bias = n > 0 && native_bias(g, dst, &e[0]);
+  if (bias && (s = md_strided(&m->post[0], 1, &dst->dims[1], NULL)) != dnnl_success) return s;
+  for (int i = bias ? 1 : 0; i < n; i++) {
     if (!e[i].binary) continue;
     entry_view(&e[i], fr, fd, vbd, vst);
     if (g->mm != CONV_DIRECT) {
@@ -771,7 +813,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
   dnnl_post_ops_t po = NULL;
   if ((s = user_scratchpad_attr(&attr)) != dnnl_success) return s;
   if ((s = dnnl_post_ops_create(&po)) != dnnl_success) goto out;
-  for (int i = 0; i < n; i++) {
+  for (int i = bias ? 1 : 0; i < n; i++) {
     if (e[i].reshape) continue;
     if (e[i].binary) {
       s = dnnl_post_ops_append_binary(po, e[i].alg, &m->post[i]);
@@ -786,12 +828,12 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
     if ((s = dnnl_matmul_desc_init(&d, &m->src, &wei_any, NULL, &m->dst)) != dnnl_success) goto out;
     s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
   } else if (!g->deconv) {
-    s = conv_pd(g, &src_any, &wei_any, &dst_any, attr, pd);
+    s = conv_pd(g, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, attr, pd);
     if (chan_last && (s != dnnl_success || impl_is_ref(*pd))) {
       /* channels-last only where oneDNN has more than its reference code for it */
       if (s == dnnl_success) dnnl_primitive_desc_destroy(*pd), *pd = NULL;
       if ((s = md_any(&src_any, g->r, x->dims)) == dnnl_success && (s = md_any(&dst_any, g->r, dst->dims)) == dnnl_success)
-        s = conv_pd(g, &src_any, &wei_any, &dst_any, attr, pd);
+        s = conv_pd(g, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, attr, pd);
     }
   } else {
     dnnl_deconvolution_desc_t d;
@@ -1198,6 +1240,37 @@ static bool impl_is_ref(const_dnnl_primitive_desc_t pd) {
   return strstr(impl, "ref") != NULL;
 }
 
+/* The primitive descriptor for the longest prefix of e[0..ne) (at node
+ * boundaries, over a closed chain) that oneDNN implements with geometry g,
+ * an optimized implementation preferred over the reference one; its
+ * descriptors in *m and its length in *n_used.  NULL when none (*last:
+ * the last status). */
+static dnnl_primitive_desc_t best_prefix(const fsl_node *lin, const geom *g, fsl_node *const *epi,
+                                         const post_entry *e, int ne, pd_mds *m, int *n_used,
+                                         dnnl_status_t *last) {
+  dnnl_primitive_desc_t fallback = NULL;
+  pd_mds fb_m;
+  int fb_used = -1;
+  for (int L = ne; L >= 0; L--) {
+    if (L > 0 && L < ne && e[L].node == e[L - 1].node) continue;
+    if (!fsl_linear_chain_closed(lin, epi, L > 0 ? e[L - 1].node + 1 : 0)) continue;
+    dnnl_primitive_desc_t cand = NULL;
+    pd_mds cm;
+    memset(&cm, 0, sizeof cm);
+    *last = make_pd(lin, g, e, L, &cm, &cand);
+    if (*last != dnnl_success) continue;
+    if (!impl_is_ref(cand)) {
+      if (fallback) dnnl_primitive_desc_destroy(fallback);
+      *m = cm, *n_used = L;
+      return cand;
+    }
+    if (!fallback) fallback = cand, fb_m = cm, fb_used = L;
+    else dnnl_primitive_desc_destroy(cand);
+  }
+  if (fallback) *m = fb_m, *n_used = fb_used;
+  return fallback;
+}
+
 fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
                                     fsl_onednn_linear **out, int *n_absorbed) {
   if (!lin || !out || !n_absorbed || (n_epi > 0 && !epi) || n_epi < 0)
@@ -1255,29 +1328,15 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
   }
 
   /* the longest prefix (at node boundaries) that oneDNN implements, preferring
-   * an optimized implementation over the reference one */
-  dnnl_primitive_desc_t pd = NULL, fallback = NULL;
-  pd_mds m, fb_m;
-  memset(&m, 0, sizeof m);
-  memset(&fb_m, 0, sizeof fb_m);
-  int n_used = -1, fb_used = -1;
+   * an optimized implementation over the reference one; Winograd first
+   * where it pays (wino_pays), with whatever prefix it takes */
+  dnnl_primitive_desc_t pd = NULL;
+  pd_mds m;
+  int n_used = -1;
   dnnl_status_t last = dnnl_unimplemented;
-  for (int L = ne; L >= 0; L--) {
-    if (L > 0 && L < ne && e[L].node == e[L - 1].node) continue;
-    if (!fsl_linear_chain_closed(lin, epi, L > 0 ? e[L - 1].node + 1 : 0)) continue;
-    dnnl_primitive_desc_t cand = NULL;
-    pd_mds cm;
-    last = make_pd(lin, &g, e, L, &cm, &cand);
-    if (last != dnnl_success) continue;
-    if (!impl_is_ref(cand)) {
-      pd = cand, m = cm, n_used = L;
-      break;
-    }
-    if (!fallback) fallback = cand, fb_m = cm, fb_used = L;
-    else dnnl_primitive_desc_destroy(cand);
-  }
-  if (pd && fallback) dnnl_primitive_desc_destroy(fallback);
-  else if (!pd) pd = fallback, m = fb_m, n_used = fb_used;
+  g.wino = wino_pays(&g, lin);
+  if (g.wino && !(pd = best_prefix(lin, &g, epi, e, ne, &m, &n_used, &last))) g.wino = false;
+  if (!pd) pd = best_prefix(lin, &g, epi, e, ne, &m, &n_used, &last);
   if (!pd) {
     entries_free(e, ne);
     free(op);
@@ -1287,6 +1346,7 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
   op->entries = e;
   op->n_entries = n_used;
   op->n_absorbed = n_used ? e[n_used - 1].node + 1 : 0;
+  op->native_bias = n_used > 0 && native_bias(&g, lin->out[0], &e[0]);
   op->n_threads = n_threads;
   op->n_spatial = g.ns;
   op->src_const = g.src_const;
@@ -1430,7 +1490,8 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
   args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, op->wei_mem};
   args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, op->dst_mem};
   if (op->scratch_mem) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, op->scratch_mem};
-  for (int i = 0, po = 0; i < op->n_entries; i++) {
+  if (op->native_bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->post_mem[0]};
+  for (int i = op->native_bias ? 1 : 0, po = 0; i < op->n_entries; i++) {
     if (op->entries[i].reshape) continue;
     int po_index = po++;  /* index in the oneDNN post-op chain */
     if (!op->entries[i].binary) continue;
