@@ -57,15 +57,16 @@ def _small_model(path, batch="N"):
 
 
 def _conv_model(path):
-    """x float[1, 8, 32, 32] -> Relu(Conv3x3(x, 16 channels, pad 1) + bias): a oneDNN convolution."""
+    """x float[1, 16, 64, 64] -> Relu(Conv3x3(x, 32 channels, pad 1) + bias): a oneDNN
+    convolution (a Winograd one on AVX-512: 38 MFLOP, scratchpad per running thread)."""
     rng = np.random.default_rng(11)
-    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.2
-    b = rng.standard_normal(16).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.2
+    b = rng.standard_normal(32).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
          helper.make_node("Relu", ["c"], ["y"])], "conv",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32, 32])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 64, 64])],
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -345,7 +346,7 @@ def test_two_sessions_from_two_threads(small_static, tmp_path, rng):
     conv = _conv_model(tmp_path / "conv.onnx")
     mfeeds = fsl_models.random_inputs(model, rng)
     sfeeds = _small_feeds(rng)
-    cfeeds = {"x": rng.standard_normal((1, 8, 32, 32)).astype(np.float32)}
+    cfeeds = {"x": rng.standard_normal((1, 16, 64, 64)).astype(np.float32)}
     mwant = _ort(model.path).run(None, mfeeds)
     swant = _ort(small_static).run(None, sfeeds)
     cwant = _ort(conv).run(None, cfeeds)
@@ -353,11 +354,13 @@ def test_two_sessions_from_two_threads(small_static, tmp_path, rng):
     b = fissile.InferenceSession(model.path, strategy="greedy", threads=1)
     c = fissile.InferenceSession(small_static, threads=1)
     d = fissile.InferenceSession(conv, threads=1)
+    e = fissile.InferenceSession(conv, strategy="opfuse", threads=1)
     assert d.plan["kernels_by_kind"]["linear"] == 1
     errors = _run_in_threads([lambda: _check(a.run(None, mfeeds), mwant, "a"),
                               lambda: _check(b.run(None, mfeeds), mwant, "b"),
                               lambda: _check(c.run(None, sfeeds), swant, "c"),
-                              lambda: _check(d.run(None, cfeeds), cwant, "d")])
+                              lambda: _check(d.run(None, cfeeds), cwant, "d"),
+                              lambda: _check(e.run(None, cfeeds), cwant, "e")])
     assert not errors, errors
 
 

@@ -104,8 +104,9 @@ static void init_omp(void) {
  * primitive there (oneDNN developer guide, "Primitive Attributes:
  * Scratchpad").  A host may compile a model on one thread and run it on
  * another, and run two models at once (the Python package does both), so
- * every primitive kept for run time uses the "user" mode: a linear op owns
- * its scratchpad (scratch_mem), and a run-time reorder must need none. */
+ * every primitive kept for run time uses the "user" mode, with the
+ * scratchpad of the thread that runs it (thread_scratch), and a run-time
+ * reorder must need none. */
 static dnnl_status_t user_scratchpad_attr(dnnl_primitive_attr_t *attr) {
   dnnl_status_t s = dnnl_primitive_attr_create(attr);
   if (s == dnnl_success && (s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)) !=
@@ -114,6 +115,51 @@ static dnnl_status_t user_scratchpad_attr(dnnl_primitive_attr_t *attr) {
     *attr = NULL;
   }
   return s;
+}
+
+/* The scratchpad of the calling thread: one buffer per thread that runs
+ * linear ops, grown to the largest any of them needs and freed when the
+ * thread ends.  A thread runs one primitive at a time, and a scratchpad
+ * holds nothing between runs, so every op shares it: Winograd convolutions
+ * need up to 10 MiB each (F(4x4,3x3), 128 channels over 28x28), which one
+ * buffer per op multiplied by every such conv of a model (resnet18: 12). */
+typedef struct scratch_buf {
+  void *p;
+  size_t n;
+} scratch_buf;
+
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static bool g_scratch_key_ok;
+
+static void scratch_free(void *b) {
+  scratch_buf *s = b;
+  free(s->p);
+  free(s);
+}
+
+static void scratch_init(void) { g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_free) == 0; }
+
+/* At least n bytes (64-byte aligned) for the calling thread; NULL when out
+ * of memory. */
+static void *thread_scratch(size_t n) {
+  pthread_once(&g_scratch_once, scratch_init);
+  if (!g_scratch_key_ok) return NULL;
+  scratch_buf *s = pthread_getspecific(g_scratch_key);
+  if (!s) {
+    if (!(s = calloc(1, sizeof *s))) return NULL;
+    if (pthread_setspecific(g_scratch_key, s) != 0) {
+      free(s);
+      return NULL;
+    }
+  }
+  if (s->n < n) {
+    void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+    if (!p) return NULL;
+    free(s->p);
+    s->p = p, s->n = n;
+  }
+  return s->p;
 }
 
 /* The descriptor of a reorder from -> to that needs no scratchpad
@@ -177,7 +223,8 @@ struct fsl_onednn_linear {
   bool native_bias;           /* entries[0] is the convolution's bias, not a post-op (native_bias) */
   dnnl_memory_t post_mem[MAX_POST];
   const fsl_value *post_val[MAX_POST];  /* per absorbed epi node: run-time operand value */
-  dnnl_memory_t scratch_mem;  /* the primitive's own scratchpad, or NULL (see user_scratchpad) */
+  dnnl_memory_t scratch_mem;  /* the primitive's scratchpad (data: thread_scratch at run), or NULL */
+  size_t scratch_bytes;
   int n_threads;
   char desc[192];             /* fsl_onednn_linear_describe */
 };
@@ -1360,10 +1407,11 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
   }
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   if (smd && dnnl_memory_desc_get_size(smd) > 0 &&
-      (s = dnnl_memory_create(&op->scratch_mem, smd, g_engine, DNNL_MEMORY_ALLOCATE)) != dnnl_success) {
+      (s = dnnl_memory_create(&op->scratch_mem, smd, g_engine, DNNL_MEMORY_NONE)) != dnnl_success) {
     st = dnnl_fail(lin, s, "scratchpad");
     goto fail;
   }
+  if (op->scratch_mem) op->scratch_bytes = dnnl_memory_desc_get_size(smd);
   if ((s = act_memory(pd, dnnl_query_src_md, &m.src, true, &op->src_mem, &op->src_user_mem, &op->src_buf,
                       &op->src_reorder)) != dnnl_success ||
       (s = act_memory(pd, dnnl_query_dst_md, &m.dst, false, &op->dst_mem, &op->dst_user_mem, &op->dst_buf,
@@ -1489,7 +1537,15 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
   args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, op->src_mem};
   args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, op->wei_mem};
   args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, op->dst_mem};
-  if (op->scratch_mem) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, op->scratch_mem};
+  if (op->scratch_mem) {
+    void *sp = thread_scratch(op->scratch_bytes);
+    if (!sp) {
+      if (old_threads) g_omp_set(old_threads);
+      return fsl_errorf(FSL_ERR_NOMEM, "oneDNN scratchpad: out of memory (%zu bytes)", op->scratch_bytes);
+    }
+    if ((s = dnnl_memory_set_data_handle(op->scratch_mem, sp)) != dnnl_success) goto restore;
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, op->scratch_mem};
+  }
   if (op->native_bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->post_mem[0]};
   for (int i = op->native_bias ? 1 : 0, po = 0; i < op->n_entries; i++) {
     if (op->entries[i].reshape) continue;
