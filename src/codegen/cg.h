@@ -61,6 +61,17 @@ typedef struct decomp {
   int64_t dims[FSL_MAX_RANK];
 } decomp;
 
+/* A coordinate that is composed: var == outer*unit + r with 0 <= r < unit
+ * (map_reshape merging axes into one), so that a concat along it whose
+ * boundaries are multiples of unit tests outer, which the inner loop does
+ * not change (the compiler then unswitches the loop and vectorizes it). */
+typedef struct quot {
+  int depth;            /* scope it was declared in */
+  char var[CLEN];
+  char outer[CLEN];
+  int64_t unit;
+} quot;
+
 typedef struct em {
   const fsl_dialect *d;  /* the target language */
   const fsl_cg_spec *s;
@@ -78,6 +89,8 @@ typedef struct em {
   int n_memo, cap_memo;
   decomp *dec;
   int n_dec, cap_dec;
+  quot quot[16];        /* composed coordinates in scope (no entry: no hint) */
+  int n_quot;
   emit_mode mode;
   int n_red;            /* reductions emitted so far (fused: r<k> live) */
   bool fused_fail;      /* a fused read left its row: retry with passes */

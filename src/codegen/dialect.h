@@ -99,6 +99,11 @@ typedef struct fsl_dialect {
   /** The header of loop L: an optional annotation line (pragma; "" for
    *  none) and the loop line itself, ending in "{". */
   void (*loop_header)(const fsl_cg_loop *L, char *annot, size_t annot_cap, char *head, size_t head_cap);
+  /** A prelude function void f(float *dst, int64_t ld, const float *tb,
+   * int64_t n0, int64_t n1) storing dst[i*ld + j] = tb[j*16 + i] (i < n0,
+   * j < n1): a transposing nest's f32 tile into its output; NULL: the
+   * nest copies element by element. */
+  const char *tile16_store;
   /** Work-group cooperation, or NULL where every thread works alone (C):
    *  REDUCE rows then run one per thread, matmuls one output element per
    *  thread. */

@@ -157,6 +157,36 @@ static const int64_t *ints_attr(const fsl_node *n, const char *name) {
   return fsl_attr_ints(n, name, &v) >= 0 ? v : NULL;
 }
 
+/* Axes [po, p) of out merge into the one non-1 axis of in among [qo, q):
+ * that coordinate is outer*unit + (the coordinate along the last non-1
+ * axis of out, unit its extent); remembered (struct quot) for a concat
+ * along it. */
+static void note_composed(em *e, const fsl_value *out, const coords *oc, int po, int p, const coords *ic, int qo, int q,
+                          const fsl_value *in) {
+  int last = p - 1, qa = qo;
+  while (last >= po && out->dims[last] == 1) last--;
+  while (qa < q && in->dims[qa] == 1) qa++;
+  if (last < po || qa >= q || e->n_quot == (int)FSL_ARRAY_LEN(e->quot)) return;
+  char buf[1024];
+  size_t o = 0;
+  int64_t st = 1;
+  buf[0] = 0;
+  for (int k = last - 1; k >= po; k--) {
+    if (out->dims[k] != 1) {
+      if (o) o += (size_t)snprintf(buf + o, sizeof buf - o, " + ");
+      if (st == 1) o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", oc->c[k]);
+      else o += (size_t)snprintf(buf + o, sizeof buf - o, "%s*%lld", oc->c[k], (long long)st);
+    }
+    st *= out->dims[k];
+  }
+  quot *Q = &e->quot[e->n_quot];
+  hoist(e, o ? buf : "0", Q->outer);
+  snprintf(Q->var, CLEN, "%s", ic->c[qa]);
+  Q->unit = out->dims[last];
+  Q->depth = e->depth;
+  e->n_quot++;
+}
+
 /* reshape: maps output coordinates to input coordinates group by group
  * (runs of dims with equal products), so squeezes and unsqueezes keep the
  * coordinate expressions unchanged. */
@@ -214,6 +244,7 @@ static void map_reshape(em *e, const fsl_value *in, const fsl_value *out, const 
     char pre[16];
     snprintf(pre, sizeof pre, "i%d_", fsl_cg_new_tmp(e));
     fsl_cg_decompose(e, f, n, axes, in->dims, pre, ic);
+    if (ni == 1) note_composed(e, out, oc, po, p, ic, qo, q, in);
   }
   for (; q < ri; q++) snprintf(ic->c[q], CLEN, "0");
 }
@@ -301,6 +332,16 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
   }
   case FSL_OP_concat: {
     int axis = (int)fsl_attr_int(n, "axis", 0);
+    /* the coordinate is composed (outer*unit + r) and every boundary a
+     * multiple of unit: test outer instead */
+    const quot *Q = NULL;
+    for (int i = e->n_quot - 1; i >= 0 && !Q; i--)
+      if (strcmp(e->quot[i].var, c->c[axis]) == 0) Q = &e->quot[i];
+    int64_t bound = 0;
+    for (int k = 0; Q && k < n->n_in; k++) {
+      bound += n->in[k]->dims[axis];
+      if (bound % Q->unit) Q = NULL;
+    }
     int t = fsl_cg_new_tmp(e);
     fsl_cg_line(e, "%s t%d;", fsl_cg_ctype(e->d, y->dtype), t);
     int64_t off = 0;
@@ -316,6 +357,7 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
         continue;
       }
       if (k == last || e->pin_node == n) fsl_cg_line(e, first ? "{" : "else {");
+      else if (Q) fsl_cg_line(e, "%sif (%s < %lld) {", first ? "" : "else ", Q->outer, (long long)((off + len) / Q->unit));
       else fsl_cg_line(e, "%sif (%s < %lld) {", first ? "" : "else ", c->c[axis], (long long)(off + len));
       first = false;
       fsl_cg_open_scope(e);

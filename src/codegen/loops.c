@@ -28,6 +28,11 @@ static void nest_end(em *e) {
 
 #define TILE 16 /* a tile of a transposing nest: TILE x TILE elements */
 
+/* Whether output j's tile goes out through the dialect's tile16_store. */
+static bool tile_stored(const em *e, int j) {
+  return e->d->tile16_store && e->s->out[j]->dtype == FSL_DT_F32 && !fsl_cg_out_layout(e, j);
+}
+
 /* A nest over TILE x TILE tiles of output axes ta and the innermost one,
  * for a read that is contiguous along ta and strided along the innermost
  * axis (fsl_cg_tile_axis).  Each tile is computed along ta, the read's
@@ -93,21 +98,43 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   if (!ok) return false;
-  /* the tile buffers, transposed, into the outputs */
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hv[0]});
-  fsl_cg_open_scope(e);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = lo[1], .hi = hv[1]});
-  fsl_cg_open_scope(e);
+  /* the tile buffers, transposed, into the outputs: f32 ones by the
+   * dialect's tile store where it has one (row-major, so the tile's rows
+   * are ld = the stride of axis ta apart) */
+  bool rest = false;
   for (int k = 0; k < n; k++) {
     const fsl_value *o = e->s->out[outs[k]];
+    if (!tile_stored(e, outs[k])) {
+      rest = true;
+      continue;
+    }
+    int64_t ld = 1;
+    for (int i = ta + 1; i < r; i++) ld *= v->dims[i];
+    coords tc = c;
+    snprintf(tc.c[ta], CLEN, "tl0_");
+    snprintf(tc.c[r - 1], CLEN, "tl1_");
     char idx[CLEN];
-    fsl_cg_layout_index(e, o, fsl_cg_out_layout(e, outs[k]), &c, idx);
-    fsl_cg_line(e, "out%d[%s] = tb%d_[(%s - tl1_)*%d + %s - tl0_];", outs[k], idx, k, var[1], TILE, var[0]);
+    fsl_cg_layout_index(e, o, NULL, &tc, idx);
+    fsl_cg_line(e, "%s(out%d + %s, %lld, tb%d_, th0_ - tl0_, th1_ - tl1_);", e->d->tile16_store, outs[k], idx,
+                (long long)ld, k);
   }
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
+  if (rest) {
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hv[0]});
+    fsl_cg_open_scope(e);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = lo[1], .hi = hv[1]});
+    fsl_cg_open_scope(e);
+    for (int k = 0; k < n; k++) {
+      const fsl_value *o = e->s->out[outs[k]];
+      if (tile_stored(e, outs[k])) continue;
+      char idx[CLEN];
+      fsl_cg_layout_index(e, o, fsl_cg_out_layout(e, outs[k]), &c, idx);
+      fsl_cg_line(e, "out%d[%s] = tb%d_[(%s - tl1_)*%d + %s - tl0_];", outs[k], idx, k, var[1], TILE, var[0]);
+    }
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+  }
   nest_end(e);
   return true;
 }

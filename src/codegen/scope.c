@@ -48,6 +48,10 @@ void fsl_cg_close_scope(em *e) {
   for (int i = 0; i < e->n_dec; i++)
     if (e->dec[i].depth <= e->depth) e->dec[k++] = e->dec[i];
   e->n_dec = k;
+  k = 0;
+  for (int i = 0; i < e->n_quot; i++)
+    if (e->quot[i].depth <= e->depth) e->quot[k++] = e->quot[i];
+  e->n_quot = k;
 }
 
 /* A fresh temporary number; remembers whether it is loop-variant. */

@@ -1,7 +1,7 @@
 /*
  * test_codegen.c — the code generator (src/codegen) on its own: small
  * graphs (a broadcast add, a softmax row, a strided slice, concats,
- * pooling windows, a transpose, a column sum, a gather) lowered as one kernel each and rendered in the C dialect, the
+ * pooling windows, transposes, a column sum, a gather) lowered as one kernel each and rendered in the C dialect, the
  * source compiled here with the system compiler (`cc`, or $FSL_CC) into a
  * shared object and called directly — none of the CPU backend's runtime
  * (lowering, kernel cache, buffers) is involved — and every output checked
@@ -36,7 +36,12 @@ static void *compile_k0(const char *src, void **handle) {
   fputs(src, f);
   fclose(f);
   const char *cc = getenv("FSL_CC") && *getenv("FSL_CC") ? getenv("FSL_CC") : "cc";
-  snprintf(cmd, sizeof cmd, "%s -O2 -fopenmp -fPIC -shared -o %s %s -lm", cc, so, c);
+  /* the vector paths of the prelude's helpers too, where the CPU has them */
+  const char *isa = "";
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isa = " -mavx2 -mfma";
+#endif
+  snprintf(cmd, sizeof cmd, "%s -O2%s -fopenmp -fPIC -shared -o %s %s -lm", cc, isa, so, c);
   int rc = system(cmd);
   if (rc != 0) fprintf(stderr, "compile failed (%d): %s\n%s\n", rc, cmd, src);
   assert_int_equal(rc, 0);
@@ -436,16 +441,39 @@ static void test_window_pool(void **state) {
 
 /* exp of a transposed [3, 40, 20] -> [3, 20, 40]: the read is
  * contiguous along output axis 1 and strided along axis 2, so the nest
- * runs over 16 x 16 tiles of those axes. */
+ * runs over 16 x 16 tiles of those axes (whole tiles, 8 x 8 blocks of
+ * partial ones and single elements), whose f32 buffers go out through
+ * fsl_tile16_store; the same values cast to int32 as a second output,
+ * element by element. */
 static void test_transpose_tiles(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t d[] = {3, 40, 20}, perm[] = {0, 2, 1};
   fsl_value *y = fsl_b_unary(&b, FSL_OP_exp, fsl_b_permute(&b, input_dt(g, FSL_DT_F32, 3, d), perm));
+  fsl_value *z = fsl_b_cast(&b, fsl_b_binary_scalar(&b, FSL_OP_mul, y, 100.0), FSL_DT_I32);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
-  check_kernel(g, -3, 3, "float tb0_[256];", "transpose tiles");
+  check_kernel(g, -3, 3, "fsl_tile16_store(out0 + ", "transpose tiles");
+  fsl_graph_add_output(g, z);
+  check_kernel(g, -3, 3, "out1[", "transpose tiles, f32 and int32");
+  fsl_graph_free(g);
+}
+
+/* A concat along axis 1 of [2, 8, 5] and [2, 4, 5] reshaped to
+ * [2, 3, 4, 5]: the concat coordinate is c1*4 + c2 and its boundary 8 a
+ * multiple of 4, so the test is on c1, which the inner loop does not
+ * change. */
+static void test_concat_split_by_reshape(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d0[] = {2, 8, 5}, d1[] = {2, 4, 5}, shape[] = {2, 3, 4, 5};
+  fsl_value *parts[] = {fsl_b_unary(&b, FSL_OP_neg, input_dt(g, FSL_DT_F32, 3, d0)), input_dt(g, FSL_DT_F32, 3, d1)};
+  fsl_value *y = fsl_b_reshape(&b, fsl_b_concat(&b, parts, 2, 1), 4, shape);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -5, 5, "if (c1 < 2) {", "concat split by a reshape");
   fsl_graph_free(g);
 }
 
@@ -530,7 +558,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_column_sum),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_column_sum),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

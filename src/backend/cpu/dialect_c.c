@@ -46,6 +46,7 @@ const fsl_dialect fsl_dialect_c = {
     .ret_ok = "return 0;",
     .multi_pass = true,
     .par_min = 32768,
+    .tile16_store = "fsl_tile16_store",
     .kernel_open = c_kernel_open,
     .loop_header = c_loop_header,
 };

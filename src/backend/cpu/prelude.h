@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #define FSL_H static inline __attribute__((unused))
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
@@ -53,3 +56,40 @@ FSL_H float fsl_erff(float x) {
   float q = -1.45660718464996e-05f; q = q * x2 - 2.13374055278905e-04f; q = q * x2 - 1.68282697438203e-03f;
   q = q * x2 - 7.37332916720468e-03f; q = q * x2 - 1.42647390514189e-02f;
   return p / q * xc; }
+/* A transposing nest's tile buffer into its output (src/codegen/loops.c):
+ * dst[i*ld + j] = tb[j*16 + i] for i < n0, j < n1 (a 16 x 16 tile, row
+ * stride 16).  Whole 8 x 8 blocks go through registers (AVX: 8 loads, 24
+ * shuffles, 8 stores), the rest element by element: the scalar copy runs
+ * at ~1 element per cycle, its strided reads the bottleneck. */
+FSL_H void fsl_tile16_store(float *dst, int64_t ld, const float *tb, int64_t n0, int64_t n1) {
+  for (int64_t bi = 0; bi < n0; bi += 8)
+    for (int64_t bj = 0; bj < n1; bj += 8) {
+      const float *s = tb + bj * 16 + bi;
+      float *d = dst + bi * ld + bj;
+#if defined(__AVX__)
+      if (bi + 8 <= n0 && bj + 8 <= n1) {
+        __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + 16), r2 = _mm256_loadu_ps(s + 32),
+               r3 = _mm256_loadu_ps(s + 48), r4 = _mm256_loadu_ps(s + 64), r5 = _mm256_loadu_ps(s + 80),
+               r6 = _mm256_loadu_ps(s + 96), r7 = _mm256_loadu_ps(s + 112);
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(d + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(d + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(d + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(d + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(d + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(d + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(d + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+        continue;
+      }
+#endif
+      for (int64_t i = 0; i < 8 && bi + i < n0; i++)
+        for (int64_t j = 0; j < 8 && bj + j < n1; j++) d[i * ld + j] = s[j * 16 + i];
+    }
+}
