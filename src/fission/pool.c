@@ -135,19 +135,22 @@ static fsl_value *window_reduce(fsl_builder *b, fsl_value *xp, const pool_geom *
   return fsl_b_reduce(b, op, w, axes, g->k, false);
 }
 
-/* Max over windows of the padded xp as one window per spatial axis, the
- * last axis first (max is exact in any order: the result is the same as
- * window_reduce's), when that reads fewer than half the taps: a k x k
- * window reads k + k taps per output instead of k * k (YOLO's 5x5 to 13x13
- * stride-1 SPP pools).  NULL with b->st unset when it would not pay. */
-static fsl_value *separable_max(fsl_builder *b, fsl_value *xp, const pool_geom *g) {
+/* Max over windows of x padded (pb, pad_end) with v, as one window per
+ * spatial axis, the last axis first (max is exact in any order: the result
+ * is the same as window_reduce's over the padded x), when that reads fewer
+ * than half the taps: a k x k window reads k + k taps per output instead
+ * of k * k (YOLO's 5x5 to 13x13 stride-1 SPP pools).  Each pass pads only
+ * its own axis, so that the earlier passes do not run over rows that are
+ * all padding (a 13x13 pool of a 10x10 map: 10 rows in the first pass, not
+ * 22).  NULL with b->st unset when it would not pay. */
+static fsl_value *separable_max(fsl_builder *b, fsl_value *x, const pool_geom *g, double v) {
   if (g->k < 2) return NULL;
-  int lead = xp->rank - g->k;
+  int lead = x->rank - g->k;
   double direct = 1, sep = 0;
   int64_t cur[FSL_MAX_RANK];
   for (int i = 0; i < g->k; i++) {
     direct *= (double)g->out[i] * (double)g->kernel[i];
-    cur[i] = xp->dims[lead + i];
+    cur[i] = x->dims[lead + i];
   }
   for (int i = g->k - 1; i >= 0; i--) {
     cur[i] = g->out[i];
@@ -156,12 +159,15 @@ static fsl_value *separable_max(fsl_builder *b, fsl_value *xp, const pool_geom *
     sep += pass;
   }
   if (!(2 * sep < direct)) return NULL;
-  fsl_value *y = xp;
+  fsl_value *y = x;
   for (int i = g->k - 1; i >= 0 && y; i--) {
-    if (g->kernel[i] == 1 && g->strides[i] == 1) continue;
     pool_geom one = *g;
+    int64_t pe[FSL_MAX_RANK] = {0};
     for (int j = 0; j < g->k; j++)
-      if (j != i) one.kernel[j] = one.strides[j] = one.dil[j] = 1;
+      if (j != i) one.kernel[j] = one.strides[j] = one.dil[j] = 1, one.pb[j] = 0;
+    pe[i] = g->pad_end[i];
+    y = pad_spatial(b, y, &one, pe, v);
+    if (g->kernel[i] == 1 && g->strides[i] == 1) continue;
     y = window_reduce(b, y, &one, FSL_OP_reduce_max);
   }
   return y;
@@ -243,12 +249,13 @@ fsl_status fsl_fission_MaxPool(fsl_fctx *fx) {
   pool_geom g;
   fsl_value *x = pool_input(fx, &g);
   if (!x) return fsl_fx_done(fx);
-  fsl_value *xp = pad_spatial(b, x, &g, g.pad_end, lowest(x->dtype));
   if (fx->n_out < 2 || !has_output(fx, 1)) {
-    fsl_value *y = separable_max(b, xp, &g);
-    fx->out[0] = y || b->st ? y : window_reduce(b, xp, &g, FSL_OP_reduce_max);
+    fsl_value *y = separable_max(b, x, &g, lowest(x->dtype));
+    fx->out[0] = y || b->st ? y : window_reduce(b, pad_spatial(b, x, &g, g.pad_end, lowest(x->dtype)), &g,
+                                                 FSL_OP_reduce_max);
     return fsl_fx_done(fx);
   }
+  fsl_value *xp = pad_spatial(b, x, &g, g.pad_end, lowest(x->dtype));
   fsl_value *w = fsl_b_window(b, xp, g.k, g.kernel, g.strides, g.dil);
   if (!w) return fsl_fx_done(fx);
   int64_t dims[FSL_MAX_RANK], kn = 1;
