@@ -111,6 +111,12 @@ typedef struct em {
    * reads of concat node pin_node take input pin_k, with no test */
   const fsl_node *pin_node;
   int pin_k;
+  /* a tile of a transposing nest within one part of every concat whose
+   * boundaries are multiples of the tile (loops.c): coordinate range_var
+   * lies in [range_lo, range_hi), so a concat along it reads the one
+   * input holding that range, with no test (NULL: no such range) */
+  const char *range_var;
+  int64_t range_lo, range_hi;
   /* work-group REDUCE rows (dialect group, fused body): the launch */
   bool grp;
   int grp_lanes;        /* work-items per row */

@@ -342,6 +342,11 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
       bound += n->in[k]->dims[axis];
       if (bound % Q->unit) Q = NULL;
     }
+    /* the coordinate's range lies within one input: that one, no test */
+    int only = e->pin_node == n ? e->pin_k : -1;
+    if (only < 0 && e->range_var && strcmp(e->range_var, c->c[axis]) == 0)
+      for (int64_t k = 0, lo = 0; k < n->n_in; lo += n->in[k++]->dims[axis])
+        if (lo <= e->range_lo && e->range_hi <= lo + n->in[k]->dims[axis]) only = (int)k;
     int t = fsl_cg_new_tmp(e);
     fsl_cg_line(e, "%s t%d;", fsl_cg_ctype(e->d, y->dtype), t);
     int64_t off = 0;
@@ -352,11 +357,11 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
     for (int k = 0; k < n->n_in; k++) {
       const fsl_value *xk = n->in[k];
       int64_t len = xk->dims[axis];
-      if (len == 0 || (e->pin_node == n && k != e->pin_k)) {
+      if (len == 0 || (only >= 0 && k != only)) {
         off += len;
         continue;
       }
-      if (k == last || e->pin_node == n) fsl_cg_line(e, first ? "{" : "else {");
+      if (k == last || only >= 0) fsl_cg_line(e, first ? "{" : "else {");
       else if (Q) fsl_cg_line(e, "%sif (%s < %lld) {", first ? "" : "else ", Q->outer, (long long)((off + len) / Q->unit));
       else fsl_cg_line(e, "%sif (%s < %lld) {", first ? "" : "else ", c->c[axis], (long long)(off + len));
       first = false;

@@ -33,6 +33,56 @@ static bool tile_stored(const em *e, int j) {
   return e->d->tile16_store && e->s->out[j]->dtype == FSL_DT_F32 && !fsl_cg_out_layout(e, j);
 }
 
+/* The boundaries inside (0, len) of the concats of the kernel that are
+ * multiples of TILE, ascending, into bk[4]; 0 when there are none or more
+ * than 4 (a version of the tile loop each: code size). */
+static int tile_breaks(const em *e, int64_t len, int64_t *bk) {
+  int nb = 0;
+  for (int i = 0; i < e->s->n_nodes; i++) {
+    const fsl_node *cat = e->s->nodes[i];
+    if (cat->op != FSL_OP_concat) continue;
+    int axis = (int)fsl_attr_int(cat, "axis", 0);
+    int64_t off = 0;
+    for (int k = 0; k + 1 < cat->n_in; k++) {
+      off += cat->in[k]->dims[axis];
+      if (off <= 0 || off >= len || off % TILE) continue;
+      int at = 0;
+      while (at < nb && bk[at] < off) at++;
+      if (at < nb && bk[at] == off) continue;
+      if (nb == 4) return 0;
+      memmove(bk + at + 1, bk + at, sizeof *bk * (size_t)(nb - at));
+      bk[at] = off;
+      nb++;
+    }
+  }
+  return nb;
+}
+
+/* The tile of tiled_nest along its axis var[0] (the read's contiguous
+ * one) into the tile buffers tb<k>_, one row of var[1] at a time. */
+static bool tile_gather(em *e, int n, const int *outs, const coords *c, char var[2][CLEN], char lo[2][CLEN],
+                        char hv[2][CLEN]) {
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = lo[1], .hi = hv[1]});
+  fsl_cg_open_scope(e);
+  loop_ctx lc;
+  fsl_cg_loop_begin(e, &lc, "", var[0]);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hv[0]});
+  fsl_cg_open_scope(e);
+  e->body_depth = e->depth;
+  bool ok = true;
+  for (int k = 0; k < n && ok; k++) {
+    char res[CLEN];
+    ok = fsl_cg_ev(e, e->s->out[outs[k]], c, res);
+    if (ok) fsl_cg_line(e, "tb%d_[(%s - tl1_)*%d + %s - tl0_] = %s;", k, var[1], TILE, var[0], res);
+  }
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_loop_end(e, &lc);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  return ok;
+}
+
 /* A nest over TILE x TILE tiles of output axes ta and the innermost one,
  * for a read that is contiguous along ta and strided along the innermost
  * axis (fsl_cg_tile_axis).  Each tile is computed along ta, the read's
@@ -78,25 +128,29 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
   }
   for (int k = 0; k < n; k++)
     fsl_cg_line(e, "%s tb%d_[%d];", fsl_cg_ctype(e->d, e->s->out[outs[k]]->dtype), k, TILE * TILE);
-  /* the tile along ta (the read's contiguous axis) into the tile buffers */
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = lo[1], .hi = hv[1]});
-  fsl_cg_open_scope(e);
-  loop_ctx lc;
-  fsl_cg_loop_begin(e, &lc, "", var[0]);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hv[0]});
-  fsl_cg_open_scope(e);
-  e->body_depth = e->depth;
+  /* the tile along ta (the read's contiguous axis) into the tile buffers;
+   * one version per part of axis ta between concat boundaries that are
+   * multiples of TILE (every tile lies in one part, so a concat along ta
+   * reads one input with no test; YOLOX's decode of three heads) */
+  int64_t bk[4];
+  int nb = tile_breaks(e, v->dims[ta], bk);
   bool ok = true;
-  for (int k = 0; k < n && ok; k++) {
-    char res[CLEN];
-    ok = fsl_cg_ev(e, e->s->out[outs[k]], &c, res);
-    if (ok) fsl_cg_line(e, "tb%d_[(%s - tl1_)*%d + %s - tl0_] = %s;", k, var[1], TILE, var[0], res);
+  for (int p = 0; p <= nb && ok; p++) {
+    if (nb) {
+      if (p < nb) fsl_cg_line(e, "%sif (th0_ <= %lld) {", p ? "else " : "", (long long)bk[p]);
+      else fsl_cg_line(e, "else {");
+      fsl_cg_open_scope(e);
+      e->range_var = var[0];
+      e->range_lo = p ? bk[p - 1] : 0;
+      e->range_hi = p < nb ? bk[p] : v->dims[ta];
+    }
+    ok = tile_gather(e, n, outs, &c, var, lo, hv);
+    if (nb) {
+      e->range_var = NULL;
+      fsl_cg_close_scope(e);
+      fsl_cg_line(e, "}");
+    }
   }
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  fsl_cg_loop_end(e, &lc);
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
   if (!ok) return false;
   /* the tile buffers, transposed, into the outputs: f32 ones by the
    * dialect's tile store where it has one (row-major, so the tile's rows

@@ -460,6 +460,23 @@ static void test_transpose_tiles(void **state) {
   fsl_graph_free(g);
 }
 
+/* A concat of [3, 20, 32] and [3, 20, 16] along axis 2, transposed to
+ * [3, 48, 20]: the tiles run along the concat's axis, whose boundary 32 is
+ * a multiple of the tile, so each tile reads one input, with no test
+ * (one version of the tile loop per part). */
+static void test_transpose_tiles_concat(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d0[] = {3, 20, 32}, d1[] = {3, 20, 16}, perm[] = {0, 2, 1};
+  fsl_value *parts[] = {fsl_b_unary(&b, FSL_OP_exp, input_dt(g, FSL_DT_F32, 3, d0)), input_dt(g, FSL_DT_F32, 3, d1)};
+  fsl_value *y = fsl_b_permute(&b, fsl_b_concat(&b, parts, 2, 2), perm);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -3, 3, "if (th0_ <= 32) {", "transpose tiles of a concat");
+  fsl_graph_free(g);
+}
+
 /* A concat along axis 1 of [2, 8, 5] and [2, 4, 5] reshaped to
  * [2, 3, 4, 5]: the concat coordinate is c1*4 + c2 and its boundary 8 a
  * multiple of 4, so the test is on c1, which the inner loop does not
@@ -558,7 +575,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_column_sum),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_column_sum),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
