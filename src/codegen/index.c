@@ -157,6 +157,24 @@ static const int64_t *ints_attr(const fsl_node *n, const char *name) {
   return fsl_attr_ints(n, name, &v) >= 0 ? v : NULL;
 }
 
+/* dst = the row-major flat index of coordinates oc over axes [lo, hi) of
+ * out alone (hoisted when not a single name). */
+static void group_flat(em *e, const fsl_value *out, const coords *oc, int lo, int hi, char *dst) {
+  char buf[1024];
+  size_t o = 0;
+  int64_t st = 1;
+  buf[0] = 0;
+  for (int k = hi - 1; k >= lo; k--) {
+    if (out->dims[k] != 1) {
+      if (o) o += (size_t)snprintf(buf + o, sizeof buf - o, " + ");
+      if (st == 1) o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", oc->c[k]);
+      else o += (size_t)snprintf(buf + o, sizeof buf - o, "%s*%lld", oc->c[k], (long long)st);
+    }
+    st *= out->dims[k];
+  }
+  hoist(e, o ? buf : "0", dst);
+}
+
 /* Axes [po, p) of out merge into the one non-1 axis of in among [qo, q):
  * that coordinate is outer*unit + (the coordinate along the last non-1
  * axis of out, unit its extent); remembered (struct quot) for a concat
@@ -167,20 +185,8 @@ static void note_composed(em *e, const fsl_value *out, const coords *oc, int po,
   while (last >= po && out->dims[last] == 1) last--;
   while (qa < q && in->dims[qa] == 1) qa++;
   if (last < po || qa >= q || e->n_quot == (int)FSL_ARRAY_LEN(e->quot)) return;
-  char buf[1024];
-  size_t o = 0;
-  int64_t st = 1;
-  buf[0] = 0;
-  for (int k = last - 1; k >= po; k--) {
-    if (out->dims[k] != 1) {
-      if (o) o += (size_t)snprintf(buf + o, sizeof buf - o, " + ");
-      if (st == 1) o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", oc->c[k]);
-      else o += (size_t)snprintf(buf + o, sizeof buf - o, "%s*%lld", oc->c[k], (long long)st);
-    }
-    st *= out->dims[k];
-  }
   quot *Q = &e->quot[e->n_quot];
-  hoist(e, o ? buf : "0", Q->outer);
+  group_flat(e, out, oc, po, last, Q->outer);
   snprintf(Q->var, CLEN, "%s", ic->c[qa]);
   Q->unit = out->dims[last];
   Q->depth = e->depth;
@@ -225,20 +231,8 @@ static void map_reshape(em *e, const fsl_value *in, const fsl_value *out, const 
       continue;
     }
     /* flat index within the group, then split */
-    char buf[1024];
-    size_t o = 0;
-    int64_t st = 1;
-    buf[0] = 0;
-    for (int k = p - 1; k >= po; k--) {
-      if (out->dims[k] != 1) {
-        if (o) o += (size_t)snprintf(buf + o, sizeof buf - o, " + ");
-        if (st == 1) o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", oc->c[k]);
-        else o += (size_t)snprintf(buf + o, sizeof buf - o, "%s*%lld", oc->c[k], (long long)st);
-      }
-      st *= out->dims[k];
-    }
     char f[CLEN];
-    hoist(e, o ? buf : "0", f);
+    group_flat(e, out, oc, po, p, f);
     int axes[FSL_MAX_RANK], n = 0;
     for (int k = qo; k < q; k++) axes[n++] = k;
     char pre[16];
