@@ -47,14 +47,9 @@ static fsl_value *through_reshapes(fsl_value *v, const fsl_vlist *knodes) {
 
 fsl_status fsl_linear_split_make(const fsl_kernel *k, fsl_linear_split *s) {
   memset(s, 0, sizeof *s);
-  int nl = 0, li = 0;
-  for (int i = 0; i < k->n_nodes; i++)
-    if (fsl_op_is_primitive(k->nodes[i]->op) && fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) {
-      s->lin = k->nodes[i];
-      li = i;
-      nl++;
-    }
-  if (nl != 1) return fsl_errorf(FSL_ERR_UNSUPPORTED, "%d linear ops in one kernel (expected 1)", nl);
+  int li = fsl_linear_node_index(k);
+  if (li < 0) return fsl_errorf(FSL_ERR_UNSUPPORTED, "a kernel with no or several linear ops (expected 1)");
+  s->lin = k->nodes[li];
   fsl_node *lin = s->lin;
   for (int i = 0; i < k->n_nodes; i++)
     if (!fsl_vl_add(&s->knodes, k->nodes[i])) return oom();
@@ -92,28 +87,10 @@ fsl_status fsl_linear_split_make(const fsl_kernel *k, fsl_linear_split *s) {
       }
     }
   }
-  /* epilogue chain: the kernel's elementwise (or reshape, or permute) nodes
-   * after lin, in topological order, that read lin's output or an earlier
-   * chain node's, up to the first node that reads one and is none of these
-   * (onednn.h: a reshape that keeps the last dim is absorbed, a permute
-   * ends what oneDNN takes; the GPU dialects store through a tail of
-   * permutes).  Nodes reading none of them are
-   * passed over.  A chain value may have several consumers (x * sigmoid(x)
-   * reads x twice): a backend absorbs only a prefix whose values, the last
-   * one excepted, are read inside the prefix (fsl_linear_chain_closed). */
-  fsl_vlist cv = {0};
-  if (!fsl_vl_add(&cv, lin->out[0])) return oom();
-  for (int i = li + 1; i < k->n_nodes && s->n_chain < FSL_LINEAR_CHAIN_MAX; i++) {
-    fsl_node *c = k->nodes[i];
-    bool reads = false;
-    for (int j = 0; j < c->n_in && !reads; j++) reads = c->in[j] && fsl_vl_has(&cv, c->in[j]);
-    if (!reads) continue;
-    if (!(is_ew(c) || c->op == FSL_OP_reshape || c->op == FSL_OP_permute) || c->n_out != 1 ||
-        !fsl_vl_add(&cv, c->out[0]))
-      break;
-    s->chain[s->n_chain++] = c;
-  }
-  free(cv.p);
+  /* epilogue chain (orchestrate.h, fsl_linear_chain; onednn.h: a reshape
+   * that keeps the last dim is absorbed, a permute ends what oneDNN takes;
+   * the GPU dialects store through a tail of permutes) */
+  s->n_chain = fsl_linear_chain(k, li, s->chain, FSL_LINEAR_CHAIN_MAX);
   return FSL_OK;
 }
 
@@ -133,20 +110,6 @@ fsl_status fsl_linear_split_epilogue(const fsl_kernel *k, const fsl_linear_split
     if (v->producer && fsl_vl_has(post, v->producer) && !fsl_vl_add(post_out, v)) return oom();
   }
   return FSL_OK;
-}
-
-bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n) {
-  if (n <= 0) return true;
-  for (int j = -1; j < n - 1; j++) {
-    const fsl_value *v = j < 0 ? lin->out[0] : chain[j]->out[0];
-    if (v->is_output) return false;
-    for (int c = 0; c < v->n_cons; c++) {
-      bool inside = false;
-      for (int t = j + 1; t < n && !inside; t++) inside = chain[t] == v->cons[c];
-      if (!inside) return false;
-    }
-  }
-  return true;
 }
 
 /* Adds to side the kernel nodes that compute value v for an epilogue over

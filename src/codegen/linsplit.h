@@ -72,12 +72,6 @@ fsl_status fsl_linear_split_epilogue(const fsl_kernel *k, const fsl_linear_split
                                      bool (*written)(const void *ctx, const fsl_value *v), const void *ctx,
                                      fsl_vlist *post, fsl_vlist *post_out);
 
-/** Whether chain[0 .. n) can be computed inside the linear op without
- *  materialising anything but its last value: lin's output and every chain
- *  value but the last are read only by chain[0 .. n) and are no graph
- *  outputs.  True for n = 0. */
-bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n);
-
 /**
  * The epilogue a generated matmul or convolution computes before its
  * store (codegen.h, fsl_cg_epilogue): the longest closed prefix

@@ -17,6 +17,17 @@
  * cost nothing beyond the bytes their kernel reads, but a sliding window
  * multiplies the work of what the kernel computes before it (eval_counts).  Device numbers come
  * from a backend's calibration through device.c, or fsl_device_default.
+ *
+ * A LINEAR kernel runs as its matmul/conv computing the closed prefix of
+ * its epilogue chain before the store (oneDNN post-ops, a generated
+ * epilogue: linchain.c, codegen/linsplit.h), then, when the kernel needs
+ * more of what follows (a second output: y and sigmoid(y)), a pass of
+ * generated code over the prefix's value.  Such a kernel costs two
+ * rooflines and two launches: with one, the traffic of the second pass
+ * hid under the linear op's compute, and the plan wrote y and sigmoid(y)
+ * from the conv (a scalar pass on the CPU) and multiplied them in the next
+ * kernel rather than keep x * sigmoid(x) a post-op (yolox_nano's C3
+ * blocks).
  */
 #include "orchestrate/orchestrate.h"
 
@@ -69,7 +80,9 @@ static double elem_work(const fsl_node *n) {
  * read: a sliding window reads each element up to kernel-volume times, so
  * everything the kernel computes before it runs that many times more (ONNX
  * MaxPool 13x13 after a SiLU: the sigmoid runs 169 times per element).
- * Broadcasts (expand) are not counted: the code generator computes a
+ * A gather reading a computed value as its data does the same on
+ * average: numel(out) / numel(data) times per element (Resize upsampling
+ * 8x8 through four bilinear taps: 256).  Broadcasts (expand) are not counted: the code generator computes a
  * reduction's kept-space values once per row and hoists values invariant
  * along the inner axis.  Duplication stops at a reduce, whose result is
  * computed once per kept element. */
@@ -85,11 +98,90 @@ static void eval_counts(const fsl_kernel *k, double *dup) {
       for (int a = 0; c && a < c->n_in; a++) reads = reads || c->in[a] == n->out[0];
       if (!reads) continue;
       double f = 1;
-      if (c->op == FSL_OP_window && c->n_out > 0 && c->out[0] && in_numel > 0)
+      /* a window, or a gather's data operand (Resize's bilinear taps), reads
+       * each element out/in times on average */
+      bool rereads = c->op == FSL_OP_window ||
+                     ((c->op == FSL_OP_gather || c->op == FSL_OP_gather_elements || c->op == FSL_OP_gather_nd) &&
+                      c->in[0] == n->out[0]);
+      if (rereads && c->n_out > 0 && c->out[0] && in_numel > 0 && fsl_value_numel(c->out[0]) > in_numel)
         f = (double)fsl_value_numel(c->out[0]) / in_numel;
       if (dup[j] * f > dup[i]) dup[i] = dup[j] * f;
     }
   }
+}
+
+static double nbytes(const fsl_value *v) {
+  int64_t b = v ? fsl_value_nbytes(v) : 0;
+  return b > 0 ? (double)b : 0;
+}
+
+static bool produced_by(const fsl_value *v, fsl_node *const *nodes, int n, const bool *mark) {
+  for (int i = 0; i < n; i++)
+    if (mark[i] && nodes[i])
+      for (int o = 0; o < nodes[i]->n_out; o++)
+        if (nodes[i]->out[o] == v) return true;
+  return false;
+}
+
+/* The epilogue pass of LINEAR kernel k (linsplit.h): the linear op computes
+ * the longest closed prefix of its epilogue chain (fsl_linear_chain) before
+ * its store, writing z; every other node after it that a kernel output
+ * needs runs as generated code over z.  A permute ends the prefix unless
+ * d's linear ops are generated code (linear_views), which store through a
+ * tail of permutes and reshapes.  Marks the pass's nodes in epi (by
+ * position in k->nodes) and returns z, or NULL when there is no such pass
+ * (every output is z or a prologue value). */
+static const fsl_value *epilogue_pass(const fsl_kernel *k, const fsl_device *d, bool *epi) {
+  int li = fsl_linear_node_index(k);
+  if (li < 0 || k->n_out < 1 || !k->out) return NULL;
+  const fsl_node *lin = k->nodes[li];
+  fsl_node *chain[64];
+  int n_chain = fsl_linear_chain(k, li, chain, 64), n_abs = 0;
+  bool tail = false;
+  for (int j = 0; j < n_chain; j++) {
+    bool moves = chain[j]->op == FSL_OP_permute || chain[j]->op == FSL_OP_reshape;
+    if (chain[j]->op == FSL_OP_permute && !d->linear_views) break;
+    if (tail && !moves) break;
+    tail = tail || chain[j]->op == FSL_OP_permute;
+    if (fsl_linear_chain_closed(lin, chain, j + 1)) n_abs = j + 1;
+  }
+  const fsl_value *z = n_abs > 0 ? chain[n_abs - 1]->out[0] : lin->out[0];
+  /* descendants of lin that are not in the absorbed prefix */
+  bool any = false;
+  for (int i = li + 1; i < k->n_nodes; i++) {
+    const fsl_node *n = k->nodes[i];
+    bool absorbed = false, below = false;
+    for (int j = 0; j < n_abs && !absorbed; j++) absorbed = chain[j] == n;
+    for (int a = 0; a < n->n_in && !below && !absorbed; a++) {
+      const fsl_value *v = n->in[a];
+      below = v && (v == lin->out[0] || produced_by(v, k->nodes, k->n_nodes, epi));
+      for (int j = 0; j < n_abs && v && !below; j++) below = chain[j]->out[0] == v;
+    }
+    epi[i] = below && !absorbed;
+  }
+  for (int j = 0; j < k->n_out && !any; j++)
+    any = k->out[j] && k->out[j] != z && produced_by(k->out[j], k->nodes, k->n_nodes, epi);
+  return any ? z : NULL;
+}
+
+/* The value a movement view inside k (a bias expand) reads, followed back
+ * to a value no such view of k produces: what a pass reading v loads. */
+static const fsl_value *view_source(const fsl_kernel *k, const fsl_value *v) {
+  for (int hops = 0; v && v->producer && hops < 16; hops++) {
+    const fsl_node *p = v->producer;
+    bool inside = false;
+    for (int i = 0; i < k->n_nodes && !inside; i++) inside = k->nodes[i] == p;
+    if (!inside || fsl_op_get(p->op)->kind != FSL_KIND_MOVEMENT || p->n_in < 1) break;
+    v = p->in[0];
+  }
+  return v;
+}
+
+/* Roofline seconds of bytes moved and linear flops plus elementwise work. */
+static double roofline(const fsl_device *d, double bytes, double lin, double work) {
+  double mem = d->bandwidth > 0 ? bytes / d->bandwidth : 0;
+  double compute = (d->peak_flops > 0 ? lin / d->peak_flops : 0) + (d->elem_flops > 0 ? work / d->elem_flops : 0);
+  return (mem > compute ? mem : compute) + (d->launch_s > 0 ? d->launch_s : 0);
 }
 
 double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
@@ -99,18 +191,57 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
     fsl_device_default(&def);
     d = &def;
   }
-  double lin = 0, work = 0;
+  double lin = 0, work = 0, epi_work = 0;
   double dup_small[32], *dup = k->n_nodes <= 32 ? dup_small : malloc(sizeof(double) * (size_t)k->n_nodes);
+  bool epi_small[32], *epi = k->n_nodes <= 32 ? epi_small : calloc((size_t)k->n_nodes, sizeof(bool));
   if (dup) eval_counts(k, dup);
+  if (epi) memset(epi, 0, sizeof(bool) * (size_t)k->n_nodes);
+  const fsl_value *z = epi ? epilogue_pass(k, d, epi) : NULL;
   for (int i = 0; i < k->n_nodes; i++) {
     if (!k->nodes[i]) continue;
     if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i]);
+    else if (z && epi[i]) epi_work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);
     else work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);
   }
   if (dup != dup_small) free(dup);
-  double mem = d->bandwidth > 0 ? k->bytes / d->bandwidth : 0;
-  double compute = (d->peak_flops > 0 ? lin / d->peak_flops : 0) + (d->elem_flops > 0 ? work / d->elem_flops : 0);
-  double t = (mem > compute ? mem : compute) + (d->launch_s > 0 ? d->launch_s : 0);
+  double t;
+  if (!z) {
+    t = roofline(d, k->bytes, lin, work);
+  } else {
+    /* the linear op writes z (unless it is an output already) and not the
+     * epilogue's outputs; the epilogue reads z and what else its nodes
+     * take from outside them, and writes its outputs */
+    double main_bytes = k->bytes, epi_bytes = 0;
+    bool z_out = false;
+    for (int j = 0; j < k->n_out; j++) {
+      z_out = z_out || k->out[j] == z;
+      if (k->out[j] && k->out[j] != z && produced_by(k->out[j], k->nodes, k->n_nodes, epi)) {
+        main_bytes -= nbytes(k->out[j]);
+        epi_bytes += nbytes(k->out[j]);
+      }
+    }
+    if (!z_out) main_bytes += nbytes(z);
+    for (int j = 0; j < k->n_in; j++) { /* inputs only the epilogue reads */
+      bool only_epi = k->in[j] != NULL;
+      for (int i = 0; i < k->n_nodes && only_epi; i++)
+        for (int a = 0; a < k->nodes[i]->n_in && only_epi; a++)
+          only_epi = epi[i] || view_source(k, k->nodes[i]->in[a]) != k->in[j];
+      if (only_epi) main_bytes -= nbytes(k->in[j]);
+    }
+    const fsl_value *read[64];
+    int n_read = 0;
+    for (int i = 0; i < k->n_nodes; i++)
+      for (int a = 0; epi[i] && a < k->nodes[i]->n_in; a++) {
+        const fsl_value *v = view_source(k, k->nodes[i]->in[a]);
+        bool seen = !v || produced_by(v, k->nodes, k->n_nodes, epi);
+        for (int r = 0; r < n_read && !seen; r++) seen = read[r] == v;
+        if (seen) continue;
+        if (n_read < 64) read[n_read++] = v;
+        epi_bytes += nbytes(v);
+      }
+    t = roofline(d, main_bytes, lin, work) + roofline(d, epi_bytes, 0, epi_work);
+  }
+  if (epi != epi_small) free(epi);
   k->cost_s = t;
   return t;
 }

@@ -128,8 +128,31 @@ void fsl_device_write(const char *path, const char *version, const fsl_device *d
  *  finite (fsl_device_valid); FSL_ERR_ARG for a NULL argument. */
 fsl_status fsl_device_calibrate(const char *file, const char *version, bool force, const char *what,
                                 fsl_status (*measure)(void *ctx, fsl_device *m), void *ctx, fsl_device *d);
-/** Predicted seconds of k on d (roofline: max(bytes/bw, flops/peak) + launch);
- *  also stores it in k->cost_s. */
+/* ---- the epilogue chain of a LINEAR kernel (linchain.c) ---- */
+/** Index in k->nodes of k's one matmul/conv node; -1 when k has none or
+ *  several. */
+int fsl_linear_node_index(const fsl_kernel *k);
+/** The epilogue chain of LINEAR kernel k whose matmul/conv is k->nodes[li]:
+ *  the kernel's elementwise, reshape or permute nodes after it, in
+ *  topological order, that read its output or an earlier chain node's, up
+ *  to the first node that reads one and is none of these (nodes reading
+ *  none of them are passed over).  A chain value may have several
+ *  consumers (x * sigmoid(x) reads x twice).  Writes at most cap nodes to
+ *  chain and returns their number (0 for a bad li). */
+int fsl_linear_chain(const fsl_kernel *k, int li, fsl_node **chain, int cap);
+/** Whether chain[0 .. n) can be computed inside the linear op without
+ *  materialising anything but its last value: lin's output and every chain
+ *  value but the last are read only by chain[0 .. n) and are no graph
+ *  outputs.  True for n = 0. */
+bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n);
+
+/** Predicted seconds of k on d: the roofline max(bytes/bw, linear
+ *  flops/peak + elementwise work/elem_flops) + launch (cost.c, DESIGN.md
+ *  section 5).  A LINEAR kernel that computes more than its linear op and
+ *  the closed prefix of its epilogue chain (a second output: y and
+ *  sigmoid(y)) is two passes, each with its own roofline and launch: the
+ *  linear op writing the prefix's value, then the rest reading it.  Also
+ *  stores the result in k->cost_s. */
 double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d);
 
 /* ---- solve (solve.c) ---- */

@@ -328,6 +328,68 @@ static void test_cost_counts_recomputation(void **state) {
   fsl_graph_free(g);
 }
 
+/* A conv + bias + SiLU (y * sigmoid(y)) that a concat takes.  A LINEAR
+ * kernel {conv, bias, sigmoid} writing y and sigmoid(y) runs as the conv
+ * writing y, then a generated pass reading y and writing sigmoid(y)
+ * (codegen/linsplit.h): it costs two rooflines and two launches.  With
+ * the mul, SiLU is a closed chain the conv computes before its store: one
+ * roofline.  The optimal plan never writes both y and sigmoid(y) from the
+ * conv (it used to, on a tie: yolox_nano's C3 blocks), and every plan
+ * runs as the interpreter does. */
+static void test_cost_linear_epilogue_pass(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g, .fold = true};
+  int64_t dx[] = {1, 8, 16, 16}, dw[] = {32, 8, 1, 1}, db[] = {1, 32, 1, 1}, ones[] = {1, 1}, pads[] = {0, 0, 0, 0};
+  fsl_value *x = input(g, "x", 4, dx);
+  fsl_value *w = const_f32(&b, 4, dw, 7), *bias = const_f32(&b, 4, db, 8);
+  fsl_value *c = fsl_b_conv(&b, x, w, ones, ones, pads, 1, NULL);
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, c, bias);
+  fsl_value *s = fsl_b_unary(&b, FSL_OP_sigmoid, y);
+  fsl_value *m = fsl_b_binary(&b, FSL_OP_mul, y, s);
+  fsl_value *parts[] = {m, x};
+  finish(&b, fsl_b_concat(&b, parts, 2, 1));
+  fsl_device d;
+  fsl_device_default(&d);
+  int *topo = fsl_graph_topo_index(g);
+  assert_non_null(topo);
+  fsl_node *nodes[16];
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i] != m->producer && g->nodes[i]->op != FSL_OP_concat) nodes[n++] = g->nodes[i];
+  const char *why = NULL;
+  fsl_kernel *two = NULL, *silu = NULL;
+  assert_int_equal(fsl_kernel_make(g, topo, nodes, n, &two, &why), FSL_OK);
+  assert_non_null(two);
+  assert_int_equal(two->n_out, 2); /* y and sigmoid(y) */
+  nodes[n++] = m->producer;
+  assert_int_equal(fsl_kernel_make(g, topo, nodes, n, &silu, &why), FSL_OK);
+  assert_non_null(silu);
+  assert_int_equal(silu->n_out, 1);
+  double numel = 32.0 * 16 * 16, bytes = 4 * numel, lin = 2.0 * numel * 8;
+  double add = fsl_op_get(FSL_OP_add)->cost, sig = fsl_op_get(FSL_OP_sigmoid)->cost, mul = fsl_op_get(FSL_OP_mul)->cost;
+  double mem = (two->bytes - bytes) / d.bandwidth, compute = lin / d.peak_flops + numel * add / d.elem_flops;
+  double first = (mem > compute ? mem : compute) + d.launch_s;
+  mem = 2 * bytes / d.bandwidth;  /* reads y, writes sigmoid(y) */
+  compute = numel * sig / d.elem_flops;
+  double second = (mem > compute ? mem : compute) + d.launch_s;
+  assert_true(fabs(fsl_kernel_cost(two, &d) - (first + second)) < 1e-12);
+  mem = silu->bytes / d.bandwidth;
+  compute = lin / d.peak_flops + numel * (add + sig + mul) / d.elem_flops;
+  assert_true(fabs(fsl_kernel_cost(silu, &d) - ((mem > compute ? mem : compute) + d.launch_s)) < 1e-12);
+  assert_true(silu->cost_s < two->cost_s);
+  fsl_kernel_free(two);
+  fsl_kernel_free(silu);
+  free(topo);
+  fsl_plan p;
+  assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, &d, &p), FSL_OK);
+  for (int i = 0; i < p.kernels.n; i++)
+    for (int j = 0; j < p.kernels.k[i]->n_out; j++) assert_true(p.kernels.k[i]->out[j] != s);
+  fsl_plan_free(&p);
+  check_strategies(g);
+  fsl_graph_free(g);
+}
+
 /* Attention scores q @ k^T (k^T a permute of k) + mask: on a device whose
  * linear kernels read views in place (fsl_device.linear_views) the optimal
  * plan makes the permute the matmul kernel's prologue; elsewhere (the CPU,
@@ -451,6 +513,7 @@ int main(void) {
       cmocka_unit_test(test_cost),
       cmocka_unit_test(test_linear_views),
       cmocka_unit_test(test_cost_counts_recomputation),
+      cmocka_unit_test(test_cost_linear_epilogue_pass),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_conv),
