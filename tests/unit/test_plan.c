@@ -281,7 +281,8 @@ static void test_cost(void **state) {
 
 /* A pooling window after a sigmoid, in one kernel: the generated code
  * evaluates the sigmoid once per window element (9 times per element for a
- * 3x3 window, stride 1), and the cost says so; a reduction's result reused
+ * 3x3 window, stride 1), and the cost says so; likewise once per gathered
+ * element; a reduction's result reused
  * through a broadcast (layer norm's mean) is not recomputed. */
 static void test_cost_counts_recomputation(void **state) {
   (void)state;
@@ -308,6 +309,22 @@ static void test_cost_counts_recomputation(void **state) {
    * per output element; max over 9 elements per output */
   double dup = 9.0 * 32 * 32 / (34.0 * 34);
   double want = (elems * sig * dup + 9 * elems * mx) / d.elem_flops + d.launch_s;
+  assert_true(fabs(fsl_kernel_cost(&k, &d) - want) < 1e-12);
+  fsl_graph_free(g);
+  /* a gather upsampling a sigmoid 4x along an axis (nearest Resize): the
+   * sigmoid is evaluated 4 times per element, the gather once per output */
+  g = fsl_graph_new();
+  b = (fsl_builder){.g = g};
+  int64_t dg[] = {8, 16}, di[] = {64}, idx[64];
+  for (int i = 0; i < 64; i++) idx[i] = i / 4;
+  x = input(g, "x", 2, dg);
+  s = fsl_b_unary(&b, FSL_OP_sigmoid, x);
+  y = fsl_b_gather(&b, s, fsl_b_const(&b, FSL_DT_I64, 1, di, idx), 1);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_node *pair[] = {s->producer, y->producer};
+  k = (fsl_kernel){.n_nodes = 2, .nodes = pair};
+  want = (8.0 * 16 * sig * 4 + 8.0 * 64 * fsl_op_get(FSL_OP_gather)->cost) / d.elem_flops + d.launch_s;
   assert_true(fabs(fsl_kernel_cost(&k, &d) - want) < 1e-12);
   fsl_graph_free(g);
   /* layer norm's mean: neither the reduction nor what follows it is
