@@ -35,10 +35,6 @@ bool fsl_vl_add_inputs(fsl_vlist *ins, fsl_node *const *nodes, int n) {
 
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory (linear kernel split)"); }
 
-static bool is_ew(const fsl_node *n) {
-  return fsl_op_is_primitive(n->op) && fsl_op_get(n->op)->kind == FSL_KIND_ELEMENTWISE;
-}
-
 /* Follows in-kernel reshapes back from a linear operand. */
 static fsl_value *through_reshapes(fsl_value *v, const fsl_vlist *knodes) {
   while (v->producer && v->producer->op == FSL_OP_reshape && fsl_vl_has(knodes, v->producer)) v = v->producer->in[0];
@@ -152,7 +148,7 @@ fsl_status fsl_linear_split_fused(const fsl_kernel *k, const fsl_linear_split *s
     const fsl_value *prev = j > 0 ? s->chain[j - 1]->out[0] : y;
     bool moves = (c->op == FSL_OP_permute || c->op == FSL_OP_reshape) && c->n_in == 1 && c->in[0] == prev;
     tail = tail || (c->op == FSL_OP_permute && moves);
-    bool ok = c->n_out == 1 && (tail ? moves : is_ew(c) || c->op == FSL_OP_reshape);
+    bool ok = c->n_out == 1 && (tail ? moves : fsl_op_is_elementwise(c->op) || c->op == FSL_OP_reshape);
     for (int i = 0; ok && i < c->n_in; i++) ok = !c->in[i] || side_nodes(s, j, c->in[i], &side, &oom_);
     if (oom_) {
       free(side.p);

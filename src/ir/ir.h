@@ -56,6 +56,10 @@ const char *fsl_kind_name(fsl_kind k);
 /** ONNX op by op_type in the default domain; FSL_OP_NONE if unknown. */
 fsl_op fsl_op_from_onnx(const char *op_type);
 static inline bool fsl_op_is_primitive(fsl_op op) { return fsl_op_get(op)->primitive; }
+/** Whether op is an elementwise primitive (kind ELEMENTWISE in ops.def). */
+static inline bool fsl_op_is_elementwise(fsl_op op) {
+  return fsl_op_is_primitive(op) && fsl_op_get(op)->kind == FSL_KIND_ELEMENTWISE;
+}
 /** Whether an elementwise primitive's dtype class gives a bool output. */
 static inline bool fsl_op_bool_out(fsl_op op) {
   fsl_dtype_class c = fsl_op_get(op)->dtypes;

@@ -18,10 +18,6 @@ int fsl_linear_node_index(const fsl_kernel *k) {
   return n == 1 ? li : -1;
 }
 
-static bool is_ew(const fsl_node *n) {
-  return fsl_op_is_primitive(n->op) && fsl_op_get(n->op)->kind == FSL_KIND_ELEMENTWISE;
-}
-
 int fsl_linear_chain(const fsl_kernel *k, int li, fsl_node **chain, int cap) {
   if (li < 0 || li >= k->n_nodes || cap <= 0) return 0;
   const fsl_node *lin = k->nodes[li];
@@ -36,7 +32,8 @@ int fsl_linear_chain(const fsl_kernel *k, int li, fsl_node **chain, int cap) {
       for (int t = 0; t < n && !reads; t++) reads = chain[t]->out[0] == v;
     }
     if (!reads) continue;
-    if (!(is_ew(c) || c->op == FSL_OP_reshape || c->op == FSL_OP_permute) || c->n_out != 1 || !c->out[0]) break;
+    bool chains = fsl_op_is_elementwise(c->op) || c->op == FSL_OP_reshape || c->op == FSL_OP_permute;
+    if (!chains || c->n_out != 1 || !c->out[0]) break;
     chain[n++] = c;
   }
   return n;
