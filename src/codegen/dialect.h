@@ -83,7 +83,7 @@ typedef struct fsl_dialect {
   bool multi_pass;
   /** Work (elements, or multiply-adds for a matmul) below which the
    *  outermost loop stays SERIAL: thread start-up outweighs the work on a
-   *  CPU (32768 in C); 0 where every thread runs the kernel and only a
+   *  CPU (8192 in C); 0 where every thread runs the kernel and only a
    *  PARALLEL loop divides the work among them (CUDA, OpenCL). */
   long long par_min;
   /** Address-space qualifier of the kernel's buffers in pointer types
