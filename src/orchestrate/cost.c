@@ -193,7 +193,7 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   }
   double lin = 0, work = 0, epi_work = 0;
   double dup_small[32], *dup = k->n_nodes <= 32 ? dup_small : malloc(sizeof(double) * (size_t)k->n_nodes);
-  bool epi_small[32], *epi = k->n_nodes <= 32 ? epi_small : calloc((size_t)k->n_nodes, sizeof(bool));
+  bool epi_small[32], *epi = k->n_nodes <= 32 ? epi_small : malloc(sizeof(bool) * (size_t)k->n_nodes);
   if (dup) eval_counts(k, dup);
   if (epi) memset(epi, 0, sizeof(bool) * (size_t)k->n_nodes);
   const fsl_value *z = epi ? epilogue_pass(k, d, epi) : NULL;

@@ -17,7 +17,7 @@
  *     matmul those leading dims.
  *   conv x [N, C, s...] w [M, C/g, k...] (1-3 spatial dims): dnnl
  *     convolution forward (Winograd first where wino_pays, else direct;
- *     a Winograd one takes a leading per-channel add as its bias,
+ *     either takes a leading constant per-channel add as its bias,
  *     native_bias), dnnl dilation = ours - 1, padding_l /
  *     padding_r = our pads' begins / ends, groups as [g, M/g, C/g, k...]
  *     weights.  A conv with lhs_dilation (ConvTranspose) and stride 1 maps
@@ -837,7 +837,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
          (s = md_channels_last(&dst_any, g->r, dst->dims)) != dnnl_success))
       return s;
   }
-  /* a leading per-channel constant add is a Winograd convolution's bias */
+  /* a leading constant per-channel add is a convolution's own bias */
   bool bias = n > 0 && native_bias(g, dst, &e[0]);
   if (bias && (s = md_strided(&m->post[0], 1, &dst->dims[1], NULL)) != dnnl_success) return s;
   for (int i = bias ? 1 : 0; i < n; i++) {
