@@ -720,7 +720,8 @@ static void test_compile_progress(void **state) {
 /* The prologue's inline expf / tanhf / erff (fsl_codegen_prelude), compiled
  * as generated code is (a vectorized loop), against libm in double: rel.
  * error <= 1e-6 where the result is a normal float, exact special values
- * (+-inf, NaN, signed zero, overflow to inf, underflow to 0). */
+ * (+-inf, NaN, signed zero, overflow to inf, underflow to 0), exp's
+ * subnormal results flushed to zero, tanh's and erf's exact. */
 static void test_fast_math(void **state) {
   (void)state;
   fsl_sbuf src = {0};
@@ -765,9 +766,10 @@ static void test_fast_math(void **state) {
         assert_true(isinf(g) && g > 0);
         continue;
       }
-      if (fabs(w) < 1.1754943508222875e-38) { /* subnormal or zero result */
-        if (fabs(g - w) > 3e-45) fprintf(stderr, "fast math %d: x=%g got %g want %g\n", k, xi, g, w);
-        assert_true(fabs(g - w) <= 3e-45);
+      if (fabs(w) < 1.1754943508222875e-38) { /* subnormal or zero result: exp flushes it to zero */
+        bool ok = k == 0 ? g == 0 : fabs(g - w) <= 3e-45;
+        if (!ok) fprintf(stderr, "fast math %d: x=%g got %g want %g\n", k, xi, g, w);
+        assert_true(ok);
         if (w == 0) assert_true(signbit(g) == signbit(w));
         continue;
       }

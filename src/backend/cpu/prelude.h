@@ -19,20 +19,22 @@
 #pragma GCC target("prefer-vector-width=512") /* whole zmm registers for the loops below */
 #endif
 /* Branch-free float exp, tanh and erf, so that loops calling them vectorize.
- * expf: Cody-Waite reduction by ln 2, degree-6 polynomial, 2^n applied in two
- * steps so that overflow gives inf and small results are exact subnormals
- * (max rel. error 1.2e-7 over the normal range).  NaN flows through the clamps. */
+ * expf: n = floor(x / ln 2) by the 1.5 * 2^23 rounding trick, Cody-Waite
+ * reduction r = x - n ln 2 in [0, ln 2), a degree-6 minimax polynomial for
+ * e^r on [0, ln 2] (fitted by Remez exchange for relative error), times 2^n
+ * built in the exponent bits in one step.  Max rel. error 1.2e-7 where the
+ * result is a normal float; below FLT_MIN (x < -87.34) the result is 0, as
+ * under flush-to-zero, and above FLT_MAX it is inf (2^128 is inf's bit
+ * pattern).  NaN flows through the clamps. */
 FSL_H float fsl_expf(float x) {
-  float xc = x > 89.0f ? 89.0f : x; xc = xc < -104.0f ? -104.0f : xc;
-  float z = xc * 1.44269504088896341f + 12582912.0f, n = z - 12582912.0f;
+  float xc = x > 89.0f ? 89.0f : x; xc = xc < -88.0f ? -88.0f : xc; /* n in [-127, 128] */
+  float z = (xc * 1.44269504088896341f - 0.5f) + 12582912.0f, n = z - 12582912.0f;
   float r = xc - n * 0.693359375f; r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f; p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f; p = p * r + 1.6666665459e-1f; p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t zi; memcpy(&zi, &z, 4); zi -= 0x4B400000;
-  int32_t n1 = zi >> 1, ai = (n1 + 127) << 23, bi = (zi - n1 + 127) << 23;
-  float af, bf; memcpy(&af, &ai, 4); memcpy(&bf, &bi, 4);
-  return p * af * bf; }
+  float p = 0x1.007672p-9f; p = p * r + 0x1.fda20ep-8f; p = p * r + 0x1.57778ep-5f; p = p * r + 0x1.553568p-3f;
+  p = p * r + 0x1.0000dcp-1f; p = p * r + 0x1.fffff8p-1f; p = p * r + 1.0f;
+  uint32_t zi; memcpy(&zi, &z, 4); zi = (zi << 23) + (127u << 23); /* n + 127 in the exponent field */
+  float s; memcpy(&s, &zi, 4);
+  return p * s; }
 /* tanhf: odd rational minimax approximation on [-7.9053, 7.9053] (the
  * coefficients of Eigen's generic_fast_tanh_float), +-1 beyond; max rel. error 3e-7 */
 FSL_H float fsl_tanhf(float x) {
