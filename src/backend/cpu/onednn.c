@@ -852,7 +852,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
       fold_m(fr, fd, vbd, vst, d2, s2);
       s = md_strided(&m->post[i], 2, d2, s2);
     } else if (flat) {
-      int64_t d3[3], s3[3];
+      int64_t d3[3] = {1, 1, 1}, s3[3] = {0, 0, 0};
       merge_dims(fr - 2, fd, vbd, vst, &d3[0], &s3[0]);
       d3[1] = vbd[fr - 2], s3[1] = vst[fr - 2];
       d3[2] = vbd[fr - 1], s3[2] = vst[fr - 1];

@@ -312,7 +312,7 @@ static fsl_status cu_compile(const fsl_plan *p, void **exe) {
 /* A HOST step's copies (fsl_gpu_copy): synchronous. */
 static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   fsl_cuda_exe *x = ctx;
-  fsl_cu_ptr at;
+  fsl_cu_ptr at = 0;
   FSL_TRY(locate(x, v, &at));
   FSL_TRY(x->drv->download(host, at, bytes));
   return x->drv->sync();
@@ -320,7 +320,7 @@ static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_
 
 static fsl_status copy_to_device(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   fsl_cuda_exe *x = ctx;
-  fsl_cu_ptr at;
+  fsl_cu_ptr at = 0;
   FSL_TRY(locate(x, v, &at));
   FSL_TRY(x->drv->upload(at, host, bytes));
   return x->drv->sync();

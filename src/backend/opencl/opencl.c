@@ -212,8 +212,8 @@ static fsl_status ocl_compile(const fsl_plan *p, void **exe) {
 /* Copies value v between the device and the host (a HOST step's fsl_gpu_copy). */
 static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   ocl_exe *x = ctx;
-  cl_mem m;
-  cl_ulong off;
+  cl_mem m = NULL;
+  cl_ulong off = 0;
   FSL_TRY(locate(x, v, &m, &off));
   cl_int err = clEnqueueReadBuffer(x->d->queue, m, CL_TRUE, (size_t)off, (size_t)bytes, host, 0, NULL, NULL);
   if (err != CL_SUCCESS) return fsl_errorf(FSL_ERR_RUNTIME, "opencl backend: reading '%s': %s", vname(v), fsl_ocl_strerror(err));
@@ -222,8 +222,8 @@ static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_
 
 static fsl_status copy_to_device(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   ocl_exe *x = ctx;
-  cl_mem m;
-  cl_ulong off;
+  cl_mem m = NULL;
+  cl_ulong off = 0;
   FSL_TRY(locate(x, v, &m, &off));
   cl_int err = clEnqueueWriteBuffer(x->d->queue, m, CL_TRUE, (size_t)off, (size_t)bytes, host, 0, NULL, NULL);
   if (err != CL_SUCCESS) return fsl_errorf(FSL_ERR_RUNTIME, "opencl backend: writing '%s': %s", vname(v), fsl_ocl_strerror(err));
