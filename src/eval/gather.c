@@ -41,6 +41,7 @@ static fsl_status gather(const fsl_node *n, const void *data, const void *idx, v
  * of range. */
 static fsl_status elem_offset(const fsl_node *n, const fsl_value *dv, const int64_t *ds, const int64_t *c,
                               int axis, int64_t v, int64_t *off) {
+  *off = 0; /* on every path, errors included */
   int64_t w = v, o = 0;
   if (!wrap(&w, dv->dims[axis])) return oob(n, v, dv->dims[axis], axis);
   for (int i = 0; i < dv->rank; i++) o += (i == axis ? w : c[i]) * ds[i];
@@ -59,7 +60,7 @@ static fsl_status gather_elements(const fsl_node *n, const void *data, const voi
   const fsl_value *dv = n->in[0], *iv = n->in[1];
   int axis = (int)fsl_attr_int(n, "axis", 0);
   size_t esz = fsl_dtype_size(dv->dtype);
-  int64_t ds[FSL_MAX_RANK], c[FSL_MAX_RANK] = {0}, ni = fsl_value_numel(iv), off = 0;
+  int64_t ds[FSL_MAX_RANK], c[FSL_MAX_RANK] = {0}, ni = fsl_value_numel(iv), off;
   fsl_ref_strides(dv->rank, dv->dims, ds);
   for (int64_t j = 0; j < ni; j++) {
     FSL_TRY(elem_offset(n, dv, ds, c, axis, fsl_load_i64(iv->dtype, idx, j), &off));
@@ -73,6 +74,7 @@ static fsl_status gather_elements(const fsl_node *n, const void *data, const voi
  * one batch of data. */
 static fsl_status nd_offset(const fsl_node *n, const fsl_value *dv, const int64_t *ds, const void *idx,
                             fsl_dtype idt, int64_t t, int64_t k, int64_t b, int64_t *off) {
+  *off = 0; /* on every path, errors included */
   int64_t o = 0;
   for (int64_t q = 0; q < k; q++) {
     int64_t v = fsl_load_i64(idt, idx, t * k + q), w = v;
@@ -87,7 +89,7 @@ static fsl_status gather_nd(const fsl_node *n, const void *data, const void *idx
   const fsl_value *dv = n->in[0], *iv = n->in[1];
   int64_t b = fsl_attr_int(n, "batch_dims", 0), k = iv->dims[iv->rank - 1];
   size_t esz = fsl_dtype_size(dv->dtype);
-  int64_t ds[FSL_MAX_RANK], off = 0;
+  int64_t ds[FSL_MAX_RANK], off;
   fsl_ref_strides(dv->rank, dv->dims, ds);
   int64_t nb = fsl_numel((int)b, dv->dims), bstride = fsl_numel(dv->rank - (int)b, dv->dims + b);
   int64_t ni = fsl_numel(iv->rank - 1 - (int)b, iv->dims + b);
@@ -130,7 +132,7 @@ static void combine(fsl_dtype dt, int red, void *out, int64_t oi, const void *up
 static fsl_status scatter_elements(const fsl_node *n, const void *const *in, void *y) {
   const fsl_value *dv = n->in[0], *iv = n->in[1];
   int axis = (int)fsl_attr_int(n, "axis", 0), red = (int)fsl_attr_int(n, "reduction", 0);
-  int64_t ds[FSL_MAX_RANK], c[FSL_MAX_RANK] = {0}, ni = fsl_value_numel(iv), off = 0;
+  int64_t ds[FSL_MAX_RANK], c[FSL_MAX_RANK] = {0}, ni = fsl_value_numel(iv), off;
   int64_t nbytes = fsl_value_nbytes(dv);
   if (nbytes > 0) memcpy(y, in[0], (size_t)nbytes);
   fsl_ref_strides(dv->rank, dv->dims, ds);
@@ -145,7 +147,7 @@ static fsl_status scatter_elements(const fsl_node *n, const void *const *in, voi
 static fsl_status scatter_nd(const fsl_node *n, const void *const *in, void *y) {
   const fsl_value *dv = n->in[0], *iv = n->in[1];
   int red = (int)fsl_attr_int(n, "reduction", 0);
-  int64_t k = iv->dims[iv->rank - 1], ds[FSL_MAX_RANK], off = 0;
+  int64_t k = iv->dims[iv->rank - 1], ds[FSL_MAX_RANK], off;
   int64_t ni = fsl_numel(iv->rank - 1, iv->dims), slice = fsl_numel(dv->rank - (int)k, dv->dims + k);
   int64_t nbytes = fsl_value_nbytes(dv);
   if (nbytes > 0) memcpy(y, in[0], (size_t)nbytes);

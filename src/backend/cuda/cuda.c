@@ -59,6 +59,7 @@ static bool use_library(const fsl_node *lin) {
 /* Where value v lives: the arena at its planned offset, or an allocation
  * of its own (created on first use; constants are uploaded). */
 static fsl_status locate(fsl_cuda_exe *x, const fsl_value *v, fsl_cu_ptr *at) {
+  *at = 0; /* on every path, errors included */
   if (v->id < x->mem.n_ids && x->mem.offset[v->id] >= 0 && x->arena) {
     *at = x->arena + (fsl_cu_ptr)x->mem.offset[v->id];
     return FSL_OK;
@@ -312,7 +313,7 @@ static fsl_status cu_compile(const fsl_plan *p, void **exe) {
 /* A HOST step's copies (fsl_gpu_copy): synchronous. */
 static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   fsl_cuda_exe *x = ctx;
-  fsl_cu_ptr at = 0;
+  fsl_cu_ptr at;
   FSL_TRY(locate(x, v, &at));
   FSL_TRY(x->drv->download(host, at, bytes));
   return x->drv->sync();
@@ -320,7 +321,7 @@ static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_
 
 static fsl_status copy_to_device(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   fsl_cuda_exe *x = ctx;
-  fsl_cu_ptr at = 0;
+  fsl_cu_ptr at;
   FSL_TRY(locate(x, v, &at));
   FSL_TRY(x->drv->upload(at, host, bytes));
   return x->drv->sync();

@@ -54,12 +54,13 @@ static const char *vname(const fsl_value *v) { return v->name ? v->name : "?"; }
 /* Where value v lives on the device: the arena at its planned offset, or
  * a buffer of its own (created here; constants are uploaded). */
 static fsl_status locate(ocl_exe *x, const fsl_value *v, cl_mem *m, cl_ulong *off) {
+  *m = NULL; /* on every path, errors included */
+  *off = 0;
   if (v->id < x->mem.n_ids && x->mem.offset[v->id] >= 0 && x->arena) {
     *m = x->arena;
     *off = (cl_ulong)x->mem.offset[v->id];
     return FSL_OK;
   }
-  *off = 0;
   if (!x->own[v->id]) {
     int64_t nb = fsl_value_nbytes(v);
     if (nb < 0) return fsl_errorf(FSL_ERR_SHAPE, "opencl backend: value '%s' has no static shape", vname(v));
@@ -212,8 +213,8 @@ static fsl_status ocl_compile(const fsl_plan *p, void **exe) {
 /* Copies value v between the device and the host (a HOST step's fsl_gpu_copy). */
 static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   ocl_exe *x = ctx;
-  cl_mem m = NULL;
-  cl_ulong off = 0;
+  cl_mem m;
+  cl_ulong off;
   FSL_TRY(locate(x, v, &m, &off));
   cl_int err = clEnqueueReadBuffer(x->d->queue, m, CL_TRUE, (size_t)off, (size_t)bytes, host, 0, NULL, NULL);
   if (err != CL_SUCCESS) return fsl_errorf(FSL_ERR_RUNTIME, "opencl backend: reading '%s': %s", vname(v), fsl_ocl_strerror(err));
@@ -222,8 +223,8 @@ static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_
 
 static fsl_status copy_to_device(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   ocl_exe *x = ctx;
-  cl_mem m = NULL;
-  cl_ulong off = 0;
+  cl_mem m;
+  cl_ulong off;
   FSL_TRY(locate(x, v, &m, &off));
   cl_int err = clEnqueueWriteBuffer(x->d->queue, m, CL_TRUE, (size_t)off, (size_t)bytes, host, 0, NULL, NULL);
   if (err != CL_SUCCESS) return fsl_errorf(FSL_ERR_RUNTIME, "opencl backend: writing '%s': %s", vname(v), fsl_ocl_strerror(err));
