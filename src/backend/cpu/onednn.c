@@ -544,6 +544,7 @@ typedef struct geom {
  * when only some of them are broadcast or they are not contiguous. */
 static bool merge_dims(int n, const int64_t *full, const int64_t *bd, const int64_t *bst, int64_t *mbd,
                        int64_t *mbst) {
+  *mbd = 1, *mbst = 0; /* on every path, false included */
   bool any_full = false, all_full = true;
   int64_t prod = 1, prev_stride = -1;
   for (int b = 0; b < n; b++) {
@@ -554,7 +555,7 @@ static bool merge_dims(int n, const int64_t *full, const int64_t *bd, const int6
     prev_stride = bst[b];
     prod *= full[b];
   }
-  if (!any_full) { *mbd = 1, *mbst = 0; return true; }
+  if (!any_full) return true;
   if (!all_full) return false;
   *mbd = prod, *mbst = prev_stride;
   return true;
@@ -852,7 +853,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
       fold_m(fr, fd, vbd, vst, d2, s2);
       s = md_strided(&m->post[i], 2, d2, s2);
     } else if (flat) {
-      int64_t d3[3] = {1, 1, 1}, s3[3] = {0, 0, 0};
+      int64_t d3[3], s3[3];
       merge_dims(fr - 2, fd, vbd, vst, &d3[0], &s3[0]);
       d3[1] = vbd[fr - 2], s3[1] = vst[fr - 2];
       d3[2] = vbd[fr - 1], s3[2] = vst[fr - 1];
