@@ -232,6 +232,10 @@ bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res);
  * following the kernel's elementwise and movement nodes at concrete
  * coordinates; -1: none, or a node the probe does not follow. */
 int fsl_cg_tile_axis(const em *e, const fsl_value *v);
+/* Whether some outside read of v (inside the kernel or an input) strides
+ * along v's innermost axis but is contiguous along axis a < rank - 1: v
+ * is stored with a innermost (a channels-last input read as NCHW). */
+bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a);
 
 /* loops.c — LOOP kernels: one loop nest per output shape */
 bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c);

@@ -2,8 +2,10 @@
  * columns.c — REDUCE kernels as columns (cg.h): per row of the kept space
  * without its innermost axis, one accumulator per element of that axis,
  * updated by a SIMD loop across it inside the loops over the reduced axes.
- * For reductions over outer axes (a column sum) and over sliding windows
- * (pooling), where rows would read with a stride or be too short for SIMD.
+ * For reductions over outer axes (a column sum), over sliding windows
+ * (pooling), and over inputs stored with that axis innermost (pooling a
+ * channels-last convolution output), where rows would read with a stride
+ * or be too short for SIMD.
  */
 #include "codegen/cg.h"
 
@@ -36,6 +38,8 @@ static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int dep
 
 #define COL_MIN 8               /* the innermost kept axis: at least a vector */
 #define COL_BYTES (32 * 1024)   /* accumulators of a row: in L1 */
+#define COL_ROWS 16             /* fewer rows than this: the innermost kept axis is split in slots */
+#define COL_CHUNK 16            /* a slot holds whole units of this many columns (a cache line of f32) */
 
 bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coords *oc, int s0, bool *used) {
   const fsl_cg_spec *s = e->s;
@@ -53,10 +57,13 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   }
   if (la < 0 || x0->dims[la] < COL_MIN) return true;
   int64_t L = x0->dims[la];
+  bool win = false;
   for (int k = 0; k < nr; k++) {
     fsl_op op = red[k]->op;
+    bool wk = fsl_cg_windowed(e, red[k]->in[0], 0);
+    win = win || wk;
     if ((op != FSL_OP_reduce_sum && op != FSL_OP_reduce_prod && op != FSL_OP_reduce_max && op != FSL_OP_reduce_min) ||
-        (la < last_red && !fsl_cg_windowed(e, red[k]->in[0], 0)))
+        (la < last_red && !wk && !fsl_cg_contig_along(e, red[k]->in[0], la)))
       return true;
     for (int j = 0; j < nr; j++)
       if (depends(e, red[k]->in[0], red[j]->out[0], 0)) return true; /* a row's reductions one after another */
@@ -75,14 +82,32 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
       rows *= x0->dims[i];
     }
   }
-  char o[CLEN], nL[32];
+  /* few rows (a global pooling): the parallel loop also runs over nch
+   * slots of the innermost kept axis, [ob_, oe_), each an equal share of
+   * its units of COL_CHUNK columns (a slot may be empty), so a static
+   * schedule gives every thread a contiguous, balanced part; windows keep
+   * whole rows */
+  int64_t nch = 1, units = (L + COL_CHUNK - 1) / COL_CHUNK;
+  if (!win && rows < COL_ROWS && units > 1) nch = (COL_ROWS + rows - 1) / rows;
+  char o[CLEN], lo[CLEN] = "0", hi[CLEN];
+  const char *row = "o_";
   snprintf(o, CLEN, "o%d", la);
-  snprintf(nL, sizeof nL, "%lld", (long long)L);
-  fsl_cg_row_loop_open(e, rows, inner * L);
+  snprintf(hi, CLEN, "%lld", (long long)L);
+  fsl_cg_row_loop_open(e, rows * nch, inner * (L + nch - 1) / nch);
+  if (nch > 1) {
+    fsl_cg_line(e, "const int64_t or_ = o_ / %lld, oq_ = o_ %% %lld;", (long long)nch, (long long)nch);
+    fsl_cg_line(e, "const int64_t ob_ = %lld * oq_ / %lld * %d, oh_ = %lld * (oq_ + 1) / %lld * %d;", (long long)units,
+                (long long)nch, COL_CHUNK, (long long)units, (long long)nch, COL_CHUNK);
+    fsl_cg_line(e, "const int64_t oe_ = oh_ < %lld ? oh_ : %lld;", (long long)L, (long long)L);
+    fsl_cg_line(e, "(void)or_;");
+    row = "or_";
+    snprintf(lo, CLEN, "ob_");
+    snprintf(hi, CLEN, "oe_");
+  }
   coords c;
   c.rank = r;
   for (int i = 0; i < r; i++) snprintf(c.c[i], CLEN, "0");
-  fsl_cg_decompose(e, "o_", nk, kept, x0->dims, "o", &c);
+  fsl_cg_decompose(e, row, nk, kept, x0->dims, "o", &c);
   snprintf(c.c[la], CLEN, "%s", o);
   /* every reduction reading window(pad(X)) with the identity as padding
    * (MaxPool, AveragePool counting the pads): the window loops and the
@@ -106,7 +131,7 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
     fsl_cg_line(e, "%s a%d[%lld];", a[k].type, k, (long long)L);
     if (nan[k]) fsl_cg_line(e, "int n%d[%lld];", k, (long long)L);
   }
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = "0", .hi = nL});
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi});
   fsl_cg_open_scope(e);
   for (int k = 0; k < nr; k++) {
     fsl_cg_line(e, "a%d[%s] = %s;", k, o, a[k].init);
@@ -126,9 +151,10 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
                                        .hi = w.src ? w.hi[q] : jd[q]});
     fsl_cg_open_scope(e);
   }
-  char olo[CLEN] = "0", ohi[CLEN];
-  snprintf(ohi, CLEN, "%s", nL);
-  if (w.src) fsl_cg_win_simd_range(e, &w, L, olo, ohi);
+  char olo[CLEN], ohi[CLEN];
+  snprintf(olo, CLEN, "%s", lo);
+  snprintf(ohi, CLEN, "%s", hi);
+  if (w.src) fsl_cg_win_simd_range(e, &w, L, olo, ohi); /* nch is 1 */
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi, .n_red = 1, .red = {"|:e_"}});
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
@@ -148,7 +174,7 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   if (!ok) return false;
   /* the outputs, element by element of the innermost kept axis */
   fsl_cg_loop_begin(e, &lc, "", o);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = "0", .hi = nL, .n_red = 1, .red = {"|:e_"}});
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi, .n_red = 1, .red = {"|:e_"}});
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
   for (int k = 0; k < nr; k++) {
@@ -158,7 +184,7 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   }
   e->n_red = nr;
   if (!cls) /* a pass: the row's results into the scratch buffers, kept space flat */
-    for (int k = 0; k < nr; k++) fsl_cg_line(e, "s%d[o_ * %lld + %s] = r%d;", s0 + k, (long long)L, o, k);
+    for (int k = 0; k < nr; k++) fsl_cg_line(e, "s%d[%s * %lld + %s] = r%d;", s0 + k, row, (long long)L, o, k);
   for (int j = 0; cls && j < s->n_out && ok; j++) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");

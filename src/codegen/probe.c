@@ -116,18 +116,35 @@ static void walk(const em *e, const fsl_value *v, const int64_t *c, probe *p, in
   walk(e, x, ic, p, depth + 1);
 }
 
+/* The outside reads of v at the origin (axis -1) or one step along axis. */
+static probe probe_at(const em *e, const fsl_value *v, int axis) {
+  int64_t c[FSL_MAX_RANK] = {0};
+  if (axis >= 0) c[axis] = 1;
+  probe p = {.ok = true};
+  walk(e, v, c, &p, 0);
+  return p;
+}
+
+bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a) {
+  int r = v->rank;
+  if (r < 2 || a < 0 || a >= r - 1) return false;
+  probe base = probe_at(e, v, -1), in = probe_at(e, v, r - 1), pa = probe_at(e, v, a);
+  if (!base.ok || !in.ok || !pa.ok || base.n == 0 || in.n != base.n || pa.n != base.n) return false;
+  for (int k = 0; k < base.n; k++) {
+    int64_t di = in.flat[k] - base.flat[k];
+    if (in.v[k] == base.v[k] && pa.v[k] == base.v[k] && (di > 1 || di < -1) && pa.flat[k] - base.flat[k] == 1)
+      return true;
+  }
+  return false;
+}
+
 int fsl_cg_tile_axis(const em *e, const fsl_value *v) {
   int r = v->rank;
   if (r < 2 || !e->inside[v->id]) return -1;
-  int64_t c0[FSL_MAX_RANK] = {0};
-  probe base = {.ok = true};
-  walk(e, v, c0, &base, 0);
+  probe base = probe_at(e, v, -1);
   if (!base.ok || base.n == 0) return -1;
   /* the inner axis: does any read stride across cache lines along it? */
-  int64_t c1[FSL_MAX_RANK] = {0};
-  c1[r - 1] = 1;
-  probe in = {.ok = true};
-  walk(e, v, c1, &in, 0);
+  probe in = probe_at(e, v, r - 1);
   if (!in.ok || in.n != base.n) return -1;
   int strided = -1;
   for (int k = 0; k < base.n && strided < 0; k++)
@@ -136,10 +153,7 @@ int fsl_cg_tile_axis(const em *e, const fsl_value *v) {
   /* the outer axis along which that read is contiguous */
   for (int a = r - 2; a >= 0; a--) {
     if (v->dims[a] < 8) continue;
-    int64_t ca[FSL_MAX_RANK] = {0};
-    ca[a] = 1;
-    probe pa = {.ok = true};
-    walk(e, v, ca, &pa, 0);
+    probe pa = probe_at(e, v, a);
     if (pa.ok && pa.n == base.n && pa.v[strided] == base.v[strided] && pa.flat[strided] - base.flat[strided] == 1)
       return a;
   }

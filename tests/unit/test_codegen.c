@@ -293,6 +293,58 @@ static void test_input_layout(void **state) {
   fsl_graph_free(g);
 }
 
+/* A global pooling (sum and max over H and W) of an input stored NHWC:
+ * [1, 40, 5, 6] (one row of the kept space: its 40 channels are split in
+ * slots across the parallel loop) and [3, 24, 4, 4].  Both run as columns
+ * (an accumulator per channel, the SIMD loop along the channels the
+ * input stores innermost) and match the reference on the row-major data. */
+static void test_layout_columns(void **state) {
+  (void)state;
+  int64_t shapes[2][4] = {{1, 40, 5, 6}, {3, 24, 4, 4}}, axes[] = {2, 3};
+  for (int t = 0; t < 2; t++) {
+    const int64_t *dx = shapes[t];
+    int64_t N = dx[0], C = dx[1], HW = dx[2] * dx[3];
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx);
+    fsl_value *sum = fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_unary(&b, FSL_OP_neg, x), axes, 2, true);
+    fsl_value *mx = fsl_b_reduce(&b, FSL_OP_reduce_max, x, axes, 2, true);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, sum);
+    fsl_graph_add_output(g, mx);
+    assert_int_equal(fsl_graph_verify(g), FSL_OK);
+    fsl_cg_layout lay[1] = {{4, {0, 2, 3, 1}}};
+    fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = 1, .in = g->inputs,
+                        .in_layout = lay, .n_out = 2, .out = g->outputs};
+    fsl_sbuf src = {0};
+    fsl_codegen_prelude(&fsl_dialect_c, &src);
+    assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
+    assert_non_null(strstr(src.p, "a0[o1] += (double)"));
+    void *h = NULL;
+    void *sym = compile_k0(src.p, &h);
+    int (*k0)(const void *const *, void *const *);
+    memcpy(&k0, &sym, sizeof k0);
+    float *xr = random_data(x, -1, 1), *xn = malloc(sizeof(float) * (size_t)(N * C * HW));
+    assert_non_null(xn);
+    for (int64_t n = 0; n < N; n++) /* NCHW -> NHWC */
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < HW; i++) xn[(n * HW + i) * C + c] = xr[(n * C + c) * HW + i];
+    float got_s[120], got_m[120];
+    void *in[1] = {xn}, *in_rm[1] = {xr}, *want[2] = {0}, *outp[2] = {got_s, got_m};
+    assert_int_equal(k0((const void *const *)in, outp), 0);
+    assert_int_equal(fsl_ref_run(g, (const void *const *)in_rm, want), FSL_OK);
+    for (int64_t j = 0; j < N * C; j++) {
+      float ws = ((float *)want[0])[j], wm = ((float *)want[1])[j];
+      assert_true(fabsf(got_s[j] - ws) <= 1e-5f * (1 + fabsf(ws)));
+      assert_true(got_m[j] == wm);
+    }
+    free(want[0]), free(want[1]), free(xr), free(xn);
+    dlclose(h);
+    fsl_sbuf_free(&src);
+    fsl_graph_free(g);
+  }
+}
+
 /* A row-major input into an NHWC output ([2, 20, 3, 17]: the write
  * transposes): the nest runs along the output's memory order, channels
  * innermost (contiguous writes). */
@@ -575,7 +627,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_column_sum),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
