@@ -125,16 +125,20 @@ static probe probe_at(const em *e, const fsl_value *v, int axis) {
   return p;
 }
 
+/* Whether read k moves by more than one element from base to in (the
+ * same input in both): it strides across cache lines. */
+static bool strides(const probe *base, const probe *in, int k) {
+  int64_t d = in->flat[k] - base->flat[k];
+  return in->v[k] == base->v[k] && (d > 1 || d < -1);
+}
+
 bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a) {
   int r = v->rank;
   if (r < 2 || a < 0 || a >= r - 1) return false;
   probe base = probe_at(e, v, -1), in = probe_at(e, v, r - 1), pa = probe_at(e, v, a);
   if (!base.ok || !in.ok || !pa.ok || base.n == 0 || in.n != base.n || pa.n != base.n) return false;
-  for (int k = 0; k < base.n; k++) {
-    int64_t di = in.flat[k] - base.flat[k];
-    if (in.v[k] == base.v[k] && pa.v[k] == base.v[k] && (di > 1 || di < -1) && pa.flat[k] - base.flat[k] == 1)
-      return true;
-  }
+  for (int k = 0; k < base.n; k++)
+    if (strides(&base, &in, k) && pa.v[k] == base.v[k] && pa.flat[k] - base.flat[k] == 1) return true;
   return false;
 }
 
@@ -148,7 +152,7 @@ int fsl_cg_tile_axis(const em *e, const fsl_value *v) {
   if (!in.ok || in.n != base.n) return -1;
   int strided = -1;
   for (int k = 0; k < base.n && strided < 0; k++)
-    if (in.v[k] == base.v[k] && (in.flat[k] - base.flat[k] > 1 || in.flat[k] - base.flat[k] < -1)) strided = k;
+    if (strides(&base, &in, k)) strided = k;
   if (strided < 0) return -1;
   /* the outer axis along which that read is contiguous */
   for (int a = r - 2; a >= 0; a--) {

@@ -225,6 +225,13 @@ static void test_concat_rows_reshaped(void **state) {
   }
 }
 
+/* x [N, C, HW] row-major (NCHW) into xn stored NHWC. */
+static void to_nhwc(const float *x, float *xn, int64_t N, int64_t C, int64_t HW) {
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t i = 0; i < HW; i++) xn[(n * HW + i) * C + c] = x[(n * C + c) * HW + i];
+}
+
 /* Inputs and outputs stored in another axis order (fsl_cg_layout;
  * oneDNN's nhwc): x [2, 5, 3, 4] held NHWC and a per-channel scale, into
  * y = relu(x * s) (row-major, then NHWC too) and a channel sum; the kernel
@@ -272,9 +279,7 @@ static void test_input_layout(void **state) {
     int (*k0)(const void *const *, void *const *);
     memcpy(&k0, &sym, sizeof k0);
     float *xr = random_data(x, -1, 1), *s = random_data(sc, -1, 1), xn[120];
-    for (int n = 0; n < 2; n++) /* NCHW -> NHWC */
-      for (int c = 0; c < 5; c++)
-        for (int i = 0; i < 12; i++) xn[(n * 12 + i) * 5 + c] = xr[(n * 5 + c) * 12 + i];
+    to_nhwc(xr, xn, 2, 5, 12);
     void *in[2] = {xn, s}, *in_rm[2] = {xr, s}, *want[2] = {0};
     float got[120];
     void *outp[1] = {got};
@@ -326,9 +331,7 @@ static void test_layout_columns(void **state) {
     memcpy(&k0, &sym, sizeof k0);
     float *xr = random_data(x, -1, 1), *xn = malloc(sizeof(float) * (size_t)(N * C * HW));
     assert_non_null(xn);
-    for (int64_t n = 0; n < N; n++) /* NCHW -> NHWC */
-      for (int64_t c = 0; c < C; c++)
-        for (int64_t i = 0; i < HW; i++) xn[(n * HW + i) * C + c] = xr[(n * C + c) * HW + i];
+    to_nhwc(xr, xn, N, C, HW);
     float got_s[120], got_m[120];
     void *in[1] = {xn}, *in_rm[1] = {xr}, *want[2] = {0}, *outp[2] = {got_s, got_m};
     assert_int_equal(k0((const void *const *)in, outp), 0);
