@@ -111,12 +111,14 @@ typedef struct em {
    * reads of concat node pin_node take input pin_k, with no test */
   const fsl_node *pin_node;
   int pin_k;
-  /* a tile of a transposing nest within one part of every concat whose
-   * boundaries are multiples of the tile (loops.c): coordinate range_var
-   * lies in [range_lo, range_hi), so a concat along it reads the one
-   * input holding that range, with no test (NULL: no such range) */
-  const char *range_var;
-  int64_t range_lo, range_hi;
+  /* a tile of a transposing nest within one part of the kernel's concats
+   * along each of its two axes (loops.c): coordinate range[i].var lies in
+   * [range[i].lo, range[i].hi), so a concat along it reads the one input
+   * holding that range, with no test (var NULL: no such range) */
+  struct {
+    const char *var;
+    int64_t lo, hi;
+  } range[2];
   /* work-group REDUCE rows (dialect group, fused body): the launch */
   bool grp;
   int grp_lanes;        /* work-items per row */

@@ -338,9 +338,11 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
     }
     /* the coordinate's range lies within one input: that one, no test */
     int only = e->pin_node == n ? e->pin_k : -1;
-    if (only < 0 && e->range_var && strcmp(e->range_var, c->c[axis]) == 0)
+    for (int q = 0; q < 2 && only < 0; q++) {
+      if (!e->range[q].var || strcmp(e->range[q].var, c->c[axis]) != 0) continue;
       for (int64_t k = 0, lo = 0; k < n->n_in; lo += n->in[k++]->dims[axis])
-        if (lo <= e->range_lo && e->range_hi <= lo + n->in[k]->dims[axis]) only = (int)k;
+        if (lo <= e->range[q].lo && e->range[q].hi <= lo + n->in[k]->dims[axis]) only = (int)k;
+    }
     int t = fsl_cg_new_tmp(e);
     fsl_cg_line(e, "%s t%d;", fsl_cg_ctype(e->d, y->dtype), t);
     int64_t off = 0;

@@ -532,6 +532,25 @@ static void test_transpose_tiles_concat(void **state) {
   fsl_graph_free(g);
 }
 
+/* A concat of [3, 2, 40], [3, 3, 40] and [3, 17, 40] along axis 1,
+ * transposed to [3, 40, 22] (YOLOX's decode: xy, wh and scores along the
+ * last axis): the tiles run along axis 1, and their rows along axis 2 go in
+ * one loop per concat input, clipped to the tile, each reading its input
+ * with no test; the first tile of axis 2 crosses both boundaries. */
+static void test_transpose_tiles_concat_rows(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d0[] = {3, 2, 40}, d1[] = {3, 3, 40}, d2[] = {3, 17, 40}, perm[] = {0, 2, 1};
+  fsl_value *parts[] = {fsl_b_binary_scalar(&b, FSL_OP_mul, input_dt(g, FSL_DT_F32, 3, d0), 3.0),
+                        fsl_b_unary(&b, FSL_OP_exp, input_dt(g, FSL_DT_F32, 3, d1)), input_dt(g, FSL_DT_F32, 3, d2)};
+  fsl_value *y = fsl_b_permute(&b, fsl_b_concat(&b, parts, 3, 1), perm);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -3, 3, "c2 < (th1_ < 2 ? th1_ : 2)", "transpose tiles, rows of a concat");
+  fsl_graph_free(g);
+}
+
 /* A concat along axis 1 of [2, 8, 5] and [2, 4, 5] reshaped to
  * [2, 3, 4, 5]: the concat coordinate is c1*4 + c2 and its boundary 8 a
  * multiple of 4, so the test is on c1, which the inner loop does not
@@ -630,7 +649,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
