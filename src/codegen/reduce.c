@@ -626,8 +626,25 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
   return ok;
 }
 
-/* Multi-pass REDUCE body: each reduction into a scratch buffer (or its
- * output buffer) in its own parallel loop, then loop nests for the rest. */
+/* The kernel output that holds reduction result y's elements in y's
+ * row-major order: y itself, or a reshape of it inside the kernel (a
+ * pooling's kernel axes dropped) stored row-major; -1 when none. */
+static int result_output(const em *e, const fsl_value *y) {
+  const fsl_cg_spec *s = e->s;
+  for (int j = 0; j < s->n_out; j++) {
+    const fsl_value *v = s->out[j];
+    while (v != y && v->producer && v->producer->op == FSL_OP_reshape && v->producer->in[0] &&
+           e->inside[v->producer->in[0]->id])
+      v = v->producer->in[0];
+    if (v == y && (s->out[j] == y || !fsl_cg_out_layout(e, j))) return j;
+  }
+  return -1;
+}
+
+/* Multi-pass REDUCE body: each reduction into a scratch buffer (or the
+ * output buffer holding its result, result_output: no copy after the last
+ * pass of a separable MaxPool) in its own parallel loop, then loop nests
+ * for the rest. */
 bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
   const fsl_cg_spec *s = e->s;
   if (!e->d->multi_pass) return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "reductions needing several passes");
@@ -635,10 +652,8 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
   if (!done) return fsl_cg_fail(e, FSL_ERR_NOMEM, "out of memory");
   for (int k = 0; k < nr; k++) {
     const fsl_value *y = red[k]->out[0];
-    int oj = -1;
-    for (int j = 0; j < s->n_out; j++)
-      if (s->out[j] == y) oj = j;
-    if (oj >= 0) {
+    int oj = result_output(e, y);
+    if (oj >= 0 && !done[oj]) {
       fsl_cg_line(e, "%s *s%d = out%d;", fsl_cg_ctype(e->d, y->dtype), k, oj);
       done[oj] = true;
     } else {
@@ -647,9 +662,7 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
   }
   for (int k = 0; k < nr; k++) {
     const fsl_value *y = red[k]->out[0];
-    bool isout = false;
-    for (int j = 0; j < s->n_out; j++) isout = isout || s->out[j] == y;
-    if (isout) continue;
+    if (result_output(e, y) >= 0) continue;
     fsl_cg_line(e, "s%d = (%s *)malloc(%lld);", k, fsl_cg_ctype(e->d, y->dtype), (long long)(fsl_value_nbytes(y) > 0 ? fsl_value_nbytes(y) : 1));
     fsl_cg_line(e, "if (!s%d) { err_ |= %d; goto done_; }", k, FSL_KERR_NOMEM);
   }
@@ -689,11 +702,8 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
   if (!ok) return false;
   fsl_cg_line(e, "goto done_;");
   fsl_cg_line(e, "done_:");
-  for (int k = 0; k < nr; k++) {
-    bool isout = false;
-    for (int j = 0; j < s->n_out; j++) isout = isout || s->out[j] == red[k]->out[0];
-    if (!isout) fsl_cg_line(e, "free(s%d);", k);
-  }
+  for (int k = 0; k < nr; k++)
+    if (result_output(e, red[k]->out[0]) < 0) fsl_cg_line(e, "free(s%d);", k);
   fsl_cg_line(e, ";");
   return true;
 }

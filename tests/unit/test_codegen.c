@@ -551,6 +551,27 @@ static void test_transpose_tiles_concat_rows(void **state) {
   fsl_graph_free(g);
 }
 
+/* A separable 5x5 max pool of [2, 6, 10, 10] (pad, window and reduce
+ * along W, then along H, as pool.c's separable_max): two passes; the
+ * second writes its result straight into the output buffer (the output
+ * is that result without its kernel axes), with no copy after it. */
+static void test_separable_maxpool(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {2, 6, 10, 10}, pw[] = {0, 0, 0, 2, 0, 0, 0, 2}, ph[] = {0, 0, 2, 0, 0, 0, 2, 0};
+  int64_t kw[] = {1, 5}, kh[] = {5, 1}, one[] = {1, 1}, ax[] = {4, 5};
+  fsl_value *y = input_dt(g, FSL_DT_F32, 4, d);
+  y = fsl_b_reduce(&b, FSL_OP_reduce_max, fsl_b_window(&b, fsl_b_pad(&b, y, pw, 0, -INFINITY), 2, kw, one, one), ax, 2,
+                   false);
+  y = fsl_b_reduce(&b, FSL_OP_reduce_max, fsl_b_window(&b, fsl_b_pad(&b, y, ph, 0, -INFINITY), 2, kh, one, one), ax, 2,
+                   false);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -3, 3, "*s1 = out0;", "separable max pool");
+  fsl_graph_free(g);
+}
+
 /* A concat along axis 1 of [2, 8, 5] and [2, 4, 5] reshaped to
  * [2, 3, 4, 5]: the concat coordinate is c1*4 + c2 and its boundary 8 a
  * multiple of 4, so the test is on c1, which the inner loop does not
@@ -649,7 +670,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
