@@ -64,7 +64,7 @@ static int tile_breaks(const em *e, int64_t len, int64_t unit, int64_t *bk) {
  * in one loop per part between them, each within one input of every
  * concat along that axis (e->range[1]): the inner loop then holds no
  * branch on var[1] and vectorizes (YOLOX's decode, [xy, wh, scores] along
- * its last axis: 1.5x measured). */
+ * its last axis: 83 -> 31 us run alone). */
 static bool tile_gather(em *e, int n, const int *outs, const coords *c, char var[2][CLEN], char lo[2][CLEN],
                         char hv[2][CLEN], int nb, const int64_t *bk, int64_t len) {
   bool ok = true;

@@ -649,20 +649,26 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
   const fsl_cg_spec *s = e->s;
   if (!e->d->multi_pass) return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "reductions needing several passes");
   bool *done = calloc((size_t)(s->n_out > 0 ? s->n_out : 1), sizeof(bool));
-  if (!done) return fsl_cg_fail(e, FSL_ERR_NOMEM, "out of memory");
+  int *oj = malloc(sizeof(int) * (size_t)(nr > 0 ? nr : 1)); /* reduction k -> the output it writes, -1: scratch */
+  if (!done || !oj) {
+    free(done);
+    free(oj);
+    return fsl_cg_fail(e, FSL_ERR_NOMEM, "out of memory");
+  }
   for (int k = 0; k < nr; k++) {
     const fsl_value *y = red[k]->out[0];
-    int oj = result_output(e, y);
-    if (oj >= 0 && !done[oj]) {
-      fsl_cg_line(e, "%s *s%d = out%d;", fsl_cg_ctype(e->d, y->dtype), k, oj);
-      done[oj] = true;
+    oj[k] = result_output(e, y);
+    if (oj[k] >= 0 && done[oj[k]]) oj[k] = -1;
+    if (oj[k] >= 0) {
+      fsl_cg_line(e, "%s *s%d = out%d;", fsl_cg_ctype(e->d, y->dtype), k, oj[k]);
+      done[oj[k]] = true;
     } else {
       fsl_cg_line(e, "%s *s%d = NULL;", fsl_cg_ctype(e->d, y->dtype), k);
     }
   }
   for (int k = 0; k < nr; k++) {
     const fsl_value *y = red[k]->out[0];
-    if (result_output(e, y) >= 0) continue;
+    if (oj[k] >= 0) continue;
     fsl_cg_line(e, "s%d = (%s *)malloc(%lld);", k, fsl_cg_ctype(e->d, y->dtype), (long long)(fsl_value_nbytes(y) > 0 ? fsl_value_nbytes(y) : 1));
     fsl_cg_line(e, "if (!s%d) { err_ |= %d; goto done_; }", k, FSL_KERR_NOMEM);
   }
@@ -699,11 +705,13 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
   }
   if (ok) ok = fsl_cg_output_loops(e, done);
   free(done);
-  if (!ok) return false;
-  fsl_cg_line(e, "goto done_;");
-  fsl_cg_line(e, "done_:");
-  for (int k = 0; k < nr; k++)
-    if (result_output(e, red[k]->out[0]) < 0) fsl_cg_line(e, "free(s%d);", k);
-  fsl_cg_line(e, ";");
-  return true;
+  if (ok) {
+    fsl_cg_line(e, "goto done_;");
+    fsl_cg_line(e, "done_:");
+    for (int k = 0; k < nr; k++)
+      if (oj[k] < 0) fsl_cg_line(e, "free(s%d);", k);
+    fsl_cg_line(e, ";");
+  }
+  free(oj);
+  return ok;
 }
