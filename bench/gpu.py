@@ -214,6 +214,13 @@ def markdown(result: dict, args) -> str:
     return "\n".join(lines)
 
 
+def write(result: dict, args):
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu.json").write_text(json.dumps(result, indent=1))
+    (out / "gpu.md").write_text(markdown(result, args))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=50)
@@ -230,20 +237,19 @@ def main() -> int:
     args = ap.parse_args()
     args.strategies = [s for s in args.strategies.split(",") if s]
     args.backend, args.threads = "cuda", os.cpu_count() or 1  # what cpu_bench.run_fissile_bench passes
-    with tempfile.TemporaryDirectory(prefix="fsl_gpu_cases_") as tmp:
-        rows = [bench_one(*e, args) for e in cpu_bench.entries(Path(tmp), args.cases, args.no_cases, args.models,
-                                                              args.no_models, who="gpu bench")]
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "versions": gpu_versions(),
-              "repeats": args.repeats, "warmup": args.warmup, "strategies": args.strategies, "rows": rows}
-    md = markdown(result, args)
+              "repeats": args.repeats, "warmup": args.warmup, "strategies": args.strategies, "rows": []}
+    with tempfile.TemporaryDirectory(prefix="fsl_gpu_cases_") as tmp:
+        for e in cpu_bench.entries(Path(tmp), args.cases, args.no_cases, args.models, args.no_models,
+                                   who="gpu bench"):
+            result["rows"].append(bench_one(*e, args))
+            if args.out:  # after every row: a run stopped at a time limit keeps what it measured
+                write(result, args)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "gpu.json").write_text(json.dumps(result, indent=1))
-        (out / "gpu.md").write_text(md)
-        print(f"gpu bench: wrote {out / 'gpu.md'} and {out / 'gpu.json'}", file=sys.stderr)
+        write(result, args)
+        print(f"gpu bench: wrote {Path(args.out) / 'gpu.md'} and {Path(args.out) / 'gpu.json'}", file=sys.stderr)
     else:
-        print(md)
+        print(markdown(result, args))
     return 0
 
 

@@ -11,6 +11,7 @@ that tests can draw fresh random inputs.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import subprocess
@@ -183,6 +184,16 @@ def shape_args(model: Model) -> list[str]:
 def fissile_bin() -> Path:
     build = Path(os.environ.get("FSL_BUILD_DIR", ROOT / "build"))
     return build / "fissile"
+
+
+def have_nvidia_driver() -> bool:
+    """Whether this machine has an NVIDIA driver (libcuda.so.1 loads): the
+    CUDA backend runs only where it does."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
 
 
 def safe_name(name: str) -> str:

@@ -10,7 +10,6 @@ command itself says, or, for the runs, when there is no driver.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import subprocess
@@ -18,6 +17,8 @@ import subprocess
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+import fsl_models
 
 OPSET = [helper.make_opsetid("", 17)]
 
@@ -181,18 +182,10 @@ def test_explain_writes_dot_and_the_resources_to_stderr(fissile, tmp_path):
     assert usage_rows(proc.stderr), proc.stderr
 
 
-def have_nvidia_driver():
-    try:
-        ctypes.CDLL("libcuda.so.1")
-        return True
-    except OSError:
-        return False
-
-
 def test_backend_cuda_without_a_gpu(fissile, tmp_path):
     """Without an NVIDIA driver, --backend cuda (compile, run, bench) is a
     clear error with exit code 3 (unsupported), never a crash."""
-    if have_nvidia_driver():
+    if fsl_models.have_nvidia_driver():
         pytest.skip("this machine has an NVIDIA driver: test_backend_cuda_runs_every_strategy runs instead")
     path = tmp_path / "m.onnx"
     path.write_bytes(softmax_model().SerializeToString())
@@ -220,7 +213,7 @@ def test_backend_cuda_without_a_gpu(fissile, tmp_path):
 def test_backend_cuda_runs_every_strategy(fissile, tmp_path, model, strategy, graphs):
     """On a GPU: every strategy of each model on --backend cuda, with CUDA
     graphs and step by step (FSL_CUDA_GRAPHS=0), against ONNX Runtime."""
-    if not have_nvidia_driver():
+    if not fsl_models.have_nvidia_driver():
         pytest.skip("no NVIDIA driver on this machine (libcuda.so.1): the CUDA backend runs only on a GPU")
     ort = pytest.importorskip("onnxruntime")
     m = model()
