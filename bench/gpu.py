@@ -31,6 +31,7 @@ end to end anyway (bench/results/gpu.md is written only with --out).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -46,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 import bench as cpu_bench  # noqa: E402  (random inputs, versions, `fissile bench` runs)
+import fsl_models  # noqa: E402
 
 STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
 
@@ -89,8 +91,65 @@ def run_fissile(path: Path, shapes: dict, args, graphs: bool) -> dict:
 
 # ---- PyTorch ----
 
-def time_torch(path: Path, shapes: dict, args) -> dict:
-    """eager, compile and compile-reduce-overhead medians (seconds), or a status."""
+def torch_module(name: str, path: Path):
+    """The PyTorch peer of model `name` at `path`, and where it came from.
+    A model exported from PyTorch (python/export_models.py) is that
+    module itself, built from the same seed (the ONNX file's weights where
+    this PyTorch draws them as the exporting one did: the rel. L2 column
+    says); any other ONNX file goes through onnx2torch, its initializers
+    first taken out of the graph inputs (old exporters list them there)
+    and the tensors of Constant nodes made initializers (onnx2torch reads
+    a Conv's weights from initializers only)."""
+    spec = fsl_models.BY_NAME.get(name)
+    if spec is not None and spec.source == "export" and spec.path == path:
+        import torch
+        import export_models
+        torch.manual_seed(0)
+        # drawn on the CPU, as the exporter drew them, whatever the default device
+        with torch.device("cpu") if hasattr(torch, "get_default_device") else contextlib.nullcontext():
+            module, _, _ = export_models.build(name)
+        return module, "PyTorch (export_models.py)"
+    import onnx
+    from onnx2torch import convert
+    m = onnx.load(str(path))
+    inits = {i.name for i in m.graph.initializer}
+    inputs = [i for i in m.graph.input if i.name not in inits]
+    del m.graph.input[:]
+    m.graph.input.extend(inputs)
+    nodes = []
+    for n in m.graph.node:  # weights held in Constant nodes (Paddle's exporter): initializers, as onnx2torch wants
+        if n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value":
+            t = onnx.TensorProto()
+            t.CopyFrom(n.attribute[0].t)
+            t.name = n.output[0]
+            m.graph.initializer.append(t)
+        else:
+            nodes.append(n)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    return convert(m), "onnx2torch"
+
+
+def time_torch(name: str, path: Path, shapes: dict, args) -> dict:
+    """eager, compile and compile-reduce-overhead medians (seconds), or a
+    status.  Tensors a module makes in its forward without naming a device
+    (YOLOX's grids, an encoder's position ids) are made on the GPU: the
+    default device is CUDA while it runs."""
+    try:
+        import torch
+    except ImportError:
+        return {"status": "torch not installed"}
+    if args.no_torch or not torch.cuda.is_available() or not hasattr(torch, "get_default_device"):
+        return torch_runs(name, path, shapes, args)
+    before = torch.get_default_device()
+    torch.set_default_device("cuda")
+    try:
+        return torch_runs(name, path, shapes, args)
+    finally:
+        torch.set_default_device(before)
+
+
+def torch_runs(name: str, path: Path, shapes: dict, args) -> dict:
     if args.no_torch:
         return {"status": "skipped (--no-torch)"}
     try:
@@ -99,19 +158,28 @@ def time_torch(path: Path, shapes: dict, args) -> dict:
         return {"status": "torch not installed"}
     if not torch.cuda.is_available():
         return {"status": "no CUDA device for torch"}
-    try:
-        from onnx2torch import convert
-    except ImportError:
-        return {"status": "onnx2torch not installed (pip install onnx2torch==1.5.15)"}
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     try:
-        module = convert(str(path)).cuda().eval()
+        module, source = torch_module(name, path)
+        module = module.cuda().eval()
+    except ImportError:
+        return {"status": "onnx2torch not installed (pip install onnx2torch==1.5.15)"}
     except Exception as e:  # noqa: BLE001
-        return {"status": f"onnx2torch cannot convert: {str(e)[:200]}"}
+        return {"status": f"no PyTorch module: {str(e)[:200]}"}
     specs = cpu_bench.ort_inputs(path, shapes)
     rng = np.random.default_rng(0)
-    out = {"status": "ok"}
+    out = {"status": "ok", "module": source}
+    try:  # the peer's function: its first output against ONNX Runtime's on one input
+        host = {n: cpu_bench.random_like_fissile(s, d, rng) for n, s, d in specs}
+        _, want = fsl_models.run_ort(path, host, optimize=True)
+        with torch.no_grad():
+            y = module(*[torch.from_numpy(np.ascontiguousarray(h)).cuda() for h in host.values()])
+        y = y[0] if isinstance(y, (list, tuple)) else y
+        out["rel_l2_vs_onnx"] = fsl_models.rel_l2(y.cpu().numpy(), want[0])
+    except Exception as e:  # noqa: BLE001
+        out["rel_l2_vs_onnx"] = None
+        out["check"] = f"not compared: {str(e)[:200]}"
 
     def timed(fn, label):
         times = []
@@ -156,7 +224,7 @@ def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
     row = {"kind": kind, "name": name, "shape": shape_label,
            "fissile_graphs": run_fissile(path, shapes, args, True),
            "fissile_stream": run_fissile(path, shapes, args, False),
-           "torch": time_torch(path, shapes, args)}
+           "torch": time_torch(name, path, shapes, args)}
     return row
 
 
@@ -189,7 +257,8 @@ def markdown(result: dict, args) -> str:
         lines += [f"## {title}", ""]
         head = (["case", "shape"] + [f"{s} graphs" for s in strategies] + ["optimal stream", "eager", "compile",
                                                                              "ro", "ratio", "kernels",
-                                                                             "inductor kernels", "status"])
+                                                                             "inductor kernels", "PyTorch peer",
+                                                                             "status"])
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for r in rows:
@@ -203,6 +272,9 @@ def markdown(result: dict, args) -> str:
             cells.append(f"{opt / tm['compile_ro']:.2f}" if opt and tm["compile_ro"] else "-")
             cells.append("/".join(str(g[s].get("kernels", "-")) if s in g else "-" for s in strategies))
             cells.append(str(t.get("inductor_kernels", "-")))
+            rel = t.get("rel_l2_vs_onnx")
+            cells.append(f"{t['module']}, rel. L2 vs ONNX {rel:.1e}" if "module" in t and rel is not None
+                         else t.get("module", "-"))
             errs = [f"{k}: {v.get('error', '')[:80]}" for k, v in g.items() if v.get("status") != "ok"]
             if r["fissile_graphs"].get("status") != "ok":
                 errs.append(f"fissile: {r['fissile_graphs'].get('status')}"[:120])

@@ -577,6 +577,11 @@ typedef struct fsl_cuda_emit_result {
  * lines (a warning of the front end or of ptxas), is an error.  *out is
  * zeroed first and owned by the caller (fsl_cuda_emit_result_free), also
  * after an error (then source holds what was generated, usage is partial).
+ * Where there is an NVIDIA driver, NVRTC may take a CUBIN it built before
+ * from the CUDA compute cache without running ptxas, and so without its
+ * report: that is an error naming CUDA_CACHE_DISABLE=1, which a caller sets
+ * before its first CUDA call (the fissile CLI does for compile --emit-only
+ * and explain).
  * Errors: FSL_ERR_ARG (NULL, no plan: compile after fsl_model_set_strategy;
  * n_archs out of range), FSL_ERR_UNSUPPORTED (this build has no CUDA C
  * dialect: NVRTC was not found at configure), FSL_ERR_RUNTIME (NVRTC's

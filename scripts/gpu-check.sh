@@ -18,7 +18,7 @@ set -u
 out=${OUT:-out/gpu-check}
 mkdir -p "$out"
 bench_s=${1:-240}
-bench_models=${2:-yolox_nano,segformer_b0,transformer_encoder,ppocr_cls,ppocr_det}
+bench_models=${2:-yolox_nano,segformer_b0,style_transfer_small,transformer_encoder,ppocr_cls,ppocr_det}
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)
 nvlibs=$(find "$site/nvidia" -maxdepth 3 -type d -name lib 2>/dev/null | tr '\n' ':')
 export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${nvlibs}${LD_LIBRARY_PATH:-}"
@@ -51,7 +51,8 @@ cp "$FSL_CACHE_DIR"/device-cuda-*.txt "$out/" 2>/dev/null
 [ $ok = 1 ] || { step "first contact failed: stopping"; exit 1; }
 
 step tests
-timeout 300 python3 -m pytest -q -p xdist -n 8 -rs tests/python/test_cli_cuda.py tests/python/test_real_models.py \
+# GPU_TESTS: the test files (default: both)
+timeout 300 python3 -m pytest -q -p xdist -n 8 -rs ${GPU_TESTS:-tests/python/test_cli_cuda.py tests/python/test_real_models.py} \
   -k cuda > "$out/tests.log" 2>&1
 tail -30 "$out/tests.log"
 

@@ -56,6 +56,11 @@ static fsl_status compile_arch(fsl_cuda_emit_result *r, int a) {
   if (st == FSL_ERR_RUNTIME) st = name_kernel(r, st);
   r->compile_s[a] = b.compile_s;
   r->cubin_bytes[a] = b.cubin_bytes;
+  if (st == FSL_OK && r->n_functions > 0 && b.n == 0)
+    st = fsl_errorf(FSL_ERR_RUNTIME,
+                    "NVRTC (%s): no ptxas report at all: the CUBIN came from the CUDA compute cache, which skips "
+                    "ptxas; set CUDA_CACHE_DISABLE=1 before the process's first CUDA call",
+                    r->archs[a]);
   for (int i = 0; st == FSL_OK && i < r->n_functions; i++) {
     char name[32];
     snprintf(name, sizeof name, "fsl_k%d", r->functions[i].id);

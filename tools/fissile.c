@@ -347,6 +347,12 @@ static int parse_option(options *o, int argc, char **argv, int *i) {
      * (which then says why) */
     if (!strcmp(v, "cuda") && (!strcmp(o->cmd, "compile") || !strcmp(o->cmd, "explain"))) {
       o->cuda = true;
+      /* Where there is a driver, NVRTC serves a CUBIN it built before from
+       * the CUDA compute cache without running ptxas, so without ptxas's -v
+       * report that the resource table is made of (seen on an H200, driver
+       * 580).  Set here, before the process's first CUDA call; a value the
+       * user gave is kept. */
+      setenv("CUDA_CACHE_DISABLE", "1", 0);
       if (known && !strcmp(o->cmd, "compile")) o->backend = v;
       return EXIT_OK;
     }
