@@ -135,11 +135,15 @@ def time_torch(name: str, path: Path, shapes: dict, args) -> dict:
     status.  Tensors a module makes in its forward without naming a device
     (YOLOX's grids, an encoder's position ids) are made on the GPU: the
     default device is CUDA while it runs."""
+    if args.no_torch:
+        return {"status": "skipped (--no-torch)"}
     try:
         import torch
     except ImportError:
         return {"status": "torch not installed"}
-    if args.no_torch or not torch.cuda.is_available() or not hasattr(torch, "get_default_device"):
+    if not torch.cuda.is_available():
+        return {"status": "no CUDA device for torch"}
+    if not hasattr(torch, "get_default_device"):  # before PyTorch 2.3
         return torch_runs(name, path, shapes, args)
     before = torch.get_default_device()
     torch.set_default_device("cuda")
@@ -150,14 +154,8 @@ def time_torch(name: str, path: Path, shapes: dict, args) -> dict:
 
 
 def torch_runs(name: str, path: Path, shapes: dict, args) -> dict:
-    if args.no_torch:
-        return {"status": "skipped (--no-torch)"}
-    try:
-        import torch
-    except ImportError:
-        return {"status": "torch not installed"}
-    if not torch.cuda.is_available():
-        return {"status": "no CUDA device for torch"}
+    """time_torch's runs, on a machine where PyTorch sees a GPU."""
+    import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     try:

@@ -6,8 +6,6 @@ are real architectures exported with seeded random weights
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -76,7 +74,7 @@ def test_model_matches_onnxruntime(model, rng, fissile, tmp_path):
 @pytest.mark.parametrize("graphs", ["1", "0"])
 @pytest.mark.parametrize("strategy", ["unfused", "opfuse", "greedy", "optimal"])
 @pytest.mark.parametrize("model", TEST_MODELS, ids=[m.name for m in TEST_MODELS])
-def test_model_on_cuda_matches_onnxruntime(model, strategy, graphs, rng, fissile, tmp_path):
+def test_model_on_cuda_matches_onnxruntime(model, strategy, graphs, rng, fissile, tmp_path, monkeypatch):
     """On a GPU: every strategy of every real model on --backend cuda, with
     CUDA graphs and step by step (FSL_CUDA_GRAPHS=0), against ONNX Runtime
     (issue 11: rel. L2 <= 1e-4, TF32 off).  Skipped without an NVIDIA
@@ -89,10 +87,7 @@ def test_model_on_cuda_matches_onnxruntime(model, strategy, graphs, rng, fissile
     path = with_extra_outputs(model, model.path, tmp_path)
     inputs = fsl_models.random_inputs(model, rng)
     names, want = fsl_models.run_ort(path, inputs, optimize=True)
-    os.environ["FSL_CUDA_GRAPHS"] = graphs
-    try:
-        got = fsl_models.run_fissile(path, inputs, names, extra_args=["--backend", "cuda", "--strategy", strategy])
-    finally:
-        del os.environ["FSL_CUDA_GRAPHS"]
+    monkeypatch.setenv("FSL_CUDA_GRAPHS", graphs)
+    got = fsl_models.run_fissile(path, inputs, names, extra_args=["--backend", "cuda", "--strategy", strategy])
     problems = problems_against(model, names, want, got)
     assert not problems, f"{model.name} ({strategy}, graphs {graphs}): " + "; ".join(problems)
