@@ -670,12 +670,16 @@ static void test_cpu_broken_compiler(void **state) {
   rm_tree(dir);
 }
 
-/* Calibration measures once, writes the cache atomically, then reads it. */
+/* Calibration measures once, writes the cache atomically, then reads it;
+ * its elementwise loop is compiled like a generated kernel (into the kernel
+ * cache), and a C compiler that fails leaves the library's own build of it. */
 static void test_calibrate(void **state) {
   (void)state;
   char dir[] = "/tmp/fsl_test_plan_XXXXXX";
   assert_non_null(mkdtemp(dir));
   char *saved = env_set("XDG_CACHE_HOME", dir);
+  char *saved_dir = getenv("FSL_CACHE_DIR") ? strdup(getenv("FSL_CACHE_DIR")) : NULL;
+  unsetenv("FSL_CACHE_DIR"); /* the kernel cache under XDG_CACHE_HOME too */
   fsl_device a, b;
   assert_int_equal(fsl_cpu_calibrate(&a, 1, false), FSL_OK);
   assert_true(a.bandwidth > 0 && a.peak_flops > 0 && a.elem_flops > 0 && a.launch_s > 0);
@@ -683,28 +687,38 @@ static void test_calibrate(void **state) {
   assert_int_equal(fsl_cpu_calibrate(&b, 1, false), FSL_OK);  /* from the cache */
   assert_true(fabs(a.bandwidth - b.bandwidth) <= 1e-6 * a.bandwidth);
   assert_true(fabs(a.peak_flops - b.peak_flops) <= 1e-6 * a.peak_flops);
+  assert_true(fabs(a.elem_flops - b.elem_flops) <= 1e-6 * a.elem_flops);
   assert_true(fabs(a.launch_s - b.launch_s) <= 1e-6 * a.launch_s);
   assert_string_equal(a.name, b.name);
-  /* one cache file, no temporary left behind; clean up */
+  /* one cache file, no temporary left behind, and the compiled loop in the
+   * kernel cache; clean up */
   char sub[256];
   snprintf(sub, sizeof sub, "%s/fissile", dir);
   DIR *dd = opendir(sub);
   assert_non_null(dd);
-  int files = 0;
+  int files = 0, kernels = 0;
   struct dirent *de;
   while ((de = readdir(dd))) {
     if (de->d_name[0] == '.') continue;
+    if (!strcmp(de->d_name, "kernels")) {
+      kernels++;
+      continue;
+    }
     files += strstr(de->d_name, ".lock") == NULL; /* the lock file stays */
     assert_non_null(strstr(de->d_name, "device-"));
     assert_null(strstr(de->d_name, ".tmp"));
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", sub, de->d_name);
-    unlink(path);
   }
   closedir(dd);
   assert_int_equal(files, 1);
-  rmdir(sub);
-  rmdir(dir);
+  assert_int_equal(kernels, 1);
+  /* a compiler that fails: calibration still succeeds (forced, no cache) */
+  char *saved_cc = env_set("FSL_CC", "false");
+  fsl_device c;
+  assert_int_equal(fsl_cpu_calibrate(&c, 1, true), FSL_OK);
+  assert_true(c.elem_flops > 0);
+  env_restore("FSL_CC", saved_cc);
+  rm_tree(dir);
+  env_restore("FSL_CACHE_DIR", saved_dir);
   env_restore("XDG_CACHE_HOME", saved);
 }
 

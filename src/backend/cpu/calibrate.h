@@ -15,10 +15,13 @@
  *               counted, split over the threads), best of several runs;
  *   peak_flops  FLOP/s of oneDNN dnnl_sgemm on 1024x1024x1024 (2 M N K
  *               flops), best of several;
- *   elem_flops  ops/s of a multiply-add loop (y = y * c + x, 2 ops per
- *               element) over cache-resident blocks, 64 Mi elements split
- *               over the threads: the rate of one unit of cost.c's
- *               elementwise work;
+ *   elem_flops  units/s of cost.c's elementwise work: a SiLU loop
+ *               (y = v * sigmoid(v), v = y * c + x: 19 units per element,
+ *               ops.def's weights) over cache-resident blocks, 16 Mi
+ *               elements split over the threads, compiled like a generated
+ *               kernel (compile.c: -O3, -march of the target ISA, so it
+ *               vectorizes as they do; the library's own scalar build of
+ *               the loop when the C compiler fails);
  *   launch_s    seconds of one empty OpenMP parallel region (libgomp's
  *               GOMP_parallel, what `#pragma omp parallel` compiles to) —
  *               an indirect function call when libgomp cannot be loaded.
