@@ -12,8 +12,8 @@
 #include "backend/cpu/calibrate.h"
 
 #include "backend/cpu/compile.h"
+#include "backend/cpu/dialect_c.h"
 #include "backend/cpu/isa.h"
-#include "codegen/sbuf.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -154,10 +154,8 @@ static void elem_part(job *j, int tid, int nthr) {
 static fsl_status bench_elem(const gomp *o, int n_threads, double *out) {
   size_t n = (size_t)ELEM_BLOCK * (size_t)n_threads;
   float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-  extern const char fsl_prelude_c[], fsl_cg_helpers[]; /* embedded by cmake/embed.cmake */
   fsl_sbuf src = {0};
-  fsl_sbuf_puts(&src, fsl_prelude_c);
-  fsl_sbuf_puts(&src, fsl_cg_helpers);
+  fsl_codegen_prelude(&fsl_dialect_c, &src);
   fsl_sbuf_puts(&src, elem_loop_src);
   if (!x || !y || src.oom) {
     free(x);
