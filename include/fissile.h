@@ -240,7 +240,9 @@ typedef enum fsl_rewrite_mode {
  * core.rules: constant scales folded into conv/matmul weights, sibling
  * matmuls/convs over one input merged into one, view chains collapsed,
  * algebraic identities; docs/rewrite.md) to the primitive graph after
- * fission, each rule proved by random testing on every build;
+ * fission, each rule proved by random testing on every build, and moves
+ * 1x1 convolutions over resampled (Resize linear/cubic) values before the
+ * resampling ("conv1x1-before-resample");
  * FSL_REWRITE_SEARCH also tries the rules whose benefit depends on the plan
  * (sibling merges): TASO's backtracking search, which passes through
  * graphs up to alpha times costlier than the best (alpha 1.05, or
@@ -256,7 +258,7 @@ fsl_status fsl_model_set_rewrite(fsl_model *m, fsl_rewrite_mode mode);
 const char *fsl_rewrite_mode_name(fsl_rewrite_mode mode);
 /**
  * The i-th rewrite rule that fired in the last compile (0 <= i, in rule
- * order): *rule receives its name (static storage) and the return value is
+ * order, conv1x1-before-resample last): *rule receives its name (static storage) and the return value is
  * how many times it was applied; -1 when i is past the last such rule or
  * the model is not compiled.
  */

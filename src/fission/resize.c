@@ -298,11 +298,29 @@ static fsl_value *cast_back(fsl_fctx *fx, fsl_value *y, fsl_dtype dt) {
   return fsl_b_cast(fx->b, y, dt);
 }
 
+/* Whether the last axis is resized first: when the other axes do not
+ * shrink.  A gather along the last (contiguous) axis reads an element per
+ * index, scalar code; a gather along an outer axis picks whole rows (its
+ * index is invariant in the inner loop, the row is read contiguously, and
+ * vectorizes).  Resizing the last axis first keeps its gathers on the
+ * smaller tensor, the one not yet enlarged along the outer axes, and
+ * leaves row gathers for the output's size (bilinear 8x upsampling of
+ * 7x7: 7x56 element gathers, 56x56 row gathers, not 56x56 of both). */
+static bool last_axis_first(const fsl_value *x, const axis_plan *plans) {
+  int r = x->rank;
+  if (r < 2 || plans[r - 1].out == plans[r - 1].in) return false;
+  double grow = 1;
+  for (int i = 0; i < r - 1; i++) grow *= plans[i].in ? (double)plans[i].out / (double)plans[i].in : 1.0;
+  return grow >= 1.0;
+}
+
 /* Resizes every axis whose plan is not the identity. */
 static fsl_status resize_apply(fsl_fctx *fx, const resize_params *p, fsl_value *x,
                                const axis_plan *plans) {
   fsl_value *y = x;
-  for (int i = 0; i < x->rank && y; i++) {
+  bool rotate = last_axis_first(x, plans);
+  for (int k = 0; k < x->rank && y; k++) {
+    int i = rotate ? (k + x->rank - 1) % x->rank : k;
     const axis_plan *a = &plans[i];
     bool trivial_roi = strcmp(p->ctm, "tf_crop_and_resize") || (a->roi0 == 0 && a->roi1 == 1);
     if (fabs(a->scale - 1.0) < 1e-9 && a->out == a->in && trivial_roi) continue;

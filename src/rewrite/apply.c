@@ -337,20 +337,20 @@ fsl_status fsl_rw_apply(fsl_graph *g, const fsl_rw_match *m) {
     /* a graph output keeps its name: it must move to a value made here */
     if (old->is_output && (to[i]->id < n_before || !to[i]->producer)) return FSL_ERR_UNSUPPORTED;
   }
-  for (int i = 0; i < r->n_to; i++) {
-    fsl_value *old = m->roots[i];
-    if (to[i] == old) continue;
-    bool was_output = old->is_output; /* fsl_graph_replace_uses moves the flag */
-    fsl_graph_replace_uses(g, old, to[i]);
-    if (was_output) {
-      const char *name = old->name;
-      char tmp[256];
-      snprintf(tmp, sizeof tmp, "%s~replaced", name ? name : "");
-      old->name = fsl_arena_strdup(&g->arena, tmp);
-      old->is_output = false;
-      to[i]->name = name;
-      to[i]->is_output = true;
-    }
-  }
+  for (int i = 0; i < r->n_to; i++)
+    if (to[i] != m->roots[i]) fsl_rw_replace_root(g, m->roots[i], to[i]);
   return FSL_OK;
+}
+
+void fsl_rw_replace_root(fsl_graph *g, fsl_value *old, fsl_value *to) {
+  bool was_output = old->is_output; /* fsl_graph_replace_uses moves the flag */
+  fsl_graph_replace_uses(g, old, to);
+  if (!was_output) return;
+  const char *name = old->name;
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s~replaced", name ? name : "");
+  old->name = fsl_arena_strdup(&g->arena, tmp);
+  old->is_output = false;
+  to->name = name;
+  to->is_output = true;
 }

@@ -55,6 +55,12 @@ fsl_status fsl_rewrite(fsl_graph *g, const fsl_ruleset *rs, fsl_rewrite_stats *s
   for (int s = 0; s < MAX_SWEEPS && st == FSL_OK; s++) {
     int applied = 0;
     st = sweep(g, rs, fired, &applied);
+    /* once the rules are done, conv1x1-before-resample (sink.c); the rules
+     * then get a sweep over what it built */
+    if (st == FSL_OK && !applied) {
+      st = fsl_rewrite_sink(g, &applied);
+      fired[rs->n_rules] += applied;
+    }
     if (st == FSL_OK && applied) st = fsl_graph_toposort(g);
     if (st == FSL_OK && applied) st = fsl_pass_dce(g);
     total += applied;

@@ -172,6 +172,33 @@ bool fsl_rw_match_is_closed(const fsl_rw_match *m);
  */
 fsl_status fsl_rw_apply(fsl_graph *g, const fsl_rw_match *m);
 
+/** Makes every use of `old` read `to`; when old is a graph output, `to`
+ *  takes its name and its place among the outputs (old is renamed
+ *  NAME~replaced and dies at the next dead-code pass). */
+void fsl_rw_replace_root(fsl_graph *g, fsl_value *old, fsl_value *to);
+
+/* ---- conv1x1-before-resample (sink.c) ---- */
+/** The name fsl_rewrite's statistics give the rewrite of sink.c: its count
+ *  is stats->fired[n_rules], after the rules'. */
+#define FSL_RW_SINK_NAME "conv1x1-before-resample"
+
+/**
+ * Moves every 1x1 convolution (strides, dilations 1, no padding, one group,
+ * constant [C_out, C_in, 1, 1] weights, float32 NCHW) whose input is a
+ * channel concat of per-channel linear resamplings (gathers with constant
+ * indices along axes other than the channel axis, products with constants
+ * broadcast over channels, add, sub, neg: Resize's linear and cubic modes
+ * after fission), or one such resampling, before them: the sum over the
+ * concat's operands of the resampling applied to conv(source, W[:, C_i])
+ * (linear maps over channels and over positions commute).  Applied only
+ * where everything replaced is read by nothing else and the estimated work
+ * (2 C_out C_in FLOPs per convolved position, 32 per element the
+ * convolutions and the resampling write) drops below 3/4.  New nodes are appended: sort and remove dead
+ * nodes afterwards.  Adds the rewrites made to *applied.  Errors:
+ * FSL_ERR_NOMEM (g may then be partly rewritten).
+ */
+fsl_status fsl_rewrite_sink(fsl_graph *g, int *applied);
+
 /* Evaluation of attribute expressions and conditions (apply.c). */
 /** Evaluates an attribute expression of rule r under match m; false when
  *  it does not apply (unknown name, axis out of range). */
@@ -190,7 +217,8 @@ const fsl_rw_bind *fsl_rw_lookup(const fsl_rw_match *m, const char *name);
 typedef struct fsl_rewrite_stats {
   int n_applied;            /* rewrites applied */
   int n_rules;              /* rules in the set */
-  int *fired;               /* per rule of the set: times applied (malloc'd; NULL if none) */
+  int *fired;               /* per rule of the set, then conv1x1-before-resample (index
+                               n_rules): times applied (malloc'd; NULL if none) */
   double seconds;
   int n_evals;              /* fsl_rewrite_search: graphs costed (the caller's not counted) */
   int n_expanded;           /* fsl_rewrite_search: graphs whose neighbours were made */

@@ -211,9 +211,9 @@ static fsl_status neighbour(cand *parent, int i, int k, const fsl_ruleset *rs, c
     free(sub.fired);
     return st == FSL_ERR_UNSUPPORTED ? FSL_OK : st;
   }
-  memcpy(fired, parent->fired, sizeof *fired * (size_t)rs->n_rules);
+  memcpy(fired, parent->fired, sizeof *fired * ((size_t)rs->n_rules + 1));
   fired[k]++;
-  for (int r = 0; r < rs->n_rules && sub.fired; r++) fired[r] += sub.fired[r];
+  for (int r = 0; r <= rs->n_rules && sub.fired; r++) fired[r] += sub.fired[r];
   free(sub.fired);
   c->g = g;
   c->parent = parent;
@@ -317,7 +317,7 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
     return fsl_error_context(st, "rewrite search");
   }
   /* hand the best graph over with its chain of parents, each owning the next */
-  for (int r = 0; r < rs->n_rules && stats->fired; r++) stats->fired[r] += best->fired[r];
+  for (int r = 0; r <= rs->n_rules && stats->fired; r++) stats->fired[r] += best->fired[r];
   stats->n_applied += best->n_applied;
   *gp = best->g;
   for (cand *c = best; c; c = c->parent) c->g->owns_base = c->parent != NULL;

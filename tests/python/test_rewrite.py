@@ -1,7 +1,8 @@
 """Rewrites of the primitive graph (docs/rewrite.md) on real input: each
 rewrite mode gives ONNX Runtime's answer on models whose patterns the rules
 match (BatchNorm after a conv, QKV projections, a SqueezeNet fire module
-whose 1x1 and 3x3 expand convolutions share an input), the rules that
+whose 1x1 and 3x3 expand convolutions share an input, SegFormer's MLP
+decoder whose 1x1 fuse convolution moves before its bilinear upsamplings), the rules that
 should fire do, and a compiled model file keeps its rewrite mode.
 """
 from __future__ import annotations
@@ -53,8 +54,35 @@ def fire_module(channels=16, squeeze=8, expand=16, size=14):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def mlp_decoder(fuse_kernel=1, mode="linear"):
+    """SegFormer's all-MLP decoder head: three feature maps resized to the
+    first one's size (2x by scales, half_pixel; 4x by sizes, align_corners;
+    the first a copy), concatenated over channels, a fuse Conv (1x1 in
+    SegFormer) with bias, ReLU."""
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array((rng.standard_normal((16, 36, fuse_kernel, fuse_kernel)) * 0.2).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b")
+    sc = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "sc")
+    sz = numpy_helper.from_array(np.array([1, 16, 16, 16], np.int64), "sz")
+    pad = (fuse_kernel - 1) // 2
+    nodes = [
+        helper.make_node("Resize", ["f1", "", "sc"], ["r1"], mode=mode),
+        helper.make_node("Resize", ["f2", "", "", "sz"], ["r2"], mode=mode,
+                         coordinate_transformation_mode="align_corners"),
+        helper.make_node("Concat", ["f0", "r1", "r2"], ["cat"], axis=1),
+        helper.make_node("Conv", ["cat", "w", "b"], ["c"], pads=[pad] * 4),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+           for n, s in (("f0", [1, 8, 16, 16]), ("f1", [1, 12, 8, 8]), ("f2", [1, 16, 4, 4]))]
+    g = helper.make_graph(nodes, "mlp_decoder", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [w, b, sc, sz])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def models(tmp_path):
-    """The first shape of four bench cases, and the fire module."""
+    """The first shape of four bench cases, the fire module and the MLP
+    decoder."""
     out = {}
     for name in ("conv_bn_silu", "attention", "gelu_mlp", "layernorm"):
         c = next(c for c in CASES if c.name == name)
@@ -64,6 +92,9 @@ def models(tmp_path):
     p = tmp_path / "fire.onnx"
     p.write_bytes(fire_module().SerializeToString())
     out["fire"] = p
+    p = tmp_path / "decoder.onnx"
+    p.write_bytes(mlp_decoder().SerializeToString())
+    out["decoder"] = p
     return out
 
 
@@ -110,6 +141,25 @@ def test_expected_rules_fire(fissile, suite):
     # search decides about its expand convolutions (both are cost rules)
     fire = compile_summary(fissile, suite["fire"], "--rewrite", "search")
     assert re.search(r"^rewrites: search, \d+ applied", fire, re.M), fire
+
+
+def test_conv_moves_before_resize(fissile, suite, tmp_path, rng):
+    # SegFormer's decoder: the 1x1 fuse conv runs on each branch at its own
+    # resolution, before the bilinear upsampling (fewer FLOPs, one fewer
+    # 36-channel tensor)
+    out = compile_summary(fissile, suite["decoder"])
+    assert "conv1x1-before-resample x1" in out, out
+    # near misses: a 3x3 fuse conv does not commute with the resampling;
+    # nearest upsampling is a view (no gathers to move the conv through);
+    # cubic taps are linear too
+    for kernel, mode, fires in ((3, "linear", False), (1, "nearest", False), (1, "cubic", True)):
+        p = tmp_path / f"decoder_{kernel}_{mode}.onnx"
+        p.write_bytes(mlp_decoder(kernel, mode).SerializeToString())
+        assert ("conv1x1-before-resample" in compile_summary(fissile, p)) == fires, (kernel, mode)
+        sess = fsl.InferenceSession(p, threads=1)
+        feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
+        want = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)
+        assert rel_l2(sess.run(None, feeds)[0], want[0]) <= TOL, (kernel, mode)
 
 
 def test_search_merges_sibling_convs_with_fewer_kernels(fissile, suite):

@@ -2,8 +2,8 @@
  * test_rewrite.c — the rewrite rules (src/rewrite): every built-in rule
  * (hand-written and generated) is proved on random instances on every build, a wrong rule is caught with
  * its counterexample, the parser names bad rules, and the driver rewrites
- * real patterns (BatchNorm after conv, QKV projections) without changing
- * the graph's answer.
+ * real patterns (BatchNorm after conv, QKV projections, a 1x1 conv over
+ * upsampled branches) without changing the graph's answer.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -233,6 +233,91 @@ static void test_rewrite_keeps_shared_values(void **state) {
   fsl_graph_free(g);
 }
 
+/* How a resampled branch of decoder() deviates from Resize's taps. */
+enum { DEC_PLAIN, DEC_SHARED, DEC_CHANNEL_WEIGHTS, DEC_AFFINE, DEC_DOWNSAMPLE, DEC_CONV3X3 };
+
+/* Bilinear-style resampling of x [1,c,h,w] to [1,c,oh,ow] as Resize's
+ * fission builds it (last axis first): per axis two gathers weighted by
+ * constants broadcast over the channels, summed. */
+static fsl_value *resample(fsl_builder *b, fsl_value *x, int64_t oh, int64_t ow, int variant) {
+  fsl_value *v = x;
+  for (int axis = 3; axis >= 2; axis--) {
+    int64_t in = v->dims[axis], out = axis == 3 ? ow : oh, i0[16], i1[16];
+    for (int64_t k = 0; k < out; k++) i0[k] = k * in / out, i1[k] = (k * in / out + 1) % in;
+    int64_t od[4] = {v->dims[0], v->dims[1], v->dims[2], v->dims[3]}, wd[4] = {1, 1, 1, 1};
+    od[axis] = out;
+    wd[axis] = out;
+    if (variant == DEC_CHANNEL_WEIGHTS) wd[1] = v->dims[1];
+    fsl_value *g0 = fsl_b_gather(b, v, fsl_b_ints(b, (int)out, i0), axis);
+    fsl_value *g1 = fsl_b_gather(b, v, fsl_b_ints(b, (int)out, i1), axis);
+    fsl_value *t0 = fsl_b_binary(b, FSL_OP_mul, g0, fsl_b_expand(b, const_f32(b, 4, wd, 40 + (uint32_t)axis), od));
+    fsl_value *t1 = fsl_b_binary(b, FSL_OP_mul, g1, fsl_b_expand(b, const_f32(b, 4, wd, 50 + (uint32_t)axis), od));
+    v = fsl_b_binary(b, FSL_OP_add, t0, t1);
+    if (variant == DEC_AFFINE && axis == 2) v = fsl_b_binary(b, FSL_OP_add, v, const_f32(b, 4, od, 60));
+  }
+  return v;
+}
+
+/* SegFormer's decoder head in primitives: y = conv(concat(x0,
+ * resample(x1)), w) + bias, w 1x1 (3x3 for DEC_CONV3X3); a second output
+ * reads the resampled branch for DEC_SHARED. */
+static fsl_graph *decoder(int variant) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t x0d[4] = {1, 2, 8, 8}, x1d[4] = {1, 16, 2, 2}, k = variant == DEC_CONV3X3 ? 3 : 1;
+  if (variant == DEC_DOWNSAMPLE) x1d[2] = x1d[3] = 16;
+  int64_t wd[4] = {4, 18, k, k}, bd[4] = {1, 4, 1, 1}, od[4] = {1, 4, 8, 8};
+  fsl_value *x0 = input(g, "x0", 4, x0d), *x1 = input(g, "x1", 4, x1d);
+  fsl_value *r = resample(&b, x1, 8, 8, variant);
+  fsl_value *cat = fsl_b_concat(&b, (fsl_value *[]){x0, r}, 2, 1);
+  int64_t one[2] = {1, 1}, pads[4] = {k / 2, k / 2, k / 2, k / 2};
+  fsl_value *c = fsl_b_conv(&b, cat, const_f32(&b, 4, wd, 7), one, one, pads, 1, NULL);
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, c, fsl_b_expand(&b, const_f32(&b, 4, bd, 8), od));
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  y->is_output = true;
+  if (variant == DEC_SHARED) {
+    r->name = "r";
+    assert_int_equal(fsl_graph_add_output(g, r), FSL_OK);
+    r->is_output = true;
+  }
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  return g;
+}
+
+/* conv1x1-before-resample (sink.c): the 1x1 conv over the concat becomes
+ * one conv per operand, the upsampled one at its source resolution, with
+ * the same answer; near misses are left alone */
+static void test_conv_before_resample(void **state) {
+  (void)state;
+  const fsl_ruleset *rs = fsl_ruleset_builtin();
+  for (int variant = DEC_PLAIN; variant <= DEC_CONV3X3; variant++) {
+    fsl_graph *g = decoder(variant);
+    void *before[2] = {0}, *after[2] = {0};
+    run_graph(g, before, 11);
+    fsl_rewrite_stats st = {0};
+    if (fsl_rewrite(g, rs, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+    bool fires = variant == DEC_PLAIN;
+    assert_int_equal(st.fired[rs->n_rules], fires);
+    assert_int_equal(count_op(g, FSL_OP_conv), fires ? 2 : 1);
+    if (fires) {
+      assert_int_equal(count_op(g, FSL_OP_concat), 0);
+      for (int i = 0; i < g->n_nodes; i++) /* each conv reads a graph input: x0, or x1 at 2x2 */
+        if (g->nodes[i]->op == FSL_OP_conv) assert_true(g->nodes[i]->in[0]->is_input);
+    }
+    assert_string_equal(g->outputs[0]->name, "y");
+    run_graph(g, after, 11);
+    expect_close(before[0], after[0], 4 * 8 * 8);
+    for (int i = 0; i < 2; i++) {
+      free(before[i]);
+      free(after[i]);
+    }
+    free(st.fired);
+    fsl_graph_free(g);
+  }
+}
+
 /* sibling convs whose kernels differ in size (the same attributes, no
  * padding: outputs of different sizes) cannot merge: the search leaves
  * them and does not fail */
@@ -419,6 +504,7 @@ int main(void) {
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_rewrite_real_patterns),
       cmocka_unit_test(test_rewrite_keeps_shared_values),
+      cmocka_unit_test(test_conv_before_resample),
       cmocka_unit_test(test_search_skips_what_does_not_fit),
       cmocka_unit_test(test_search_alpha),
       cmocka_unit_test(test_search_alpha_escapes),
