@@ -330,9 +330,10 @@ const char *fsl_rewrite_mode_name(fsl_rewrite_mode mode) {
 int fsl_model_rewrite_fired(const fsl_model *m, int i, const char **rule) {
   const fsl_ruleset *rs = fsl_ruleset_builtin();
   if (!m || !m->prim || !m->rewrite_fired || !rs || i < 0) return -1;
-  for (int k = 0; k <= rs->n_rules; k++) {
+  for (int k = 0; k < rs->n_rules + FSL_RW_N_CODED; k++) {
     if (!m->rewrite_fired[k] || i-- > 0) continue;
-    if (rule) *rule = k < rs->n_rules ? rs->rules[k].name : FSL_RW_SINK_NAME;
+    if (rule)
+      *rule = k < rs->n_rules ? rs->rules[k].name : k == rs->n_rules ? FSL_RW_SINK_NAME : FSL_RW_LINMERGE_NAME;
     return m->rewrite_fired[k];
   }
   return -1;

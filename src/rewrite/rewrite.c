@@ -48,18 +48,25 @@ static fsl_status sweep(fsl_graph *g, const fsl_ruleset *rs, int *fired, int *ap
 fsl_status fsl_rewrite(fsl_graph *g, const fsl_ruleset *rs, fsl_rewrite_stats *stats) {
   if (!g || !rs) return fsl_errorf(FSL_ERR_ARG, "fsl_rewrite: NULL argument");
   double t0 = fsl_now_s();
-  int *fired = calloc((size_t)rs->n_rules + 1, sizeof *fired);
+  int *fired = calloc((size_t)rs->n_rules + FSL_RW_N_CODED, sizeof *fired);
   if (!fired) return fsl_errorf(FSL_ERR_NOMEM, "rewrite: out of memory");
   int total = 0;
   fsl_status st = FSL_OK;
   for (int s = 0; s < MAX_SWEEPS && st == FSL_OK; s++) {
     int applied = 0;
     st = sweep(g, rs, fired, &applied);
-    /* once the rules are done, conv1x1-before-resample (sink.c); the rules
-     * then get a sweep over what it built */
+    /* once the rules are done, the rewrites written in C: sink.c, then
+     * linmerge.c (over what sink.c built, once its leftovers are removed);
+     * the rules then get a sweep over what they built */
     if (st == FSL_OK && !applied) {
-      st = fsl_rewrite_sink(g, &applied);
-      fired[rs->n_rules] += applied;
+      int sunk = 0, merged = 0;
+      st = fsl_rewrite_sink(g, &sunk);
+      if (st == FSL_OK && sunk) st = fsl_graph_toposort(g);
+      if (st == FSL_OK && sunk) st = fsl_pass_dce(g);
+      if (st == FSL_OK) st = fsl_rewrite_linmerge(g, &merged);
+      fired[rs->n_rules] += sunk;
+      fired[rs->n_rules + 1] += merged;
+      applied = sunk + merged;
     }
     if (st == FSL_OK && applied) st = fsl_graph_toposort(g);
     if (st == FSL_OK && applied) st = fsl_pass_dce(g);

@@ -177,10 +177,17 @@ fsl_status fsl_rw_apply(fsl_graph *g, const fsl_rw_match *m);
  *  NAME~replaced and dies at the next dead-code pass). */
 void fsl_rw_replace_root(fsl_graph *g, fsl_value *old, fsl_value *to);
 
-/* ---- conv1x1-before-resample (sink.c) ---- */
-/** The name fsl_rewrite's statistics give the rewrite of sink.c: its count
- *  is stats->fired[n_rules], after the rules'. */
+/* ---- rewrites written in C (sink.c, linmerge.c) ---- */
+/* Their names in fsl_rewrite's statistics: their counts are
+ * stats->fired[n_rules] and [n_rules + 1], after the rules'. */
 #define FSL_RW_SINK_NAME "conv1x1-before-resample"
+#define FSL_RW_LINMERGE_NAME "conv1x1-into-matmul"
+#define FSL_RW_N_CODED 2
+
+/** Whether n is a 1x1 convolution fsl_rewrite_sink and
+ *  fsl_rewrite_linmerge can move: constant [C_out, C_in, 1, 1] weights,
+ *  strides and dilations 1, no padding, one group, a rank-4 input. */
+bool fsl_rw_pointwise_conv(const fsl_node *n);
 
 /**
  * Moves every 1x1 convolution (strides, dilations 1, no padding, one group,
@@ -198,6 +205,21 @@ void fsl_rw_replace_root(fsl_graph *g, fsl_value *old, fsl_value *to);
  * FSL_ERR_NOMEM (g may then be partly rewritten).
  */
 fsl_status fsl_rewrite_sink(fsl_graph *g, int *applied);
+
+/**
+ * Merges every 1x1 convolution (fsl_rw_pointwise_conv) whose input is a 2-D
+ * matmul [P, K] x [K, C] with constant weights, seen through reshapes and
+ * permutes that keep the channel axis whole and an add of a constant
+ * broadcast along it (a bias), into that matmul: matmul(a, M W') + b W'
+ * through the same views with C_out channels, W' = W as [C, C_out], the
+ * constant products folded.  Applied only where every value on the way is
+ * read by nothing else; then the FLOPs always drop (2 P (K C + C C_out) to
+ * 2 P K C_out).  New nodes are appended: sort and remove dead nodes
+ * afterwards.  Adds the rewrites made to *applied.  Errors: FSL_ERR_NOMEM;
+ * FSL_ERR_INVALID if the rebuilt value's shape differs from the conv's (a
+ * defect).
+ */
+fsl_status fsl_rewrite_linmerge(fsl_graph *g, int *applied);
 
 /* Evaluation of attribute expressions and conditions (apply.c). */
 /** Evaluates an attribute expression of rule r under match m; false when
@@ -217,8 +239,9 @@ const fsl_rw_bind *fsl_rw_lookup(const fsl_rw_match *m, const char *name);
 typedef struct fsl_rewrite_stats {
   int n_applied;            /* rewrites applied */
   int n_rules;              /* rules in the set */
-  int *fired;               /* per rule of the set, then conv1x1-before-resample (index
-                               n_rules): times applied (malloc'd; NULL if none) */
+  int *fired;               /* per rule of the set, then the FSL_RW_N_CODED rewrites
+                               written in C (index n_rules...): times applied
+                               (malloc'd; NULL if none) */
   double seconds;
   int n_evals;              /* fsl_rewrite_search: graphs costed (the caller's not counted) */
   int n_expanded;           /* fsl_rewrite_search: graphs whose neighbours were made */

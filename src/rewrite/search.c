@@ -190,7 +190,7 @@ static cand *pop(queue *q) {
 static fsl_status neighbour(cand *parent, int i, int k, const fsl_ruleset *rs, cand **out, uint64_t *hash) {
   *out = NULL;
   cand *c = calloc(1, sizeof *c);
-  int *fired = calloc((size_t)rs->n_rules + 1, sizeof *fired);
+  int *fired = calloc((size_t)rs->n_rules + FSL_RW_N_CODED, sizeof *fired);
   fsl_graph *g = c && fired ? fsl_graph_clone(parent->g) : NULL;
   if (!g) {
     free(c);
@@ -211,9 +211,9 @@ static fsl_status neighbour(cand *parent, int i, int k, const fsl_ruleset *rs, c
     free(sub.fired);
     return st == FSL_ERR_UNSUPPORTED ? FSL_OK : st;
   }
-  memcpy(fired, parent->fired, sizeof *fired * ((size_t)rs->n_rules + 1));
+  memcpy(fired, parent->fired, sizeof *fired * ((size_t)rs->n_rules + FSL_RW_N_CODED));
   fired[k]++;
-  for (int r = 0; r <= rs->n_rules && sub.fired; r++) fired[r] += sub.fired[r];
+  for (int r = 0; r < rs->n_rules + FSL_RW_N_CODED && sub.fired; r++) fired[r] += sub.fired[r];
   free(sub.fired);
   c->g = g;
   c->parent = parent;
@@ -249,7 +249,7 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
   seen_set seen = {0};
   cand *root = calloc(1, sizeof *root), *best = root;
   if (root) root->refs = 1; /* the best */
-  fsl_status st = rc && root && (root->fired = calloc((size_t)rs->n_rules + 1, sizeof *root->fired))
+  fsl_status st = rc && root && (root->fired = calloc((size_t)rs->n_rules + FSL_RW_N_CODED, sizeof *root->fired))
                       ? FSL_OK
                       : fsl_errorf(FSL_ERR_NOMEM, "rewrite search: out of memory");
   uint64_t h0 = st == FSL_OK ? graph_hash(*gp) : 0;
@@ -317,7 +317,7 @@ fsl_status fsl_rewrite_search(fsl_graph **gp, const fsl_ruleset *rs, const fsl_r
     return fsl_error_context(st, "rewrite search");
   }
   /* hand the best graph over with its chain of parents, each owning the next */
-  for (int r = 0; r <= rs->n_rules && stats->fired; r++) stats->fired[r] += best->fired[r];
+  for (int r = 0; r < rs->n_rules + FSL_RW_N_CODED && stats->fired; r++) stats->fired[r] += best->fired[r];
   stats->n_applied += best->n_applied;
   *gp = best->g;
   for (cand *c = best; c; c = c->parent) c->g->owns_base = c->parent != NULL;

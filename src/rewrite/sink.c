@@ -60,9 +60,7 @@ static bool int_attr(const fsl_node *n, const char *name, int64_t want) {
   return true;
 }
 
-/* conv with a constant [C_out, C_in, 1, 1] weight, stride, dilation 1, no
- * padding, one group, reading an NCHW value. */
-static bool is_pointwise_conv(const fsl_node *n) {
+bool fsl_rw_pointwise_conv(const fsl_node *n) {
   if (n->op != FSL_OP_conv || n->n_in != 2 || !n->in[0] || !n->in[1] || !n->out[0]) return false;
   const fsl_value *x = n->in[0], *w = n->in[1];
   if (x->rank != 4 || w->rank != 4 || !w->data || w->dims[2] != 1 || w->dims[3] != 1) return false;
@@ -197,7 +195,7 @@ static fsl_value *replay(fsl_builder *bd, const branch *b, memo *m, fsl_value *v
 /* Rewrites conv node n when its input qualifies; true when it did. */
 static fsl_status sink_at(fsl_graph *g, fsl_node *n, bool *done) {
   *done = false;
-  if (!is_pointwise_conv(n)) return FSL_OK;
+  if (!fsl_rw_pointwise_conv(n)) return FSL_OK;
   fsl_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
   fsl_node *cat = x->producer;
   bool concat = cat && cat->op == FSL_OP_concat && x->n_cons == 1 && !x->is_output;

@@ -80,6 +80,37 @@ def mlp_decoder(fuse_kernel=1, mode="linear"):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def segformer_head():
+    """SegFormer's decoder as exported: each stage's tokens [1, HW, C_i]
+    projected to 16 channels (MatMul, Add), transposed and reshaped to
+    NCHW, resized to the first stage's 16x16 (bilinear), concatenated, a
+    1x1 fuse Conv."""
+    rng = np.random.default_rng(6)
+    inits, nodes, ins, cat = [], [], [], []
+    for i, (c, hw) in enumerate(((8, 16), (12, 8), (16, 4))):
+        inits += [numpy_helper.from_array((rng.standard_normal((c, 16)) * 0.3).astype(np.float32), f"m{i}"),
+                  numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), f"b{i}"),
+                  numpy_helper.from_array(np.array([1, 16, hw, hw], np.int64), f"s{i}")]
+        ins.append(helper.make_tensor_value_info(f"t{i}", TensorProto.FLOAT, [1, hw * hw, c]))
+        nodes += [helper.make_node("MatMul", [f"t{i}", f"m{i}"], [f"p{i}"]),
+                  helper.make_node("Add", [f"p{i}", f"b{i}"], [f"q{i}"]),
+                  helper.make_node("Transpose", [f"q{i}"], [f"u{i}"], perm=[0, 2, 1]),
+                  helper.make_node("Reshape", [f"u{i}", f"s{i}"], [f"v{i}"])]
+        if hw != 16:
+            inits.append(numpy_helper.from_array(np.array([1, 1, 16 / hw, 16 / hw], np.float32), f"sc{i}"))
+            nodes.append(helper.make_node("Resize", [f"v{i}", "", f"sc{i}"], [f"r{i}"], mode="linear"))
+            cat.append(f"r{i}")
+        else:
+            cat.append(f"v{i}")
+    inits += [numpy_helper.from_array((rng.standard_normal((16, 48, 1, 1)) * 0.2).astype(np.float32), "w"),
+              numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b")]
+    nodes += [helper.make_node("Concat", cat[::-1], ["cat"], axis=1),
+              helper.make_node("Conv", ["cat", "w", "b"], ["y"])]
+    g = helper.make_graph(nodes, "segformer_head", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def models(tmp_path):
     """The first shape of four bench cases, the fire module and the MLP
     decoder."""
@@ -160,6 +191,21 @@ def test_conv_moves_before_resize(fissile, suite, tmp_path, rng):
         feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
         want = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)
         assert rel_l2(sess.run(None, feeds)[0], want[0]) <= TOL, (kernel, mode)
+
+
+def test_conv_merges_into_projections(fissile, tmp_path, rng):
+    # after the fuse conv moved before the upsampling, each branch's slice
+    # of it follows the branch's MatMul projection: the two weight matrices
+    # multiply at compile time, and no conv is left
+    p = tmp_path / "segformer_head.onnx"
+    p.write_bytes(segformer_head().SerializeToString())
+    out = compile_summary(fissile, p)
+    assert "conv1x1-before-resample x1" in out and "conv1x1-into-matmul x3" in out, out
+    for mode in MODES:
+        sess = fsl.InferenceSession(p, rewrite=mode, threads=1)
+        feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
+        want = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)
+        assert rel_l2(sess.run(None, feeds)[0], want[0]) <= TOL, mode
 
 
 def test_search_merges_sibling_convs_with_fewer_kernels(fissile, suite):

@@ -318,6 +318,61 @@ static void test_conv_before_resample(void **state) {
   }
 }
 
+/* A per-position projection (matmul [P, K] x [K, C] + bias over
+ * [1, P, C], permuted and reshaped to NCHW) then a 1x1 conv: what
+ * conv1x1-before-resample leaves of SegFormer's decoder.  variant 1 also
+ * outputs the matmul's result, variant 2 adds a bias that varies along
+ * the positions. */
+static fsl_graph *projection_then_conv(int variant) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t xd[2] = {12, 5}, md[2] = {5, 6}, r3[3] = {1, 12, 6}, bd[3] = {1, variant == 2 ? 12 : 1, 6},
+          perm[3] = {0, 2, 1}, r4[4] = {1, 6, 3, 4}, wd[4] = {4, 6, 1, 1}, one[2] = {1, 1}, pads[4] = {0};
+  fsl_value *x = input(g, "x", 2, xd);
+  fsl_value *mm = fsl_b_prim(&b, FSL_OP_matmul, (fsl_value *[]){x, const_f32(&b, 2, md, 21)}, 2, NULL, 0);
+  fsl_value *t = fsl_b_binary(&b, FSL_OP_add, fsl_b_expand(&b, const_f32(&b, 3, bd, 22), r3), fsl_b_reshape(&b, mm, 3, r3));
+  t = fsl_b_reshape(&b, fsl_b_permute(&b, t, perm), 4, r4);
+  fsl_value *y = fsl_b_conv(&b, t, const_f32(&b, 4, wd, 23), one, one, pads, 1, NULL);
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  y->is_output = true;
+  if (variant == 1) {
+    mm->name = "mm";
+    assert_int_equal(fsl_graph_add_output(g, mm), FSL_OK);
+    mm->is_output = true;
+  }
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  return g;
+}
+
+/* conv1x1-into-matmul (linmerge.c): the conv's weights go into the
+ * matmul's, the bias through them, the views keep their places */
+static void test_conv_into_matmul(void **state) {
+  (void)state;
+  const fsl_ruleset *rs = fsl_ruleset_builtin();
+  for (int variant = 0; variant < 3; variant++) {
+    fsl_graph *g = projection_then_conv(variant);
+    void *before[2] = {0}, *after[2] = {0};
+    run_graph(g, before, 13);
+    fsl_rewrite_stats st = {0};
+    if (fsl_rewrite(g, rs, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+    bool fires = variant == 0;
+    assert_int_equal(st.fired[rs->n_rules + 1], fires);
+    assert_int_equal(count_op(g, FSL_OP_conv), !fires);
+    assert_int_equal(count_op(g, FSL_OP_matmul), 1);
+    assert_string_equal(g->outputs[0]->name, "y");
+    run_graph(g, after, 13);
+    expect_close(before[0], after[0], 4 * 3 * 4);
+    for (int i = 0; i < 2; i++) {
+      free(before[i]);
+      free(after[i]);
+    }
+    free(st.fired);
+    fsl_graph_free(g);
+  }
+}
+
 /* sibling convs whose kernels differ in size (the same attributes, no
  * padding: outputs of different sizes) cannot merge: the search leaves
  * them and does not fail */
@@ -505,6 +560,7 @@ int main(void) {
       cmocka_unit_test(test_rewrite_real_patterns),
       cmocka_unit_test(test_rewrite_keeps_shared_values),
       cmocka_unit_test(test_conv_before_resample),
+      cmocka_unit_test(test_conv_into_matmul),
       cmocka_unit_test(test_search_skips_what_does_not_fit),
       cmocka_unit_test(test_search_alpha),
       cmocka_unit_test(test_search_alpha_escapes),
