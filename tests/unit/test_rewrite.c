@@ -233,6 +233,13 @@ static void test_rewrite_keeps_shared_values(void **state) {
   fsl_graph_free(g);
 }
 
+/* Makes v a graph output named `name`. */
+static void mark_output(fsl_graph *g, fsl_value *v, const char *name) {
+  v->name = name;
+  assert_int_equal(fsl_graph_add_output(g, v), FSL_OK);
+  v->is_output = true;
+}
+
 /* How a resampled branch of decoder() deviates from Resize's taps. */
 enum { DEC_PLAIN, DEC_SHARED, DEC_CHANNEL_WEIGHTS, DEC_AFFINE, DEC_DOWNSAMPLE, DEC_CONV3X3 };
 
@@ -274,14 +281,8 @@ static fsl_graph *decoder(int variant) {
   fsl_value *c = fsl_b_conv(&b, cat, const_f32(&b, 4, wd, 7), one, one, pads, 1, NULL);
   fsl_value *y = fsl_b_binary(&b, FSL_OP_add, c, fsl_b_expand(&b, const_f32(&b, 4, bd, 8), od));
   assert_int_equal(b.st, FSL_OK);
-  y->name = "y";
-  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
-  y->is_output = true;
-  if (variant == DEC_SHARED) {
-    r->name = "r";
-    assert_int_equal(fsl_graph_add_output(g, r), FSL_OK);
-    r->is_output = true;
-  }
+  mark_output(g, y, "y");
+  if (variant == DEC_SHARED) mark_output(g, r, "r");
   assert_int_equal(fsl_graph_verify(g), FSL_OK);
   return g;
 }
@@ -334,14 +335,8 @@ static fsl_graph *projection_then_conv(int variant) {
   t = fsl_b_reshape(&b, fsl_b_permute(&b, t, perm), 4, r4);
   fsl_value *y = fsl_b_conv(&b, t, const_f32(&b, 4, wd, 23), one, one, pads, 1, NULL);
   assert_int_equal(b.st, FSL_OK);
-  y->name = "y";
-  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
-  y->is_output = true;
-  if (variant == 1) {
-    mm->name = "mm";
-    assert_int_equal(fsl_graph_add_output(g, mm), FSL_OK);
-    mm->is_output = true;
-  }
+  mark_output(g, y, "y");
+  if (variant == 1) mark_output(g, mm, "mm");
   assert_int_equal(fsl_graph_verify(g), FSL_OK);
   return g;
 }
