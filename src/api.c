@@ -332,8 +332,7 @@ int fsl_model_rewrite_fired(const fsl_model *m, int i, const char **rule) {
   if (!m || !m->prim || !m->rewrite_fired || !rs || i < 0) return -1;
   for (int k = 0; k < rs->n_rules + FSL_RW_N_CODED; k++) {
     if (!m->rewrite_fired[k] || i-- > 0) continue;
-    if (rule)
-      *rule = k < rs->n_rules ? rs->rules[k].name : k == rs->n_rules ? FSL_RW_SINK_NAME : FSL_RW_LINMERGE_NAME;
+    if (rule) *rule = k < rs->n_rules ? rs->rules[k].name : fsl_rw_coded_name(k - rs->n_rules);
     return m->rewrite_fired[k];
   }
   return -1;

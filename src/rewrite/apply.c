@@ -162,10 +162,7 @@ static bool all_equal(const fsl_value *v, double x) {
   return n > 0;
 }
 
-/* constant v varies only along axis ax: every element equals the one at
- * its coordinate on ax and 0 elsewhere (a broadcast of a vector folded
- * into a full-size constant) */
-static bool varies_only(const fsl_value *v, int64_t ax) {
+bool fsl_rw_varies_only(const fsl_value *v, int64_t ax) {
   if (!v || !v->data || ax < 0 || ax >= v->rank) return false;
   int64_t n = fsl_value_numel(v), inner = 1;
   for (int i = (int)ax + 1; i < v->rank; i++) inner *= v->dims[i];
@@ -228,7 +225,7 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
   if (!strcmp(f, "varies-only")) {
     /* (varies-only CONST AXIS) */
     if (e->n_args != 2 || !v || !arg_int(m, e->args[1], &x) || !norm_axis(&x, v->rank)) return false;
-    return varies_only(v, x);
+    return fsl_rw_varies_only(v, x);
   }
   if (!strcmp(f, "channel")) {
     /* (channel V AXIS): every dim of V but AXIS is 1 */

@@ -47,18 +47,12 @@ static int reshape_axis(const fsl_value *from, const fsl_value *to, int a) {
 
 /* A float32 constant that varies along axis a only: expand(c) with c
  * constant and every dim but a equal to 1, or a constant (an expand the
- * builder folded, at small sizes) whose elements equal those at
- * coordinate 0 of every other axis.  Returns c or the constant; NULL when
- * v is neither. */
+ * builder folded, at small sizes) that fsl_rw_varies_only along a.
+ * Returns c or the constant; NULL when v is neither. */
 static fsl_value *axis_const(fsl_value *v, int a) {
   fsl_value *c = v->producer && v->producer->op == FSL_OP_expand ? v->producer->in[0] : v;
   if (!c || !c->data || c->rank != v->rank || c->dtype != FSL_DT_F32 || c->dims[a] != v->dims[a]) return NULL;
-  int64_t stride = 1, n = fsl_value_numel(c);
-  for (int i = a + 1; i < c->rank; i++) stride *= c->dims[i];
-  const float *d = c->data;
-  for (int64_t i = 0; i < n; i++)
-    if (memcmp(&d[i], &d[(i / stride) % c->dims[a] * stride], sizeof *d)) return NULL;
-  return c;
+  return fsl_rw_varies_only(c, a) ? c : NULL;
 }
 
 /* The [1.., C at a, ..1] constant of axis_const's answer c. */

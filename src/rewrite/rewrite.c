@@ -9,6 +9,14 @@
 
 #define MAX_SWEEPS 16
 
+/* The rewrites written in C, in the order they run (fired[n_rules + i]). */
+static const struct {
+  const char *name;
+  fsl_status (*run)(fsl_graph *g, int *applied);
+} coded[FSL_RW_N_CODED] = {{FSL_RW_SINK_NAME, fsl_rewrite_sink}, {FSL_RW_LINMERGE_NAME, fsl_rewrite_linmerge}};
+
+const char *fsl_rw_coded_name(int i) { return i >= 0 && i < FSL_RW_N_CODED ? coded[i].name : NULL; }
+
 static bool touches(const fsl_rw_match *m, const bool *touched, int n_touched) {
   for (int i = 0; i < m->n_nodes; i++)
     if (m->nodes[i]->id < n_touched && touched[m->nodes[i]->id]) return true;
@@ -55,18 +63,11 @@ fsl_status fsl_rewrite(fsl_graph *g, const fsl_ruleset *rs, fsl_rewrite_stats *s
   for (int s = 0; s < MAX_SWEEPS && st == FSL_OK; s++) {
     int applied = 0;
     st = sweep(g, rs, fired, &applied);
-    /* once the rules are done, the rewrites written in C: sink.c, then
-     * linmerge.c (over what sink.c built, once its leftovers are removed);
-     * the rules then get a sweep over what they built */
-    if (st == FSL_OK && !applied) {
-      int sunk = 0, merged = 0;
-      st = fsl_rewrite_sink(g, &sunk);
-      if (st == FSL_OK && sunk) st = fsl_graph_toposort(g);
-      if (st == FSL_OK && sunk) st = fsl_pass_dce(g);
-      if (st == FSL_OK) st = fsl_rewrite_linmerge(g, &merged);
-      fired[rs->n_rules] += sunk;
-      fired[rs->n_rules + 1] += merged;
-      applied = sunk + merged;
+    /* once the rules are done, the rewrites written in C, one per sweep
+     * (linmerge.c then sees what sink.c built, its leftovers removed) */
+    for (int c = 0; c < FSL_RW_N_CODED && st == FSL_OK && !applied; c++) {
+      st = coded[c].run(g, &applied);
+      fired[rs->n_rules + c] += applied;
     }
     if (st == FSL_OK && applied) st = fsl_graph_toposort(g);
     if (st == FSL_OK && applied) st = fsl_pass_dce(g);

@@ -184,6 +184,10 @@ void fsl_rw_replace_root(fsl_graph *g, fsl_value *old, fsl_value *to);
 #define FSL_RW_LINMERGE_NAME "conv1x1-into-matmul"
 #define FSL_RW_N_CODED 2
 
+/** The name of the i-th rewrite written in C (0 <= i < FSL_RW_N_CODED, in
+ *  the order fsl_rewrite runs them), or NULL. */
+const char *fsl_rw_coded_name(int i);
+
 /** Whether n is a 1x1 convolution fsl_rewrite_sink and
  *  fsl_rewrite_linmerge can move: constant [C_out, C_in, 1, 1] weights,
  *  strides and dilations 1, no padding, one group, a rank-4 input. */
@@ -222,6 +226,11 @@ fsl_status fsl_rewrite_sink(fsl_graph *g, int *applied);
 fsl_status fsl_rewrite_linmerge(fsl_graph *g, int *applied);
 
 /* Evaluation of attribute expressions and conditions (apply.c). */
+/** Whether constant v varies only along axis ax (0 <= ax < rank): every
+ *  element equals the one at its coordinate on ax and 0 elsewhere (a
+ *  broadcast of a vector folded into a full-size constant); the condition
+ *  `(varies-only CONST AXIS)`.  False for a non-constant or empty v. */
+bool fsl_rw_varies_only(const fsl_value *v, int64_t ax);
 /** Evaluates an attribute expression of rule r under match m; false when
  *  it does not apply (unknown name, axis out of range). */
 bool fsl_rw_eval_ints(const fsl_rw_match *m, const fsl_rw_expr *e, fsl_rw_ints *out);
