@@ -72,6 +72,15 @@ typedef struct quot {
   int64_t unit;
 } quot;
 
+/* The innermost loop split by an interleave factor f (loops.c): the
+ * coordinate var == outer*f + k, k a literal in 0 <= k < f, so that a
+ * reshape splitting that axis by f reads outer and k directly. */
+typedef struct isplit {
+  char var[CLEN];       /* "" when none */
+  char outer[CLEN];
+  int64_t f, k;
+} isplit;
+
 typedef struct em {
   const fsl_dialect *d;  /* the target language */
   const fsl_cg_spec *s;
@@ -91,6 +100,7 @@ typedef struct em {
   int n_dec, cap_dec;
   quot quot[16];        /* composed coordinates in scope (no entry: no hint) */
   int n_quot;
+  isplit split;         /* the interleaved inner loop being emitted */
   emit_mode mode;
   int n_red;            /* reductions emitted so far (fused: r<k> live) */
   bool fused_fail;      /* a fused read left its row: retry with passes */
@@ -238,6 +248,12 @@ int fsl_cg_tile_axis(const em *e, const fsl_value *v);
  * along v's innermost axis but is contiguous along axis a < rank - 1: v
  * is stored with a innermost (a channels-last input read as NCHW). */
 bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a);
+/* The interleave factor f in 2..8 of a LOOP nest over value v: some read
+ * strides along v's innermost axis while every read is contiguous (or
+ * broadcast) from innermost coordinate j to j + f for each j < f, as in a
+ * depth-to-space (pixel shuffle) that interleaves f channel planes; the
+ * nest then runs f contiguous streams per step (loops.c).  1: none. */
+int fsl_cg_interleave(const em *e, const fsl_value *v);
 
 /* loops.c — LOOP kernels: one loop nest per output shape */
 bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c);

@@ -105,6 +105,17 @@ void fsl_cg_flat_index(em *e, int rank, const int64_t *dims, const coords *c, ch
   hoist(e, buf, dst);
 }
 
+/* c->c[a] = (outer / div) % mod (no modulo when mod is 0), declared as
+ * <prefix><a>. */
+static void split_part(em *e, const char *outer, int64_t div, int64_t mod, const char *prefix, int a, coords *c) {
+  char q[2 * CLEN];
+  if (div == 1) snprintf(q, sizeof q, "%s", outer);
+  else snprintf(q, sizeof q, "(%s / %lld)", outer, (long long)div);
+  if (mod) fsl_cg_line(e, "const int64_t %s%d = %s %% %lld;", prefix, a, q, (long long)mod);
+  else fsl_cg_line(e, "const int64_t %s%d = %s;", prefix, a, q);
+  snprintf(c->c[a], CLEN, "%s%d", prefix, a);
+}
+
 /* Coordinates of flat index `x` (an identifier) over the listed axes of a
  * shape, written into c->c[axes[k]]; size-1 axes get "0".  `prefix` gives
  * the variable name prefix (e.g. "o" -> o3 for axis 3).  The split is
@@ -121,6 +132,14 @@ void fsl_cg_decompose(em *e, const char *x, int n, const int *axes, const int64_
     }
     bool first = true;
     for (int q = 0; q < k; q++) first = first && dims[axes[q]] == 1;
+    const isplit *S = &e->split;
+    if (S->var[0] && strcmp(x, S->var) == 0 && ((inner == 1 && d == S->f) || (inner > 1 && inner % S->f == 0))) {
+      /* x == outer*f + k (an interleaved inner loop): its parts directly */
+      if (inner == 1) snprintf(c->c[a], CLEN, "%lld", (long long)S->k);
+      else split_part(e, S->outer, inner / S->f, first ? 0 : d, prefix, a, c);
+      inner *= d;
+      continue;
+    }
     char expr[256];
     if (inner == 1 && first) snprintf(expr, sizeof expr, "%s", x);
     else if (inner == 1) snprintf(expr, sizeof expr, "%s %% %lld", x, (long long)d);

@@ -125,6 +125,15 @@ static probe probe_at(const em *e, const fsl_value *v, int axis) {
   return p;
 }
 
+/* The outside reads of v at the origin with innermost coordinate pos. */
+static probe probe_inner(const em *e, const fsl_value *v, int64_t pos) {
+  int64_t c[FSL_MAX_RANK] = {0};
+  c[v->rank - 1] = pos;
+  probe p = {.ok = true};
+  walk(e, v, c, &p, 0);
+  return p;
+}
+
 /* Whether read k moves by more than one element from base to in (the
  * same input in both): it strides across cache lines. */
 static bool strides(const probe *base, const probe *in, int k) {
@@ -162,4 +171,29 @@ int fsl_cg_tile_axis(const em *e, const fsl_value *v) {
       return a;
   }
   return -1;
+}
+
+int fsl_cg_interleave(const em *e, const fsl_value *v) {
+  int r = v->rank;
+  if (r < 1 || !e->inside[v->id]) return 1;
+  int64_t len = v->dims[r - 1];
+  probe base = probe_inner(e, v, 0), one = probe_inner(e, v, 1);
+  if (!base.ok || !one.ok || base.n == 0 || one.n != base.n) return 1;
+  bool strided = false;
+  for (int k = 0; k < base.n; k++) strided = strided || strides(&base, &one, k);
+  if (!strided) return 1;
+  for (int f = 2; f <= 8; f++) {
+    if (len % f || len / f < 8) continue;
+    bool good = true;
+    for (int j = 0; j < f && good; j++) {
+      probe a = probe_inner(e, v, j), b = probe_inner(e, v, j + f);
+      good = a.ok && b.ok && a.n == base.n && b.n == base.n;
+      for (int k = 0; k < base.n && good; k++) {
+        int64_t d = b.flat[k] - a.flat[k];
+        good = a.v[k] == b.v[k] && (d == 0 || d == 1);
+      }
+    }
+    if (good) return f;
+  }
+  return 1;
 }

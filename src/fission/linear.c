@@ -322,6 +322,72 @@ static fsl_status convtranspose_pads(fsl_fctx *fx, conv_geom *g, const fsl_value
   return FSL_OK;
 }
 
+/* True when every window of the transposed convolution writes its own
+ * output block: strides == kernel_shape, no dilation, no output_padding and
+ * pads >= 0 (a crop).  Such a ConvTranspose is a 1x1 convolution followed
+ * by a depth-to-space movement, with no overlapping sums. */
+static bool convtranspose_is_blockwise(const conv_geom *g, const int64_t *opad) {
+  for (int i = 0; i < g->k; i++)
+    if (g->strides[i] != g->kernel[i] || (g->dil[i] != 1 && g->kernel[i] > 1) || opad[i] != 0 || g->pads[i] < 0 ||
+        g->pads[g->k + i] < 0)
+      return false;
+  return 2 + 2 * g->k <= FSL_MAX_RANK;
+}
+
+/* Blockwise ConvTranspose (see convtranspose_is_blockwise): x [N, C, H...]
+ * times W [C, M/g, k...] as a grouped 1x1 conv to M*prod(k) channels,
+ * ordered (group, m, k...), then [N, M, k..., H...] permuted to
+ * [N, M, H1, k1, H2, k2, ...] and merged to [N, M, H1*k1, ...] (the
+ * pixel shuffle of a depth-to-space).  Each output element is one dot
+ * product over C/g, as in the ONNX definition with stride == kernel. */
+static fsl_value *convtranspose_blockwise(fsl_builder *b, fsl_value *x, fsl_value *w, const conv_geom *g) {
+  int k = g->k, r = x->rank;
+  int64_t grp = g->group, c = x->dims[1], mg = w->dims[1], kk = 1;
+  for (int i = 0; i < k; i++) kk *= g->kernel[i];
+  int64_t d4[4] = {grp, c / grp, mg, kk}, p4[4] = {0, 2, 3, 1};
+  fsl_value *wt = permute_opt(b, reshape_opt(b, w, 4, d4), p4);
+  int64_t dw[FSL_MAX_RANK], ones[FSL_MAX_RANK], zeros[2 * FSL_MAX_RANK] = {0};
+  dw[0] = grp * mg * kk;
+  dw[1] = c / grp;
+  for (int i = 0; i < k; i++) dw[2 + i] = ones[i] = 1;
+  wt = reshape_opt(b, wt, r, dw);
+  fsl_value *y = fsl_b_conv(b, x, wt, ones, ones, zeros, grp, NULL);
+  if (!y) return NULL;
+  int64_t d[FSL_MAX_RANK], perm[FSL_MAX_RANK], out[FSL_MAX_RANK];
+  d[0] = out[0] = x->dims[0];
+  d[1] = out[1] = grp * mg;
+  perm[0] = 0;
+  perm[1] = 1;
+  for (int i = 0; i < k; i++) {
+    d[2 + i] = g->kernel[i];
+    d[2 + k + i] = x->dims[2 + i];
+    perm[2 + 2 * i] = 2 + k + i;
+    perm[3 + 2 * i] = 2 + i;
+    out[2 + i] = x->dims[2 + i] * g->kernel[i];
+  }
+  y = permute_opt(b, reshape_opt(b, y, 2 + 2 * k, d), perm);
+  return reshape_opt(b, y, r, out);
+}
+
+/* Crops pads_begin / pads_end off the spatial axes of a ConvTranspose
+ * result y (negative ConvTranspose pads = output larger than the conv's). */
+static fsl_value *crop_spatial(fsl_fctx *fx, fsl_value *y, const int64_t *crop_b, const int64_t *crop_e) {
+  if (!y) return NULL;
+  int64_t starts[FSL_MAX_RANK], steps[FSL_MAX_RANK], sizes[FSL_MAX_RANK];
+  bool any = false;
+  for (int i = 0; i < y->rank; i++) {
+    steps[i] = 1;
+    starts[i] = i >= 2 ? crop_b[i - 2] : 0;
+    sizes[i] = y->dims[i] - (i >= 2 ? crop_b[i - 2] + crop_e[i - 2] : 0);
+    if (sizes[i] < 0) {
+      fsl_fx_fail(fx, FSL_ERR_INVALID, "'pads' larger than the output of spatial axis %d", i - 2);
+      return NULL;
+    }
+    any |= sizes[i] != y->dims[i];
+  }
+  return any ? fsl_b_slice(fx->b, y, starts, steps, sizes) : y;
+}
+
 /** ONNX ConvTranspose (opset 1, 11): conv with lhs_dilation = strides over
  *  flipped, regrouped weights; pads = dilation*(k-1) - pad (+ output_padding
  *  at the end); negative pads become a crop of the result. */
@@ -337,30 +403,23 @@ fsl_status fsl_fission_ConvTranspose(fsl_fctx *fx) {
   int64_t opad[FSL_MAX_RANK];
   FSL_TRY(read_spatial(fx, "output_padding", g.k, 0, 0, opad));
   FSL_TRY(convtranspose_pads(fx, &g, x, opad));
-  int64_t cp[2 * FSL_MAX_RANK], ones[FSL_MAX_RANK];
-  int64_t starts[FSL_MAX_RANK] = {0}, steps[FSL_MAX_RANK], crop_b[FSL_MAX_RANK] = {0}, crop_e[FSL_MAX_RANK] = {0};
-  bool crop = false;
-  for (int i = 0; i < g.k; i++) {
-    int64_t span = g.dil[i] * (g.kernel[i] - 1);
-    int64_t pb = span - g.pads[i], pe = span - g.pads[g.k + i] + opad[i];
-    if (pb < 0) crop_b[i] = -pb, pb = 0, crop = true;
-    if (pe < 0) crop_e[i] = -pe, pe = 0, crop = true;
-    cp[i] = pb;
-    cp[g.k + i] = pe;
-    ones[i] = 1;
-  }
-  fsl_value *wt = transpose_conv_weights(b, w, g.group);
-  fsl_value *y = fsl_b_conv(b, x, wt, ones, g.dil, cp, g.group, g.strides);
-  if (crop && y) {
-    int64_t sizes[FSL_MAX_RANK];
-    for (int i = 0; i < y->rank; i++) {
-      steps[i] = 1;
-      starts[i] = i >= 2 ? crop_b[i - 2] : 0;
-      sizes[i] = y->dims[i] - (i >= 2 ? crop_b[i - 2] + crop_e[i - 2] : 0);
-      if (sizes[i] < 0)
-        return fsl_fx_fail(fx, FSL_ERR_INVALID, "'pads' larger than the output of spatial axis %d", i - 2);
+  fsl_value *y;
+  if (convtranspose_is_blockwise(&g, opad)) {
+    y = crop_spatial(fx, convtranspose_blockwise(b, x, w, &g), g.pads, g.pads + g.k);
+  } else {
+    int64_t cp[2 * FSL_MAX_RANK], ones[FSL_MAX_RANK], crop_b[FSL_MAX_RANK] = {0}, crop_e[FSL_MAX_RANK] = {0};
+    for (int i = 0; i < g.k; i++) {
+      int64_t span = g.dil[i] * (g.kernel[i] - 1);
+      int64_t pb = span - g.pads[i], pe = span - g.pads[g.k + i] + opad[i];
+      if (pb < 0) crop_b[i] = -pb, pb = 0;
+      if (pe < 0) crop_e[i] = -pe, pe = 0;
+      cp[i] = pb;
+      cp[g.k + i] = pe;
+      ones[i] = 1;
     }
-    y = fsl_b_slice(b, y, starts, steps, sizes);
+    fsl_value *wt = transpose_conv_weights(b, w, g.group);
+    y = fsl_b_conv(b, x, wt, ones, g.dil, cp, g.group, g.strides);
+    y = crop_spatial(fx, y, crop_b, crop_e);
   }
   fx->out[0] = add_bias(fx, y, 2);
   return fsl_fx_done(fx);

@@ -278,6 +278,13 @@ case("ConvTranspose", [F(1, 2, 5, 5), F(2, 3, 3, 3)], "pads_outpad", strides=[2,
 case("ConvTranspose", [F(1, 4, 3, 3), F(4, 1, 2, 2)], "group", group=2)
 case("ConvTranspose", [F(2, 3, 6), F(3, 2, 4)], "1d", strides=[2], pads=[1, 1])
 case("ConvTranspose", [F(1, 2, 3, 3), F(2, 2, 3, 3)], "dilation", dilations=[2, 2])
+# strides == kernel_shape: one output block per input pixel (a 1x1 conv then depth-to-space)
+case("ConvTranspose", [F(1, 6, 5, 7), F(6, 3, 2, 2), F(3)], "blockwise", strides=[2, 2])
+case("ConvTranspose", [F(2, 4, 5), F(4, 2, 3)], "blockwise_1d", strides=[3])
+case("ConvTranspose", [F(1, 2, 3, 2, 4), F(2, 3, 2, 1, 2)], "blockwise_3d", strides=[2, 1, 2])
+case("ConvTranspose", [F(1, 4, 3, 5), F(4, 3, 2, 3), F(6)], "blockwise_group", strides=[2, 3], group=2)
+case("ConvTranspose", [F(1, 3, 4, 4), F(3, 2, 2, 2)], "blockwise_pads", strides=[2, 2], pads=[1, 0, 0, 1])
+case("ConvTranspose", [F(1, 3, 4, 4), F(3, 5, 1, 1), F(5)], "blockwise_1x1")
 # Integer matmul and convolution have one exact answer (ONNX spec: int32
 # accumulation that "MUST never overflow"); ONNX Runtime's u8 x s8 kernels on
 # AVX2 without VNNI (vpmaddubsw) saturate the int16 sum of two products, so
@@ -359,6 +366,9 @@ case("Pad", [F(2, 3, 4), K([1, 2]), NONE, K([-1])], "axes", opset=18)
 case("Pad", [F(4, 5), K([-1, 0, 0, -2])], "negative")
 case("DepthToSpace", [F(1, 8, 2, 3)], "dcr", blocksize=2)
 case("DepthToSpace", [F(2, 8, 3, 2)], "crd", blocksize=2, mode="CRD")
+# wide rows: the generated nest runs blocksize interleaved streams per row (codegen/loops.c)
+case("DepthToSpace", [F(1, 12, 5, 16)], "dcr_wide", blocksize=2)
+case("DepthToSpace", [F(1, 18, 4, 9)], "crd_wide_b3", blocksize=3, mode="CRD")
 case("SpaceToDepth", [F(1, 2, 4, 6)], "b2", blocksize=2)
 case("Trilu", [F(4, 5)], "upper")
 case("Trilu", [F(2, 4, 5), K(1)], "upper_k1")

@@ -1098,6 +1098,19 @@ static bool row_major(const fsl_cg_layout *lay) {
   return true;
 }
 
+/* Whether a reshape reads y [N, C, ...] splitting its channel axis (the
+ * depth-to-space after a blockwise ConvTranspose, src/fission/linear.c):
+ * its readers permute channels into space, which no generated kernel
+ * reads from a channels-last layout (lower.c, layout_friendly), so y
+ * would be reordered back to nchw anyway. */
+static bool channels_split(const fsl_value *y) {
+  for (int k = 0; k < y->n_cons; k++) {
+    const fsl_node *c = y->cons[k];
+    if (c->op == FSL_OP_reshape && c->out[0] && (c->out[0]->rank <= 1 || c->out[0]->dims[1] != y->dims[1])) return true;
+  }
+  return false;
+}
+
 /* Whether oneDNN runs the direct convolution g (a 1x1 conv conv_mm_rule
  * would run as CONV_MM_WX) on a permuted layout (nhwc, as on AVX-512): then
  * the direct convolution is used, because layout chaining (lower.h) lets
@@ -1116,8 +1129,11 @@ static bool direct_in_permutation(const fsl_node *lin, const geom *g) {
    * write nchw (0.045 -> 0.017 ms each, the model 1.21 -> 1.14 ms), and on
    * AVX2 yolox_nano's 16-channel dark2 block chains (1.29 -> 0.72 ms); a
    * wide reduction such as segformer_b0's 1024 -> 256 fuse conv over 56x56
-   * ran 7.9 ms as the matmul, 9.1 ms as brgconv_1x1 */
-  if (lin->in[0]->dims[1] > 512 || lin->out[0]->dims[1] < 16) return false;
+   * ran 7.9 ms as the matmul, 9.1 ms as brgconv_1x1; ppocr_det's blockwise
+   * ConvTranspose, a 24 -> 96 1x1 conv over 40x64 read through a
+   * depth-to-space (channels_split), 0.36 ms as brgconv_1x1 with its two
+   * reorders, 0.15 ms as the matmul */
+  if (lin->in[0]->dims[1] > 512 || lin->out[0]->dims[1] < 16 || channels_split(lin->out[0])) return false;
   pd_mds m;
   dnnl_primitive_desc_t pd = NULL;
   if (make_pd(lin, g, NULL, 0, &m, &pd) != dnnl_success || !pd) return false;
