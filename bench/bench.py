@@ -329,7 +329,11 @@ def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
             # baseline with the lower median (all rounds' runs pooled)
             b = min(base, key=lambda k: ok[k]["median_s"])
             q = lambda k, p: float(np.percentile(ok[k]["times_s"], p))
-            rr["beyond_spread"] = q("optimal", 25) > q(b, 75)
+            # a baseline that built optimal's very plan (same plan_hash) runs
+            # the same code: any difference is the machine's, not the plan's
+            h = ok["optimal"].get("plan_hash")
+            rr["same_plan"] = [k for k in base if h and ok[k].get("plan_hash") == h]
+            rr["beyond_spread"] = q("optimal", 25) > q(b, 75) and not rr["same_plan"]
             row["optimal_vs_baselines"] = rr
     summary = "  ".join(f"{k} {by[k]['median_s'] * 1e3:.3f} ms" if by.get(k, {}).get("status") == "ok"
                         else f"{k} error" for k in args.strategies if k in by)
@@ -371,7 +375,7 @@ def markdown(result: dict, args) -> str:
         "Times in milliseconds, medians over every round's runs; *ratio* = fissile / ORT (below 1: fissile is "
         "faster), the median of the per-round ratios with their range (min-max) beside it; *best* is the "
         "fastest strategy of each round; *opt/base* = optimal / min(opfuse, greedy) per round (target <= 1 "
-        "within the range).  *pred* is the roofline prediction of the optimal plan, *kernels* the kernel count "
+        "within the range; `=greedy` and the like: that baseline built the same plan, plan_hash).  *pred* is the roofline prediction of the optimal plan, *kernels* the kernel count "
         f"per strategy ({'/'.join(strategies)}), *arena* the planned memory for kernel outputs of the optimal plan.",
         "",
     ] + ([f"Note: {args.note}", ""] if args.note else []) + [
@@ -400,7 +404,8 @@ def markdown(result: dict, args) -> str:
             cells.append(fmt_range(r.get("best_ratio"), r.get("best_ratio_range")))
             cells.append(fmt_range(r["ratios"].get("optimal"), r.get("ratio_range", {}).get("optimal")))
             ob = r.get("optimal_vs_baselines", {})
-            cells.append(fmt_range(ob.get("median"), [ob["min"], ob["max"]] if ob else None))
+            cells.append(fmt_range(ob.get("median"), [ob["min"], ob["max"]] if ob else None)
+                         + (" =" + ",".join(ob["same_plan"]) if ob.get("same_plan") else ""))
             opt = by.get("optimal", {})
             cells.append(ms(opt.get("predicted_s")))
             cells.append("/".join(str(by[k].get("kernels", "-")) if k in by else "-" for k in strategies))
@@ -430,9 +435,13 @@ def markdown(result: dict, args) -> str:
                          f"{', '.join(slower) or 'none'}; in every round: {', '.join(beyond) or 'none'}")
         lost = [f"{r['name']} {r['optimal_vs_baselines']['median']:.2f}" for r in rows
                 if r.get("optimal_vs_baselines", {}).get("beyond_spread")]
+        same = [r["name"] for r in rows if r.get("optimal_vs_baselines", {}).get("same_plan")]
         if rows and "optimal" in strategies:
             lines.append(f"- {kind}s where optimal is slower than min(opfuse, greedy) beyond the spread (its "
-                         f"25th percentile above the baseline's 75th): {', '.join(lost) or 'none'}")
+                         f"25th percentile above the baseline's 75th, with a plan of its own): "
+                         f"{', '.join(lost) or 'none'}")
+            lines.append(f"- {kind}s where a baseline built optimal's very plan (*opt/base* marked `=`, the "
+                         f"same plan_hash; its ratio is the machine's drift): {', '.join(same) or 'none'}")
     lines.append("")
     return "\n".join(lines)
 

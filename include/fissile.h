@@ -393,6 +393,10 @@ typedef struct fsl_plan_info {
   int search_regions_cached; /**< FSL_REWRITE_SEARCH: region costs reused from earlier graphs (by
                                   region hash) */
   int n_kernels;
+  uint64_t plan_hash;      /**< a hash of the kernels in execution order (each one's kind and the
+                                primitive nodes it runs): equal for two strategies that built the
+                                same plan of the same primitive graph, whose times then differ
+                                by noise alone */
   int n_by_kind[FSL_PLAN_KINDS];  /**< kernels per kind: loop, reduce, linear, opaque */
   int n_recomputed;        /**< node executions beyond one per node (recomputation) */
   double predicted_s;      /**< sum of the kernels' costs: roofline, or measured times when profiled */

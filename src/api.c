@@ -446,6 +446,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   }
   info->rewrite_s = m->rewrite_s;
   info->optimal = p->optimal;
+  info->plan_hash = fsl_plan_hash(p);
   info->profiled = p->profiled;
   info->n_cost_cached = p->n_cost_cached;
   info->n_cost_measured = p->n_cost_measured;

@@ -38,18 +38,6 @@ typedef struct candidate {
   int n_times;
 } candidate;
 
-/* The plan's kernels in order: kind and primitive positions. */
-static uint64_t plan_hash(const fsl_plan *p) {
-  uint64_t h = fsl_hash(FSL_HASH_INIT, &p->kernels.n, sizeof p->kernels.n);
-  for (int i = 0; i < p->kernels.n; i++) {
-    const fsl_kernel *k = p->kernels.k[i];
-    int32_t head[2] = {(int32_t)k->kind, k->n_nodes};
-    h = fsl_hash(h, head, sizeof head);
-    for (int j = 0; j < k->n_nodes; j++) h = fsl_hash(h, &k->nodes[j]->id, sizeof k->nodes[j]->id);
-  }
-  return h;
-}
-
 /* What the times depend on besides the plans: the backend, its machine and
  * libraries, the thread count, the fissile version. */
 static uint64_t device_key(const fsl_model *m, char *desc, size_t len) {
@@ -80,7 +68,7 @@ static void build_candidate(fsl_model *m, fsl_strategy s, const fsl_plan_options
     c->exe = NULL;
     return;
   }
-  c->hash = plan_hash(&c->plan);
+  c->hash = fsl_plan_hash(&c->plan);
   c->live = true;
 }
 
@@ -221,7 +209,7 @@ fsl_status fsl_model_autotune(fsl_model *m, const fsl_plan_options *popt) {
   /* the optimal plan (already compiled into m) first, then the baselines;
    * a plan identical to an earlier one stands in for it */
   uint64_t key = fsl_hash(FSL_HASH_INIT, &(uint64_t){fsl_model_graph_hash(m->prim)}, sizeof(uint64_t));
-  uint64_t opt_hash = plan_hash(&m->plan);
+  uint64_t opt_hash = fsl_plan_hash(&m->plan);
   fsl_status st = FSL_OK;
   if (!(cand[FSL_STRATEGY_OPTIMAL] = calloc(1, sizeof(candidate)))) st = fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   static const fsl_strategy order[] = {FSL_STRATEGY_GREEDY, FSL_STRATEGY_OPFUSE, FSL_STRATEGY_UNFUSED};

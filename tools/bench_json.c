@@ -33,6 +33,9 @@ static void add_num(cJSON *obj, const char *key, double v, bool have) {
 static void add_plan_info(cJSON *s, const bench_row *r) {
   const fsl_plan_info *pi = &r->info;
   cJSON_AddNumberToObject(s, "kernels", pi->n_kernels);
+  char hash[24];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)pi->plan_hash);
+  cJSON_AddStringToObject(s, "plan_hash", hash);
   cJSON *kinds = cJSON_AddObjectToObject(s, "by_kind");
   for (int k = 0; kinds && k < FSL_PLAN_KINDS; k++) cJSON_AddNumberToObject(kinds, k_kind_names[k], pi->n_by_kind[k]);
   cJSON_AddNumberToObject(s, "recomputed", pi->n_recomputed);

@@ -451,7 +451,7 @@ static PyObject *Model_plan_info(ModelObject *self, PyObject *unused) {
   if (!tune) return NULL;
   return Py_BuildValue(
       "{s:s,s:s,s:s,s:i,s:s,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:i,s:d,s:d,s:d,s:O,s:L,s:L,s:O,s:i,s:i,s:i,s:i,s:d,s:i,s:i,s:i,"
-      "s:s,s:N}",
+      "s:s,s:K,s:N}",
       "strategy", fsl_strategy_name(pi.strategy), "backend", pi.backend, "device", pi.device,
       "n_primitives", pi.n_primitives, "rewrite", fsl_rewrite_mode_name(pi.rewrite), "n_rewrites", pi.n_rewrites,
       "n_kernels", pi.n_kernels,
@@ -464,7 +464,7 @@ static PyObject *Model_plan_info(ModelObject *self, PyObject *unused) {
       "n_cost_measured", pi.n_cost_measured, "n_cost_analytic", pi.n_cost_analytic,
       "n_plan_measured", pi.n_plan_measured, "profile_s", pi.profile_s, "n_native", pi.n_native,
       "n_fallback", pi.n_fallback, "n_opaque", pi.n_opaque, "fallback_why", pi.fallback_why,
-      "autotune", tune);
+      "plan_hash", (unsigned long long)pi.plan_hash, "autotune", tune);
 }
 
 /* run(feeds) with feeds a sequence of (name, buffer) pairs; returns the

@@ -236,6 +236,7 @@ class InferenceSession:
         total_bytes: the same without buffer reuse;
         n_native, n_fallback, n_opaque, fallback_why: how the backend runs the kernels;
         profiled, n_cost_cached, n_cost_measured, n_cost_analytic, n_plan_measured;
+        plan_hash: a hash of the kernels in order (equal for strategies that built the same plan);
         autotune: None, or (autotune=True) {"kept": the strategy whose plan
         runs, "cached": medians read from the profile cache, "candidates":
         distinct plans compared, "rounds", "seconds", "median_s": {strategy:

@@ -249,6 +249,11 @@ typedef struct fsl_plan {
   double profile_s;          /* wall seconds spent measuring (compile + timing) */
 } fsl_plan;
 
+/** A hash of the plan's kernels in execution order (each kernel's kind and
+ *  the ids of its primitive nodes): equal for two strategies that built the
+ *  same plan over the same primitive graph. */
+uint64_t fsl_plan_hash(const fsl_plan *p);
+
 /** Builds the plan of a strategy for a primitive graph (analytic costs). */
 fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *d, fsl_plan *out);
 

@@ -8,6 +8,17 @@
 
 #include <math.h>
 
+uint64_t fsl_plan_hash(const fsl_plan *p) {
+  uint64_t h = fsl_hash(FSL_HASH_INIT, &p->kernels.n, sizeof p->kernels.n);
+  for (int i = 0; i < p->kernels.n; i++) {
+    const fsl_kernel *k = p->kernels.k[i];
+    int32_t head[2] = {(int32_t)k->kind, k->n_nodes};
+    h = fsl_hash(h, head, sizeof head);
+    for (int j = 0; j < k->n_nodes; j++) h = fsl_hash(h, &k->nodes[j]->id, sizeof k->nodes[j]->id);
+  }
+  return h;
+}
+
 const char *fsl_strategy_name(fsl_strategy s) {
   switch (s) {
   case FSL_STRATEGY_UNFUSED: return "unfused";

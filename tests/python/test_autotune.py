@@ -124,6 +124,7 @@ def test_kept_plan_runs_and_matches_reference(model, rng):
     # the kept plan is the one its strategy builds
     alone = fissile.InferenceSession(model, backend="cpu", threads=1, strategy=tune["kept"]).plan
     assert alone["n_kernels"] == plan["n_kernels"] and alone["kernels_by_kind"] == plan["kernels_by_kind"]
+    assert alone["plan_hash"] == plan["plan_hash"]
     # the second session reads the choice
     again = fissile.InferenceSession(model, backend="cpu", threads=1, autotune=True).plan["autotune"]
     assert again["cached"] and again["rounds"] == 0 and again["kept"] == tune["kept"]

@@ -76,9 +76,15 @@ def test_bench_script_two_rounds(tmp_path, fissile):
         assert lo == pytest.approx(min(per_round)) and hi == pytest.approx(max(per_round))
         assert lo <= row["ratios"]["optimal"] <= hi
         assert row["optimal_vs_baselines"]["min"] <= row["optimal_vs_baselines"]["median"]
+        # a softmax is one kernel whatever the strategy: every plan is the same plan
+        hashes = {s["name"]: s["plan_hash"] for s in row["fissile"]["strategies"]}
+        assert all(len(h) == 16 for h in hashes.values()) and len(set(hashes.values())) == 1, hashes
+        assert row["optimal_vs_baselines"]["same_plan"] == ["opfuse", "greedy"]
+        assert not row["optimal_vs_baselines"]["beyond_spread"]
     md = (out / "cpu.md").read_text()
     assert "2 rounds" in md and "opt/base" in md
     assert "where optimal is slower than ORT" in md
+    assert " =opfuse,greedy |" in md and "built optimal's very plan" in md
 
 
 def test_combine_calls_one_call_per_strategy():

@@ -201,6 +201,12 @@ def test_plan_contents(small_static):
     assert plans["unfused"]["n_kernels"] >= plans["greedy"]["n_kernels"] >= plans["optimal"]["n_kernels"] \
         or plans["optimal"]["predicted_s"] <= plans["greedy"]["predicted_s"] * (1 + 1e-9)
     assert plans["optimal"]["kernels_by_kind"]["linear"] >= 1  # the MatMul
+    # plan_hash: the same plan gives the same hash, plans of different kernel counts differ
+    assert fissile.InferenceSession(small_static, strategy="optimal").plan["plan_hash"] == plans["optimal"]["plan_hash"]
+    for a in STRATEGIES:
+        for b in STRATEGIES:
+            if plans[a]["n_kernels"] != plans[b]["n_kernels"]:
+                assert plans[a]["plan_hash"] != plans[b]["plan_hash"], (a, b)
 
 
 # ---- inputs: conversion, no copies ----
