@@ -116,19 +116,11 @@ static void walk(const em *e, const fsl_value *v, const int64_t *c, probe *p, in
   walk(e, x, ic, p, depth + 1);
 }
 
-/* The outside reads of v at the origin (axis -1) or one step along axis. */
-static probe probe_at(const em *e, const fsl_value *v, int axis) {
+/* The outside reads of v at the origin (axis -1) or at coordinate pos
+ * along axis (0 elsewhere). */
+static probe probe_at(const em *e, const fsl_value *v, int axis, int64_t pos) {
   int64_t c[FSL_MAX_RANK] = {0};
-  if (axis >= 0) c[axis] = 1;
-  probe p = {.ok = true};
-  walk(e, v, c, &p, 0);
-  return p;
-}
-
-/* The outside reads of v at the origin with innermost coordinate pos. */
-static probe probe_inner(const em *e, const fsl_value *v, int64_t pos) {
-  int64_t c[FSL_MAX_RANK] = {0};
-  c[v->rank - 1] = pos;
+  if (axis >= 0) c[axis] = pos;
   probe p = {.ok = true};
   walk(e, v, c, &p, 0);
   return p;
@@ -144,7 +136,7 @@ static bool strides(const probe *base, const probe *in, int k) {
 bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a) {
   int r = v->rank;
   if (r < 2 || a < 0 || a >= r - 1) return false;
-  probe base = probe_at(e, v, -1), in = probe_at(e, v, r - 1), pa = probe_at(e, v, a);
+  probe base = probe_at(e, v, -1, 0), in = probe_at(e, v, r - 1, 1), pa = probe_at(e, v, a, 1);
   if (!base.ok || !in.ok || !pa.ok || base.n == 0 || in.n != base.n || pa.n != base.n) return false;
   for (int k = 0; k < base.n; k++)
     if (strides(&base, &in, k) && pa.v[k] == base.v[k] && pa.flat[k] - base.flat[k] == 1) return true;
@@ -154,10 +146,10 @@ bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a) {
 int fsl_cg_tile_axis(const em *e, const fsl_value *v) {
   int r = v->rank;
   if (r < 2 || !e->inside[v->id]) return -1;
-  probe base = probe_at(e, v, -1);
+  probe base = probe_at(e, v, -1, 0);
   if (!base.ok || base.n == 0) return -1;
   /* the inner axis: does any read stride across cache lines along it? */
-  probe in = probe_at(e, v, r - 1);
+  probe in = probe_at(e, v, r - 1, 1);
   if (!in.ok || in.n != base.n) return -1;
   int strided = -1;
   for (int k = 0; k < base.n && strided < 0; k++)
@@ -166,7 +158,7 @@ int fsl_cg_tile_axis(const em *e, const fsl_value *v) {
   /* the outer axis along which that read is contiguous */
   for (int a = r - 2; a >= 0; a--) {
     if (v->dims[a] < 8) continue;
-    probe pa = probe_at(e, v, a);
+    probe pa = probe_at(e, v, a, 1);
     if (pa.ok && pa.n == base.n && pa.v[strided] == base.v[strided] && pa.flat[strided] - base.flat[strided] == 1)
       return a;
   }
@@ -177,7 +169,7 @@ int fsl_cg_interleave(const em *e, const fsl_value *v) {
   int r = v->rank;
   if (r < 1 || !e->inside[v->id]) return 1;
   int64_t len = v->dims[r - 1];
-  probe base = probe_inner(e, v, 0), one = probe_inner(e, v, 1);
+  probe base = probe_at(e, v, -1, 0), one = probe_at(e, v, r - 1, 1);
   if (!base.ok || !one.ok || base.n == 0 || one.n != base.n) return 1;
   bool strided = false;
   for (int k = 0; k < base.n; k++) strided = strided || strides(&base, &one, k);
@@ -186,7 +178,7 @@ int fsl_cg_interleave(const em *e, const fsl_value *v) {
     if (len % f || len / f < 8) continue;
     bool good = true;
     for (int j = 0; j < f && good; j++) {
-      probe a = probe_inner(e, v, j), b = probe_inner(e, v, j + f);
+      probe a = probe_at(e, v, r - 1, j), b = probe_at(e, v, r - 1, j + f);
       good = a.ok && b.ok && a.n == base.n && b.n == base.n;
       for (int k = 0; k < base.n && good; k++) {
         int64_t d = b.flat[k] - a.flat[k];
