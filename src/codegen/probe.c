@@ -13,7 +13,7 @@ typedef struct probe {
   int n;
   const fsl_value *v[PROBE_MAX];
   int64_t flat[PROBE_MAX];
-  bool ok; /* false: a node the probe does not follow (gather, ...) */
+  bool ok; /* false: a node the probe does not follow (a gather by computed indices, ...) */
 } probe;
 
 /* The flat index of v at c, over its axes in the memory order of lay
@@ -38,6 +38,24 @@ static void unflat(const fsl_value *v, int64_t f, int64_t *c) {
 static const int64_t *ints(const fsl_node *n, const char *name) {
   const int64_t *v = NULL;
   return fsl_attr_ints(n, name, &v) >= 0 ? v : NULL;
+}
+
+/* The coordinates ic of gather n's data read by its output at c, when the
+ * indices are a constant (docs/primitives.md: out[c] = data[c[:axis],
+ * indices[c[axis:axis+q]], c[axis+q:]], a negative index counting from the
+ * end); false otherwise or out of range. */
+static bool gather_coords(const fsl_node *n, const int64_t *c, int64_t *ic) {
+  const fsl_value *x = n->in[0], *ix = n->in[1];
+  int axis = (int)fsl_attr_int(n, "axis", 0), q = ix->rank;
+  if (!ix->data || (ix->dtype != FSL_DT_I64 && ix->dtype != FSL_DT_I32) || axis < 0 || axis >= x->rank) return false;
+  int64_t f = 0;
+  for (int i = 0; i < q; i++) f = f * ix->dims[i] + c[axis + i];
+  if (f < 0 || f >= fsl_value_numel(ix)) return false;
+  int64_t k = ix->dtype == FSL_DT_I64 ? ((const int64_t *)ix->data)[f] : ((const int32_t *)ix->data)[f];
+  if (k < 0) k += x->dims[axis];
+  if (k < 0 || k >= x->dims[axis]) return false;
+  for (int i = 0; i < x->rank; i++) ic[i] = i < axis ? c[i] : i == axis ? k : c[i + q - 1];
+  return true;
 }
 
 /* Records the outside reads of v at coordinates c (docs/primitives.md
@@ -96,6 +114,12 @@ static void walk(const em *e, const fsl_value *v, const int64_t *c, probe *p, in
     }
     break;
   }
+  case FSL_OP_gather: /* a constant index (Resize's taps, src/fission/resize.c) */
+    if (!gather_coords(n, c, ic)) {
+      p->ok = false;
+      return;
+    }
+    break;
   case FSL_OP_concat: {
     int axis = (int)fsl_attr_int(n, "axis", 0);
     int64_t off = 0;
@@ -116,14 +140,19 @@ static void walk(const em *e, const fsl_value *v, const int64_t *c, probe *p, in
   walk(e, x, ic, p, depth + 1);
 }
 
+/* The outside reads of v at coordinates c. */
+static probe probe_c(const em *e, const fsl_value *v, const int64_t *c) {
+  probe p = {.ok = true};
+  walk(e, v, c, &p, 0);
+  return p;
+}
+
 /* The outside reads of v at the origin (axis -1) or at coordinate pos
  * along axis (0 elsewhere). */
 static probe probe_at(const em *e, const fsl_value *v, int axis, int64_t pos) {
   int64_t c[FSL_MAX_RANK] = {0};
   if (axis >= 0) c[axis] = pos;
-  probe p = {.ok = true};
-  walk(e, v, c, &p, 0);
-  return p;
+  return probe_c(e, v, c);
 }
 
 /* Whether read k moves by more than one element from base to in (the
@@ -143,24 +172,44 @@ bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a) {
   return false;
 }
 
+#define ROW_PAIRS 8 /* neighbouring pairs of a row probed */
+
+/* The outer axis of v along which read k of probe a (taken at coordinate
+ * j of the innermost axis, 0 elsewhere) moves by one element, -1 for none. */
+static int contiguous_axis(const em *e, const fsl_value *v, int64_t j, const probe *a, int k) {
+  int r = v->rank;
+  for (int ax = r - 2; ax >= 0; ax--) {
+    if (v->dims[ax] < 8) continue;
+    int64_t c[FSL_MAX_RANK] = {0};
+    c[r - 1] = j;
+    c[ax] = 1;
+    probe pa = probe_c(e, v, c);
+    if (pa.ok && pa.n == a->n && pa.v[k] == a->v[k] && pa.flat[k] - a->flat[k] == 1) return ax;
+  }
+  return -1;
+}
+
+/* A read that strides across cache lines along v's innermost axis is
+ * looked for between neighbours in the middle of the row, several pairs,
+ * since a read through a gather (an upsampling Resize's taps) can stay put
+ * for a few steps, and at the row's start its edge clamp holds it still;
+ * pairs whose reads differ in number (across a concat's parts, into a
+ * pad) are skipped. */
 int fsl_cg_tile_axis(const em *e, const fsl_value *v) {
   int r = v->rank;
   if (r < 2 || !e->inside[v->id]) return -1;
-  probe base = probe_at(e, v, -1, 0);
-  if (!base.ok || base.n == 0) return -1;
-  /* the inner axis: does any read stride across cache lines along it? */
-  probe in = probe_at(e, v, r - 1, 1);
-  if (!in.ok || in.n != base.n) return -1;
-  int strided = -1;
-  for (int k = 0; k < base.n && strided < 0; k++)
-    if (strides(&base, &in, k)) strided = k;
-  if (strided < 0) return -1;
-  /* the outer axis along which that read is contiguous */
-  for (int a = r - 2; a >= 0; a--) {
-    if (v->dims[a] < 8) continue;
-    probe pa = probe_at(e, v, a, 1);
-    if (pa.ok && pa.n == base.n && pa.v[strided] == base.v[strided] && pa.flat[strided] - base.flat[strided] == 1)
-      return a;
+  int64_t len = v->dims[r - 1], j0 = len / 2 - ROW_PAIRS / 2;
+  if (j0 < 0) j0 = 0;
+  for (int64_t j = j0; j < j0 + ROW_PAIRS && j + 1 < len; j++) {
+    int64_t c[FSL_MAX_RANK] = {0};
+    c[r - 1] = j;
+    probe a = probe_c(e, v, c);
+    c[r - 1] = j + 1;
+    probe b = probe_c(e, v, c);
+    if (!a.ok || !b.ok) return -1;
+    if (a.n == 0 || a.n != b.n) continue;
+    for (int k = 0; k < a.n; k++)
+      if (strides(&a, &b, k)) return contiguous_axis(e, v, j, &a, k);
   }
   return -1;
 }

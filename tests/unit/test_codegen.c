@@ -515,6 +515,27 @@ static void test_transpose_tiles(void **state) {
   fsl_graph_free(g);
 }
 
+/* An upsampling's taps over a transposed input: [3, 40, 20] permuted to
+ * [3, 20, 40], gathered along axis 2 by the constant indices j / 2 (the
+ * nearest taps of a 2x upsampling, 80 columns) and weighted.  The read
+ * stays put between columns 0 and 1 and strides every second column, so
+ * the probe looks at pairs in the middle of the row and the nest runs
+ * over tiles along axis 1, where the read is contiguous. */
+static void test_transpose_tiles_gather(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {3, 40, 20}, perm[] = {0, 2, 1}, di[] = {80}, idx[80];
+  for (int j = 0; j < 80; j++) idx[j] = j / 2;
+  fsl_value *ix = fsl_b_const(&b, FSL_DT_I64, 1, di, idx);
+  fsl_value *t = fsl_b_gather(&b, fsl_b_permute(&b, input_dt(g, FSL_DT_F32, 3, d), perm), ix, 2);
+  fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_mul, t, 0.75);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel_consts(g, &ix, 1, -3, 3, "fsl_tile16_store(out0 + ", "transpose tiles through a gather");
+  fsl_graph_free(g);
+}
+
 /* A concat of [3, 20, 32] and [3, 20, 16] along axis 2, transposed to
  * [3, 48, 20]: the tiles run along the concat's axis, whose boundary 32 is
  * a multiple of the tile, so each tile reads one input, with no test
@@ -670,7 +691,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

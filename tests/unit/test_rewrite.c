@@ -249,7 +249,7 @@ enum { DEC_PLAIN, DEC_SHARED, DEC_CHANNEL_WEIGHTS, DEC_AFFINE, DEC_DOWNSAMPLE, D
 static fsl_value *resample(fsl_builder *b, fsl_value *x, int64_t oh, int64_t ow, int variant) {
   fsl_value *v = x;
   for (int axis = 3; axis >= 2; axis--) {
-    int64_t in = v->dims[axis], out = axis == 3 ? ow : oh, i0[16], i1[16];
+    int64_t in = v->dims[axis], out = axis == 3 ? ow : oh, i0[64], i1[64];
     for (int64_t k = 0; k < out; k++) i0[k] = k * in / out, i1[k] = (k * in / out + 1) % in;
     int64_t od[4] = {v->dims[0], v->dims[1], v->dims[2], v->dims[3]}, wd[4] = {1, 1, 1, 1};
     od[axis] = out;
@@ -317,6 +317,42 @@ static void test_conv_before_resample(void **state) {
     free(st.fired);
     fsl_graph_free(g);
   }
+}
+
+/* conv1x1-before-resample with a wide conv: the resampling weights of
+ * the moved branch, broadcast over 160 channels ([1, 160, 2, 64], 80 KB,
+ * less than the 103 KB of conv weights whose slices the rewrite folds),
+ * stay expand views: no constant but the weights' slices outgrows the
+ * builder's default folding size. */
+static void test_conv_before_resample_keeps_views(void **state) {
+  (void)state;
+  const fsl_ruleset *rs = fsl_ruleset_builtin();
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t x0d[4] = {1, 2, 8, 64}, x1d[4] = {1, 160, 2, 2}, wd[4] = {160, 162, 1, 1}, one[2] = {1, 1}, pads[4] = {0};
+  fsl_value *x0 = input(g, "x0", 4, x0d), *x1 = input(g, "x1", 4, x1d);
+  fsl_value *cat = fsl_b_concat(&b, (fsl_value *[]){x0, resample(&b, x1, 8, 64, DEC_PLAIN)}, 2, 1);
+  fsl_value *y = fsl_b_conv(&b, cat, const_f32(&b, 4, wd, 7), one, one, pads, 1, NULL);
+  assert_int_equal(b.st, FSL_OK);
+  mark_output(g, y, "y");
+  void *before[1] = {0}, *after[1] = {0};
+  run_graph(g, before, 12);
+  fsl_rewrite_stats st = {0};
+  if (fsl_rewrite(g, rs, &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+  assert_int_equal(st.fired[rs->n_rules], 1);
+  for (int i = 0; i < g->n_values; i++) {
+    const fsl_value *v = g->values[i];
+    bool weights = v->rank == 4 && v->dims[2] == 1 && v->dims[3] == 1;
+    if (v->data && !weights && fsl_value_nbytes(v) > 64 * 1024)
+      fail_msg("a folded constant of %lld bytes, [%lld, %lld, %lld, %lld]", (long long)fsl_value_nbytes(v),
+               (long long)v->dims[0], (long long)v->dims[1], (long long)v->dims[2], (long long)v->dims[3]);
+  }
+  run_graph(g, after, 12);
+  expect_close(before[0], after[0], 160 * 8 * 64);
+  free(before[0]);
+  free(after[0]);
+  free(st.fired);
+  fsl_graph_free(g);
 }
 
 /* A per-position projection (matmul [P, K] x [K, C] + bias over
@@ -554,7 +590,7 @@ int main(void) {
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_rewrite_real_patterns),
       cmocka_unit_test(test_rewrite_keeps_shared_values),
-      cmocka_unit_test(test_conv_before_resample),
+      cmocka_unit_test(test_conv_before_resample), cmocka_unit_test(test_conv_before_resample_keeps_views),
       cmocka_unit_test(test_conv_into_matmul),
       cmocka_unit_test(test_search_skips_what_does_not_fit),
       cmocka_unit_test(test_search_alpha),

@@ -1111,6 +1111,17 @@ static bool channels_split(const fsl_value *y) {
   return false;
 }
 
+/* Whether y leaves the graph through at most a chain of elementwise
+ * nodes (its bias and activation): its consumer must then read nchw, so a
+ * permuted dst would be reordered back. */
+static bool leaves_graph(const fsl_value *y, int depth) {
+  if (y->is_output) return true;
+  if (depth > 8 || y->n_cons != 1) return false;
+  const fsl_node *c = y->cons[0];
+  return fsl_op_get(c->op)->kind == FSL_KIND_ELEMENTWISE && c->n_out == 1 && c->out[0] &&
+         fsl_value_numel(c->out[0]) == fsl_value_numel(y) && leaves_graph(c->out[0], depth + 1);
+}
+
 /* Whether oneDNN runs the direct convolution g (a 1x1 conv conv_mm_rule
  * would run as CONV_MM_WX) on a permuted layout (nhwc, as on AVX-512): then
  * the direct convolution is used, because layout chaining (lower.h) lets
@@ -1132,8 +1143,12 @@ static bool direct_in_permutation(const fsl_node *lin, const geom *g) {
    * ran 7.9 ms as the matmul, 9.1 ms as brgconv_1x1; ppocr_det's blockwise
    * ConvTranspose, a 24 -> 96 1x1 conv over 40x64 read through a
    * depth-to-space (channels_split), 0.36 ms as brgconv_1x1 with its two
-   * reorders, 0.15 ms as the matmul */
-  if (lin->in[0]->dims[1] > 512 || lin->out[0]->dims[1] < 16 || channels_split(lin->out[0])) return false;
+   * reorders, 0.15 ms as the matmul; segformer_b0's 256 -> 19 classifier,
+   * the model's output (leaves_graph), 0.91 ms as brgconv_1x1 with its
+   * reorders and 19 channels padded to 32, 0.35 ms as the matmul */
+  if (lin->in[0]->dims[1] > 512 || lin->out[0]->dims[1] < 16 || channels_split(lin->out[0]) ||
+      leaves_graph(lin->out[0], 0))
+    return false;
   pd_mds m;
   dnnl_primitive_desc_t pd = NULL;
   if (make_pd(lin, g, NULL, 0, &m, &pd) != dnnl_success || !pd) return false;
