@@ -241,8 +241,9 @@ bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res);
 /* probe.c — tile_axis: for a LOOP nest over value v, an outer axis
  * (of 8 or more elements) along which some input read of v is contiguous
  * while it strides along v's innermost axis (a transpose), found by
- * following the kernel's elementwise and movement nodes at concrete
- * coordinates; -1: none, or a node the probe does not follow. */
+ * following the kernel's elementwise and movement nodes and its gathers by
+ * constant indices at concrete coordinates (neighbouring pairs in the
+ * middle of the row); -1: none, or a node the probe does not follow. */
 int fsl_cg_tile_axis(const em *e, const fsl_value *v);
 /* Whether some outside read of v (inside the kernel or an input) strides
  * along v's innermost axis but is contiguous along axis a < rank - 1: v

@@ -1,7 +1,8 @@
 /*
  * probe.c — numeric index probes (cg.h): which element of each input of
  * the kernel an output element reads, followed through the kernel's
- * elementwise and movement nodes at concrete coordinates, and from that
+ * elementwise and movement nodes and its gathers by constant indices at
+ * concrete coordinates, and from that
  * the axis along which a LOOP nest should be tiled so that a transposed
  * read walks cache lines instead of striding across them.
  */
