@@ -422,7 +422,7 @@ static bool const_index_range(const fsl_value *ix, int64_t *lo, int64_t *hi) {
   *lo = INT64_MAX;
   *hi = INT64_MIN;
   for (int64_t i = 0; i < n; i++) {
-    int64_t v = ix->dtype == FSL_DT_I64 ? ((const int64_t *)ix->data)[i] : ((const int32_t *)ix->data)[i];
+    int64_t v = fsl_load_i64(ix->dtype, ix->data, i);
     if (v < *lo) *lo = v;
     if (v > *hi) *hi = v;
   }

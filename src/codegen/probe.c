@@ -52,7 +52,7 @@ static bool gather_coords(const fsl_node *n, const int64_t *c, int64_t *ic) {
   int64_t f = 0;
   for (int i = 0; i < q; i++) f = f * ix->dims[i] + c[axis + i];
   if (f < 0 || f >= fsl_value_numel(ix)) return false;
-  int64_t k = ix->dtype == FSL_DT_I64 ? ((const int64_t *)ix->data)[f] : ((const int32_t *)ix->data)[f];
+  int64_t k = fsl_load_i64(ix->dtype, ix->data, f);
   if (k < 0) k += x->dims[axis];
   if (k < 0 || k >= x->dims[axis]) return false;
   for (int i = 0; i < x->rank; i++) ic[i] = i < axis ? c[i] : i == axis ? k : c[i + q - 1];

@@ -321,7 +321,7 @@ static void test_conv_before_resample(void **state) {
 
 /* conv1x1-before-resample with a wide conv: the resampling weights of
  * the moved branch, broadcast over 160 channels ([1, 160, 2, 64], 80 KB,
- * less than the 103 KB of conv weights whose slices the rewrite folds),
+ * less than the 103 KB of conv weights, the folding size the rewrite once allowed),
  * stay expand views: no constant but the weights' slices outgrows the
  * builder's default folding size. */
 static void test_conv_before_resample_keeps_views(void **state) {
