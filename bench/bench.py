@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 3] [--rounds 3]
                                     [--cases a,b | --no-cases] [--models a,b | --no-models]
                                     [--strategies unfused,opfuse,greedy,optimal,optimal-norewrite]
-                                    [--out bench/results] [--timeout 1800]
+                                    [--out bench/results] [--timeout 1800] [--hide-avx512]
 
 For every subgraph case of bench/cases.py (each pattern at several shapes)
 and every real model in .cache/models (python/fsl_models.py), runs
@@ -28,6 +28,13 @@ Writes <out>/cpu.json (everything, every timed run, every round) and
 <out>/cpu.md (tables and ratios fissile / ORT: below 1 means fissile is
 faster), with the machine (lscpu), the versions and the thread count beside
 the numbers.
+
+--hide-avx512 runs the whole benchmark (this process, ORT in it, every
+`fissile bench` and the compilers it starts) with AVX-512 hidden from CPUID
+by bench/hide_avx512.c (an LD_PRELOAD library; Linux CPUID faulting), and
+FSL_CPU_ISA=avx2: on an AVX-512 machine, both peers then run the AVX2 code
+they would run on an AVX2-only machine.  ORT has no ISA switch of its own, so
+FSL_CPU_ISA=avx2 alone compares fissile on AVX2 with ORT on AVX-512.
 """
 from __future__ import annotations
 
@@ -102,6 +109,33 @@ def versions() -> dict:
     except OSError:
         v["fissile"] = "?"
     return v
+
+
+HIDE_ENV = "FSL_BENCH_HIDE_AVX512"
+
+
+def hide_avx512_reexec() -> None:
+    """Builds bench/hide_avx512.c into build/bench and re-executes this script under it (does not return)."""
+    lib = ROOT / "build/bench/hide_avx512.so"
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    src = ROOT / "bench/hide_avx512.c"
+    if not lib.exists() or lib.stat().st_mtime < src.stat().st_mtime:
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    env = dict(os.environ, FSL_CPU_ISA="avx2", **{HIDE_ENV: "1"})
+    env["LD_PRELOAD"] = " ".join(p for p in [str(lib), env.get("LD_PRELOAD", "")] if p)
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def run_isa() -> str:
+    """The SIMD level this process's CPUID reports (numpy's view), and how it was limited."""
+    feats = getattr(np.core._multiarray_umath, "__cpu_features__", {})
+    level = "AVX-512" if feats.get("AVX512F") else "AVX2" if feats.get("AVX2") else "below AVX2"
+    how = []
+    if os.environ.get(HIDE_ENV):
+        how.append("AVX-512 hidden from CPUID for fissile, oneDNN and ORT alike (bench/hide_avx512.c)")
+    if os.environ.get("FSL_CPU_ISA"):
+        how.append(f"FSL_CPU_ISA={os.environ['FSL_CPU_ISA']}")
+    return level + (f" ({'; '.join(how)})" if how else "")
 
 
 # ---- ONNX Runtime ----
@@ -385,6 +419,8 @@ def markdown(result: dict, args) -> str:
     for k, v in mach.items():
         lines.append(f"- {k}: {v}")
     lines.append("- versions: " + ", ".join(f"{k} {v}" for k, v in ver.items()))
+    if result.get("isa"):
+        lines.append(f"- ISA of the run: {result['isa']}")
     lines.append(f"- threads: {args.threads} (fissile `--threads`, OMP_NUM_THREADS; ORT intra_op_num_threads)")
     lines.append("")
     for kind, title in [("subgraph", "Subgraph cases (bench/cases.py)"), ("model", "Real models (.cache/models)")]:
@@ -462,7 +498,14 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per `fissile bench` call")
     ap.add_argument("--out", default=str(ROOT / "bench/results"))
     ap.add_argument("--note", default="", help="a remark printed under the title (e.g. machine load)")
+    ap.add_argument("--hide-avx512", action="store_true",
+                    help="run ORT and fissile with AVX-512 hidden from CPUID (an AVX2-only machine's code paths)")
     args = ap.parse_args()
+    if args.hide_avx512 and not os.environ.get(HIDE_ENV):
+        hide_avx512_reexec()
+    if args.hide_avx512 and np.core._multiarray_umath.__cpu_features__.get("AVX512F"):
+        print("bench: --hide-avx512: CPUID still reports AVX-512 in this process", file=sys.stderr)
+        return 1
     args.strategies = [s for s in args.strategies.split(",") if s]
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
@@ -477,7 +520,7 @@ def main() -> int:
         rows = [bench_one(*e, args) for e in entries(Path(tmp), args.cases, args.no_cases, args.models, args.no_models)]
 
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "machine": lscpu(), "versions": versions(),
-              "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds, "warmup": args.warmup, "backend": args.backend,
+              "isa": run_isa(), "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds, "warmup": args.warmup, "backend": args.backend,
               "strategies": args.strategies, "rows": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

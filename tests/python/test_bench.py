@@ -11,6 +11,8 @@ merging helpers are checked on hand-made rounds where the answer is known.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +96,52 @@ def test_combine_calls_one_call_per_strategy():
     assert [t["name"] for t in out["strategies"]] == ["optimal", "greedy"]
     assert out["strategies"][0]["status"] == "timeout after 5 s" and out["strategies"][1]["status"] == "ok"
     assert out["status"] == "timeout after 5 s"
+
+
+_HAS_CPUID_FAULT = Path("/proc/cpuinfo").exists() and " cpuid_fault" in Path("/proc/cpuinfo").read_text()
+
+# numpy's CPU features read in a new thread (CPUID faulting must follow it there), then ORT on a MatMul
+_PROBE = """
+import json, threading
+out = {}
+def probe():
+    import numpy as np
+    out.update({k: bool(v) for k, v in np.core._multiarray_umath.__cpu_features__.items()})
+t = threading.Thread(target=probe); t.start(); t.join()
+import numpy as np, onnxruntime as ort
+from onnx import TensorProto, helper
+g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["c"])], "g",
+                      [helper.make_tensor_value_info(n, TensorProto.FLOAT, [64, 64]) for n in "ab"],
+                      [helper.make_tensor_value_info("c", TensorProto.FLOAT, [64, 64])])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+rng = np.random.default_rng(1)
+a, b = (rng.uniform(-1, 1, (64, 64)).astype(np.float32) for _ in range(2))
+out["ort_err"] = float(np.abs(s.run(None, {"a": a, "b": b})[0] - a @ b).max())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not _HAS_CPUID_FAULT, reason="this CPU/hypervisor offers no CPUID faulting")
+def test_hide_avx512_limits_cpuid(tmp_path):
+    """bench/hide_avx512.c: under it a process (its threads too) sees no AVX-512 and the rest unchanged,
+    and ORT still computes; without it nothing changes."""
+    lib = tmp_path / "hide_avx512.so"
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(ROOT / "bench/hide_avx512.c")], check=True)
+
+    def probe(preload):
+        env = dict(os.environ, FSL_HIDE_AVX512_COUNT="1")
+        env.pop("LD_PRELOAD", None)
+        if preload:
+            env["LD_PRELOAD"] = str(lib)
+        p = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout), p.stderr
+
+    plain, _ = probe(False)
+    hidden, err = probe(True)
+    assert re.search(r"hide_avx512: [1-9]\d* CPUID emulated", err), err
+    assert not any(v for k, v in hidden.items() if k.startswith("AVX512")), hidden
+    for k in ["SSE42", "AVX", "F16C", "FMA3", "AVX2"]:
+        assert hidden[k] == plain[k], k
+    assert hidden["ort_err"] < 1e-4 and plain["ort_err"] < 1e-4
