@@ -29,12 +29,14 @@ Writes <out>/cpu.json (everything, every timed run, every round) and
 faster), with the machine (lscpu), the versions and the thread count beside
 the numbers.
 
---hide-avx512 runs the whole benchmark (this process, ORT in it, every
-`fissile bench` and the compilers it starts) with AVX-512 hidden from CPUID
-by bench/hide_avx512.c (an LD_PRELOAD library; Linux CPUID faulting), and
-FSL_CPU_ISA=avx2: on an AVX-512 machine, both peers then run the AVX2 code
-they would run on an AVX2-only machine.  ORT has no ISA switch of its own, so
-FSL_CPU_ISA=avx2 alone compares fissile on AVX2 with ORT on AVX-512.
+--hide-avx512 runs this process, and so ORT in it, with AVX-512 hidden from
+CPUID by bench/hide_avx512.c (an LD_PRELOAD library; Linux CPUID faulting),
+and every `fissile bench` with FSL_CPU_ISA=avx2 (its generated C and
+oneDNN): on an AVX-512 machine, both peers then run the AVX2 code they would
+run on an AVX2-only machine.  ORT has no ISA switch of its own, so
+FSL_CPU_ISA=avx2 alone compares fissile on AVX2 with ORT on AVX-512.  The
+library stays out of fissile's processes: the C compiler installs its own
+SIGSEGV handler, which the emulation needs.
 """
 from __future__ import annotations
 
@@ -121,7 +123,7 @@ def hide_avx512_reexec() -> None:
     src = ROOT / "bench/hide_avx512.c"
     if not lib.exists() or lib.stat().st_mtime < src.stat().st_mtime:
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
-    env = dict(os.environ, FSL_CPU_ISA="avx2", **{HIDE_ENV: "1"})
+    env = dict(os.environ, FSL_CPU_ISA="avx2", **{HIDE_ENV: str(lib)})
     env["LD_PRELOAD"] = " ".join(p for p in [str(lib), env.get("LD_PRELOAD", "")] if p)
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
@@ -132,9 +134,9 @@ def run_isa() -> str:
     level = "AVX-512" if feats.get("AVX512F") else "AVX2" if feats.get("AVX2") else "below AVX2"
     how = []
     if os.environ.get(HIDE_ENV):
-        how.append("AVX-512 hidden from CPUID for fissile, oneDNN and ORT alike (bench/hide_avx512.c)")
+        how.append("ORT: AVX-512 hidden from CPUID (bench/hide_avx512.c)")
     if os.environ.get("FSL_CPU_ISA"):
-        how.append(f"FSL_CPU_ISA={os.environ['FSL_CPU_ISA']}")
+        how.append(f"fissile: FSL_CPU_ISA={os.environ['FSL_CPU_ISA']}")
     return level + (f" ({'; '.join(how)})" if how else "")
 
 
@@ -217,6 +219,8 @@ def run_fissile_bench(path: Path, shapes: dict, args, timeout: int, seed: int = 
         for name, shape in shapes.items():
             cmd += ["--shape", f"{name}={'x'.join(map(str, shape))}"]
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        if env.get(HIDE_ENV):  # fissile is limited by FSL_CPU_ISA; its compiler must not run under the library
+            env["LD_PRELOAD"] = " ".join(p for p in env.get("LD_PRELOAD", "").split() if p != env[HIDE_ENV])
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)

@@ -1,9 +1,9 @@
 /*
  * hide_avx512.c — an LD_PRELOAD library that makes a process (and the
  * processes it starts) see an AVX2-only x86-64 CPU on an AVX-512 machine, so
- * that ONNX Runtime, oneDNN, numpy and gcc's -march=native all pick their
- * AVX2 code, as they would on an AVX2-only machine (issue 9: compare fissile
- * and ORT on AVX2 with both limited; ORT has no switch of its own).
+ * that ONNX Runtime, oneDNN and numpy pick the AVX2 code they would run on
+ * an AVX2-only machine (issue 9: compare fissile and ORT with both limited to
+ * AVX2; ORT has no switch of its own).
  *
  * How: Linux's CPUID faulting (arch_prctl(ARCH_SET_CPUID, 0), kernel
  * Documentation/arch/x86/cpuid-faulting; the CPU or hypervisor must offer it,
@@ -15,6 +15,11 @@
  * and reset by execve: the constructor sets it again in every process that
  * inherits LD_PRELOAD.  XGETBV cannot be trapped, but every library named
  * above requires the CPUID bit as well as the XCR0 state.
+ *
+ * A process that installs its own SIGSEGV handler afterwards (GCC's cc1 does,
+ * to report internal errors) loses the emulation: its next CPUID crashes it.
+ * bench.py therefore keeps the library out of fissile's processes, which
+ * FSL_CPU_ISA=avx2 limits instead.
  *
  * Where CPUID faulting is missing the constructor prints why and exits with
  * status 3: a benchmark that believed it was limited must not run unlimited.
