@@ -16,6 +16,11 @@
  * inherits LD_PRELOAD.  XGETBV cannot be trapped, but every library named
  * above requires the CPUID bit as well as the XCR0 state.
  *
+ * What probes CPUID before the constructor runs is not limited: glibc's own
+ * dispatch, and the constructors of libraries the program links (the
+ * order of ld.so's initialisers decides; OpenBLAS, linked through CBC's
+ * LAPACK, saw AVX-512 under it).  ORT and numpy probe when imported, after.
+ *
  * A process that installs its own SIGSEGV handler afterwards (GCC's cc1 does,
  * to report internal errors) loses the emulation: its next CPUID crashes it.
  * bench.py therefore keeps the library out of fissile's processes, which
