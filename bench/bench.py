@@ -116,13 +116,23 @@ def versions() -> dict:
 HIDE_ENV = "FSL_BENCH_HIDE_AVX512"
 
 
-def hide_avx512_reexec() -> None:
-    """Builds bench/hide_avx512.c into build/bench and re-executes this script under it (does not return)."""
-    lib = ROOT / "build/bench/hide_avx512.so"
-    lib.parent.mkdir(parents=True, exist_ok=True)
+def build_hide_avx512(lib: Path) -> Path:
+    """Compiles bench/hide_avx512.c into the shared library `lib` unless it is newer than the source."""
     src = ROOT / "bench/hide_avx512.c"
+    lib.parent.mkdir(parents=True, exist_ok=True)
     if not lib.exists() or lib.stat().st_mtime < src.stat().st_mtime:
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+def cpu_features() -> dict:
+    """numpy's reading of this process's CPUID (feature name -> bool)."""
+    return getattr(np.core._multiarray_umath, "__cpu_features__", {})
+
+
+def hide_avx512_reexec() -> None:
+    """Builds the library into build/bench and re-executes this script under it (does not return)."""
+    lib = build_hide_avx512(ROOT / "build/bench/hide_avx512.so")
     env = dict(os.environ, FSL_CPU_ISA="avx2", **{HIDE_ENV: str(lib)})
     env["LD_PRELOAD"] = " ".join(p for p in [str(lib), env.get("LD_PRELOAD", "")] if p)
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
@@ -130,7 +140,7 @@ def hide_avx512_reexec() -> None:
 
 def run_isa() -> str:
     """The SIMD level this process's CPUID reports (numpy's view), and how it was limited."""
-    feats = getattr(np.core._multiarray_umath, "__cpu_features__", {})
+    feats = cpu_features()
     level = "AVX-512" if feats.get("AVX512F") else "AVX2" if feats.get("AVX2") else "below AVX2"
     how = []
     if os.environ.get(HIDE_ENV):
@@ -507,7 +517,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.hide_avx512 and not os.environ.get(HIDE_ENV):
         hide_avx512_reexec()
-    if args.hide_avx512 and np.core._multiarray_umath.__cpu_features__.get("AVX512F"):
+    if args.hide_avx512 and cpu_features().get("AVX512F"):
         print("bench: --hide-avx512: CPUID still reports AVX-512 in this process", file=sys.stderr)
         return 1
     args.strategies = [s for s in args.strategies.split(",") if s]

@@ -1,8 +1,8 @@
 /*
  * hide_avx512.c — an LD_PRELOAD library that makes a process (and the
  * processes it starts) see an AVX2-only x86-64 CPU on an AVX-512 machine, so
- * that ONNX Runtime, oneDNN and numpy pick the AVX2 code they would run on
- * an AVX2-only machine (issue 9: compare fissile and ORT with both limited to
+ * that ONNX Runtime and numpy (which probe when imported) pick the AVX2 code
+ * they would run on an AVX2-only machine (issue 9: compare fissile and ORT with both limited to
  * AVX2; ORT has no switch of its own).
  *
  * How: Linux's CPUID faulting (arch_prctl(ARCH_SET_CPUID, 0), kernel
@@ -13,8 +13,8 @@
  * vol. 2A, CPUID leaf 07H sub-leaves 0 and 1; leaf 0DH's XCR0 mask), and steps
  * over the instruction.  The setting is per thread, inherited by new threads
  * and reset by execve: the constructor sets it again in every process that
- * inherits LD_PRELOAD.  XGETBV cannot be trapped, but every library named
- * above requires the CPUID bit as well as the XCR0 state.
+ * inherits LD_PRELOAD.  XGETBV cannot be trapped, but both libraries named
+ * above require the CPUID bit as well as the XCR0 state.
  *
  * What probes CPUID before the constructor runs is not limited: glibc's own
  * dispatch, and the constructors of libraries the program links (the

@@ -124,10 +124,9 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not _HAS_CPUID_FAULT, reason="this CPU/hypervisor offers no CPUID faulting")
 def test_hide_avx512_limits_cpuid(tmp_path):
-    """bench/hide_avx512.c: under it a process (its threads too) sees no AVX-512 and the rest unchanged,
-    and ORT still computes; without it nothing changes."""
-    lib = tmp_path / "hide_avx512.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(ROOT / "bench/hide_avx512.c")], check=True)
+    """bench/hide_avx512.c: under it a process (its threads too) sees no AVX-512 and the rest as the same
+    probe sees it without the library, and ORT still computes."""
+    lib = bench.build_hide_avx512(tmp_path / "hide_avx512.so")
 
     def probe(preload):
         env = dict(os.environ, FSL_HIDE_AVX512_COUNT="1")
