@@ -142,6 +142,22 @@ static void want_desc(const char *want) {
 }
 
 /*
+ * Asserts that the primitive is one [M, K] x [K, N] GEMM on the caller's
+ * plain memory with constant weights: oneDNN's matmul ("matmul MxK:KxN:MxN
+ * plain"), or, where that would run on oneDNN's gemm path and M >= 8
+ * (mm_conv_pays in onednn.c), its 1x1 convolution over an nhwc image of M
+ * pixels ("convolution 1xKx1xM:NxKx1x1:1xNx1xM plain").
+ */
+static void want_gemm(int64_t M, int64_t K, int64_t N) {
+  char mm[128], cv[128];
+  snprintf(mm, sizeof mm, "matmul %lldx%lld:%lldx%lld:%lldx%lld plain", (long long)M, (long long)K, (long long)K,
+           (long long)N, (long long)M, (long long)N);
+  snprintf(cv, sizeof cv, "convolution 1x%lldx1x%lld:%lldx%lldx1x1:1x%lldx1x%lld plain", (long long)K, (long long)M,
+           (long long)N, (long long)K, (long long)N, (long long)M);
+  want_desc(strncmp(g_desc, "convolution", 11) == 0 ? cv : mm);
+}
+
+/*
  * Runs the chain (t->lin, t->epi) through oneDNN and the reference
  * interpreter and compares the output of the last absorbed node; checks
  * that at least `want_absorbed` epilogue nodes were absorbed (exactly, when
@@ -242,10 +258,10 @@ static void test_matmul_batch_fold(void **state) {
   static const struct {
     int64_t m;
     bool per_batch;
-    const char *want;
+    const char *want; /* NULL: one folded GEMM of B * m rows (want_gemm) */
   } cases[] = {
-      {1, false, "matmul 16x32:32x24:16x24 plain"},
-      {3, false, "matmul 48x32:32x24:48x24 plain"},
+      {1, false, NULL},
+      {3, false, NULL},
       {3, true, "16x3x32:1x32x24:16x3x24"},
   };
   for (size_t c = 0; c < FSL_ARRAY_LEN(cases); c++) {
@@ -261,7 +277,8 @@ static void test_matmul_batch_fold(void **state) {
     y = tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_add, y, tg_input(&t, 3, dr)));
     tg_mark(&t, fsl_b_unary(&t.b, FSL_OP_tanh, y));
     check_chain(&t, 3, true);
-    want_desc(cases[c].want);
+    if (cases[c].want) want_desc(cases[c].want);
+    else want_gemm(B * m, K, N);
     tg_free(&t);
   }
 }
@@ -276,6 +293,34 @@ static void test_matmul_bias_relu(void **state) {
     y = tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_add, y, tg_const(&t, 1, db)));
     tg_mark(&t, fsl_b_binary_scalar(&t.b, FSL_OP_max, y, 0.0));
     check_chain(&t, 3, true);
+    tg_free(&t);
+  }
+}
+
+/* A constant-weight GEMM with a bias, an activation and a run-time
+ * residual absorbed: the whole chain on the caller's plain memory, whether
+ * it runs as oneDNN's matmul or as its 1x1 convolution (mm_conv_pays), with
+ * the weights given row-major [K, N] or transposed ([N, K] read through a
+ * permute, as Gemm's transB).  Fewer than 8 rows stay a matmul. */
+static void test_matmul_as_conv(void **state) {
+  (void)state;
+  static const struct {
+    int64_t m, k, n;
+    bool trans_b;
+  } cases[] = {{128, 64, 96, false}, {128, 64, 96, true}, {8, 48, 40, false}, {4, 48, 40, false}};
+  for (size_t c = 0; c < FSL_ARRAY_LEN(cases); c++) {
+    tgraph t;
+    tg_init(&t, true);
+    int64_t M = cases[c].m, K = cases[c].k, N = cases[c].n;
+    int64_t dx[] = {M, K}, dw[] = {K, N}, dwt[] = {N, K}, db[] = {N}, dr[] = {M, N}, perm[] = {1, 0};
+    fsl_value *w = cases[c].trans_b ? fsl_b_permute(&t.b, tg_const(&t, 2, dwt), perm) : tg_const(&t, 2, dw);
+    fsl_value *y = tg_mark(&t, fsl_b_matmul(&t.b, tg_input(&t, 2, dx), w));
+    y = tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_add, y, tg_const(&t, 1, db)));
+    y = tg_mark(&t, fsl_b_unary(&t.b, FSL_OP_sigmoid, y));
+    tg_mark(&t, fsl_b_binary(&t.b, FSL_OP_add, y, tg_input(&t, 2, dr)));
+    check_chain(&t, 3, true);
+    if (M < 8) want_desc("matmul 4x48:48x40:4x40 plain");
+    else want_gemm(M, K, N);
     tg_free(&t);
   }
 }
@@ -640,7 +685,8 @@ static void test_sgemm_throughput(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_2d),          cmocka_unit_test(test_matmul_batched),
-      cmocka_unit_test(test_matmul_bias_relu),   cmocka_unit_test(test_matmul_runtime_operands),
+      cmocka_unit_test(test_matmul_bias_relu),   cmocka_unit_test(test_matmul_as_conv),
+      cmocka_unit_test(test_matmul_runtime_operands),
       cmocka_unit_test(test_epilogue_kinds),     cmocka_unit_test(test_conv2d),
       cmocka_unit_test(test_conv_bias_relu),     cmocka_unit_test(test_conv1d_3d),
       cmocka_unit_test(test_conv_lhs_dilation),  cmocka_unit_test(test_unsupported),
