@@ -14,7 +14,10 @@
  *     post-op operand broadcasts over only some of them, in which case the
  *     native rank is kept.  A reshape of a 2-D matmul's output that keeps N
  *     (the builder folds batch dims into M) is absorbed by giving the
- *     matmul those leading dims.
+ *     matmul those leading dims.  A 2-D GEMM with constant weights that
+ *     the matmul would run on oneDNN's gemm path (AVX2) runs as a 1x1
+ *     convolution over an nhwc image of M pixels, on the same memory
+ *     (mm_conv_pays).
  *   conv x [N, C, s...] w [M, C/g, k...] (1-3 spatial dims): dnnl
  *     convolution forward (Winograd first where wino_pays, else direct;
  *     either takes a leading constant per-channel add as its bias,
