@@ -742,7 +742,8 @@ static dnnl_status_t conv_pd(const geom *g, const dnnl_memory_desc_t *src, const
  * activation [1, cols, 1, rows] of a 1x1 convolution, strides (-, sc, -,
  * sr): a row-major [M, K] src is then a channels-last (nhwc) image of M
  * pixels and K channels, and a per-column operand is per channel.  md
- * comes from md_strided (dense, unit dims with row-major strides). */
+ * comes from md_strided (its unit dims carry row-major strides); a post-op
+ * operand's view may be strided or broadcast. */
 static dnnl_status_t md_gemm_act_as_conv(dnnl_memory_desc_t *md) {
   if (md->ndims != 2 || md->format_kind != dnnl_blocked) return dnnl_unimplemented;
   const dnnl_dims_t *st = &md->format_desc.blocking.strides;
