@@ -13,6 +13,20 @@ unsigned fsl_cg_red_mask(const fsl_node *n) {
   return m;
 }
 
+bool fsl_codegen_reduce_across(int n_nodes, fsl_node *const *nodes, const fsl_value *v, const fsl_cg_layout *lay) {
+  int r = v ? v->rank : 0;
+  if (!lay || lay->rank != r || r < 1) return false;
+  int inner = lay->order[r - 1];
+  if (inner < 0 || inner >= r || v->dims[inner] <= 1) return false;
+  for (int i = 0; i < n_nodes; i++) {
+    const fsl_node *n = nodes[i];
+    if (fsl_op_get(n->op)->kind != FSL_KIND_REDUCE || n->n_in < 1 || !n->in[0] || n->in[0]->rank != r) continue;
+    if (memcmp(n->in[0]->dims, v->dims, sizeof(int64_t) * (size_t)r) == 0 && !(fsl_cg_red_mask(n) & (1u << inner)))
+      return true;
+  }
+  return false;
+}
+
 void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a) {
   fsl_dtype dt = n->in[0]->dtype;
   fsl_op op = n->op;

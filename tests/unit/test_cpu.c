@@ -549,6 +549,43 @@ static void test_residual_chain(void **state) {
   assert_int_equal(with_res, without);
 }
 
+/* A 3 -> 16 channel convolution (channels-last: channels_last_pays, and
+ * oneDNN's own choice on AVX-512) and then, in a generated kernel, a
+ * normalization over `axes`: y = h - mean(h over axes).  Over H and W
+ * (InstanceNormalization's reduction) a row steps 16 floats apart in nhwc,
+ * so the conv output is reordered to plain instead
+ * (fsl_codegen_reduce_across); over C (LayerNorm over channels) the row is
+ * contiguous in nhwc and the generated kernel reads the conv's layout.
+ * Returns the values chained. */
+static int reduce_chain_run(const int64_t *axes, int n_axes) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 3, 20, 20}, dw[] = {16, 3, 3, 3}, st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
+  fsl_value *h = fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_sum, h, axes, n_axes, true);
+  fsl_value *z = fsl_b_binary(&b, FSL_OP_sub, h, m);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, z);
+  void *in[] = {random_data(x, -1, 1), random_data(w, -0.3, 0.3)};
+  assert_int_equal(g->nodes[0]->op, FSL_OP_conv);
+  fsl_node **sets[2] = {&g->nodes[0], &g->nodes[1]};
+  int sizes[2] = {1, g->n_nodes - 1};
+  int chained = run_hand_plan(g, sets, sizes, 2, in, z, n_axes == 2 ? "reduce-hw-chain" : "reduce-c-chain");
+  free_inputs(in, 2);
+  fsl_graph_free(g);
+  return chained;
+}
+
+static void test_reduce_chain(void **state) {
+  (void)state;
+  int64_t hw[] = {2, 3}, c[] = {1};
+  int across = reduce_chain_run(hw, 2), along = reduce_chain_run(c, 1);
+  if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "reduce-chain: H,W %d, C %d values chained\n", across, along);
+  assert_int_equal(along, 1); /* the layout is channels-last ... */
+  assert_int_equal(across, 0); /* ... which the H,W reduction does not read */
+}
+
 /* EfficientViT's attention (LiteMLA): qkv = 1x1 conv, a depthwise 3x3 and
  * a grouped 1x1 conv aggregate it, and q (the first half of each head) is
  * split out of concat(qkv, agg) along channels through a reshape, then
@@ -941,6 +978,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
       cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_attention_concat_chain),
+      cmocka_unit_test(test_reduce_chain),
       cmocka_unit_test(test_gather_ints),
       cmocka_unit_test(test_gather_error),
       cmocka_unit_test(test_large_parallel),
