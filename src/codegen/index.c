@@ -5,6 +5,15 @@
  */
 #include "codegen/cg.h"
 
+/* Whether coordinate string var is known to lie in [lo, hi) (e->range:
+ * a tile or row segment of loops.c). */
+static bool coord_within(const em *e, const char *var, int64_t lo, int64_t hi) {
+  for (int q = 0; q < 2; q++)
+    if (e->range[q].var && strcmp(e->range[q].var, var) == 0 && lo <= e->range[q].lo && e->range[q].hi <= hi)
+      return true;
+  return false;
+}
+
 static bool is_simple(const char *s) {
   if (!*s) return false;
   for (const char *p = s; *p; p++)
@@ -317,6 +326,11 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
       char p[CLEN];
       snprintf(tmp, sizeof tmp, "%s - %lld", c->c[i], (long long)pads[i]);
       hoist(e, tmp, p);
+      if (coord_within(e, c->c[i], pads[i], pads[i] + x->dims[i])) {
+        /* the interior of a row split at the pads (loops.c): no border */
+        snprintf(ic.c[i], CLEN, "%s", p);
+        continue;
+      }
       if (mode == 0) {
         co += (size_t)snprintf(cond + co, sizeof cond - co, "%s(uint64_t)%s < %lluULL", co ? " && " : "", p,
                                (unsigned long long)x->dims[i]);
@@ -357,11 +371,8 @@ bool fsl_cg_ev_movement(em *e, const fsl_node *n, const coords *c, char *res) {
     }
     /* the coordinate's range lies within one input: that one, no test */
     int only = e->pin_node == n ? e->pin_k : -1;
-    for (int q = 0; q < 2 && only < 0; q++) {
-      if (!e->range[q].var || strcmp(e->range[q].var, c->c[axis]) != 0) continue;
-      for (int64_t k = 0, lo = 0; k < n->n_in; lo += n->in[k++]->dims[axis])
-        if (lo <= e->range[q].lo && e->range[q].hi <= lo + n->in[k]->dims[axis]) only = (int)k;
-    }
+    for (int64_t k = 0, lo = 0; k < n->n_in && only < 0; lo += n->in[k++]->dims[axis])
+      if (coord_within(e, c->c[axis], lo, lo + n->in[k]->dims[axis])) only = (int)k;
     int t = fsl_cg_new_tmp(e);
     fsl_cg_line(e, "%s t%d;", fsl_cg_ctype(e->d, y->dtype), t);
     int64_t off = 0;

@@ -387,6 +387,45 @@ static void test_output_layout_transpose(void **state) {
   fsl_graph_free(g);
 }
 
+/* ReLU over a pad of [2, 3, 20, 20] by 2 | 3 columns before | after (and
+ * 1 | 2 rows, except in constant mode, whose row test is loop-invariant),
+ * in each mode (constant 0.5, reflect, edge, wrap): each row runs as three
+ * loops, and the middle one (columns 2 .. 21, which read x's columns 0 ..
+ * 19) has neither the mode's index function nor the fill test
+ * (pad_breaks in loops.c); the result matches the reference. */
+static void test_pad_interior(void **state) {
+  (void)state;
+  for (int mode = 0; mode < 4; mode++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t dx[] = {2, 3, 20, 20}, pads[] = {0, 0, mode ? 1 : 0, 2, 0, 0, mode ? 2 : 0, 3};
+    fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx);
+    fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_pad(&b, x, pads, mode, 0.5), 0.0);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    fsl_sbuf src;
+    kernel_source(g, NULL, 0, &src, "pad-interior");
+    const char *head = "for (int64_t c3 = 2; c3 < 22; c3++)", *mid = strstr(src.p, head);
+    if (!mid) fail_msg("mode %d: no interior loop '%s':\n%s", mode, head, src.p);
+    const char *end = strstr(mid + strlen(head), "for (");
+    size_t len = end ? (size_t)(end - mid) : strlen(mid);
+    char body[4096];
+    snprintf(body, sizeof body, "%.*s", (int)(len < sizeof body - 1 ? len : sizeof body - 1), mid);
+    /* the column coordinate: "const int64_t iN = c3 - 2;", used as is */
+    const char *col = strstr(body, " = c3 - 2;"), *name = col;
+    while (name && name > body && name[-1] != ' ') name--;
+    char wrapped[64] = "", tested[64] = "";
+    if (col) {
+      snprintf(wrapped, sizeof wrapped, "(%.*s, ", (int)(col - name), name);
+      snprintf(tested, sizeof tested, "(uint64_t)%.*s <", (int)(col - name), name);
+    }
+    if (!col || strstr(body, wrapped) || strstr(body, tested))
+      fail_msg("mode %d: the interior loop tests the column border:\n%s", mode, body);
+    fsl_sbuf_free(&src);
+    check_kernel(g, -1, 1, head, "pad-interior");
+  }
+}
+
 /* A concat along the innermost axis of the output's memory order, as the
  * kernel's only output: each row runs one loop per concat input over its
  * part of the row, with no branch on the concat coordinate.  Row-major:
@@ -690,7 +729,7 @@ static void test_unsupported_dtype(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
-      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_window_chain),
+      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_pad_interior), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
