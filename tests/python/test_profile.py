@@ -110,3 +110,23 @@ def test_bench_json_reports_costs(model, fissile, tmp_path):
     # greedy (compiled first) stored its kernels; optimal finds them among its candidates
     assert rows["greedy"]["costs_measured"] > 0
     assert rows["optimal"]["costs_cached"] > 0
+
+
+def test_cpu_step_profile(model, fissile, monkeypatch):
+    """FSL_CPU_PROFILE lists the slowest steps, each its mean over the runs
+    after the first (that one pays one-time costs); a single run is listed
+    alone, and says so."""
+    monkeypatch.setenv("FSL_CPU_PROFILE", "3")
+    proc = subprocess.run([str(fissile), "bench", str(model), "--threads", "1", "--strategies", "optimal",
+                           "--repeats", "4"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    m = re.search(r"cpu profile: (\d+) runs after the first, ([0-9.]+) ms per run", proc.stderr)
+    assert m, proc.stderr
+    assert int(m.group(1)) >= 4
+    steps = [float(x) for x in re.findall(r"^\s+([0-9.]+) ms  step \d+ kernel", proc.stderr, re.M)]
+    assert 1 <= len(steps) <= 3 and steps == sorted(steps, reverse=True)
+    assert sum(steps) <= float(m.group(2)) * 1.01 + 0.002
+    proc = subprocess.run([str(fissile), "run", str(model), "--threads", "1", "--backend", "cpu"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "cpu profile: the first run only" in proc.stderr, proc.stderr
