@@ -256,10 +256,10 @@ static bool interleaved_row(em *e, int n, const int *outs, coords *c, int inner,
  * hi}, every pad of v's shape reading its input in range there.  The nest
  * then runs the row as three loops, the middle one with plain indices
  * (index.c, e->range): the border tests (reflect, edge, the fill value)
- * stay out of it and it vectorizes (style_transfer on AVX2: its InstanceNormalization
- * + ReLU + reflect pad kernel 3.2 -> 1.0 ms, ReLU + Resize + pad 6.0 ->
- * 4.0 ms; all its generated kernels 33-48 -> 16-23 ms).  False when there is no such pad or the
- * interior is shorter than 8. */
+ * stay out of it and it vectorizes (style_transfer on AVX2: its
+ * InstanceNormalization + ReLU + reflect pad kernel 3.2 -> 1.0 ms, ReLU +
+ * Resize + pad 6.0 -> 4.0 ms; all its generated kernels 33-48 -> 16-23
+ * ms).  False when there is no such pad or the interior is shorter than 8. */
 static bool pad_breaks(const em *e, const fsl_value *v, int inner, int64_t *bk) {
   int64_t lo = 0, hi = v->dims[inner];
   bool any = false;
@@ -393,7 +393,7 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
     fsl_cg_loop_end(e, &lc);
   }
   if (icat) e->pin_node = NULL;
-  e->range[0].var = NULL;
+  if (at_pads) e->range[0].var = NULL;
   if (!ok) return false;
   nest_end(e);
   return true;
