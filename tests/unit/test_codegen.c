@@ -423,6 +423,7 @@ static void test_pad_interior(void **state) {
       fail_msg("mode %d: the interior loop tests the column border:\n%s", mode, body);
     fsl_sbuf_free(&src);
     check_kernel(g, -1, 1, head, "pad-interior");
+    fsl_graph_free(g);
   }
 }
 
