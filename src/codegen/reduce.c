@@ -20,9 +20,8 @@ bool fsl_codegen_reduce_across(int n_nodes, fsl_node *const *nodes, const fsl_va
   if (inner < 0 || inner >= r || v->dims[inner] <= 1) return false;
   for (int i = 0; i < n_nodes; i++) {
     const fsl_node *n = nodes[i];
-    if (fsl_op_get(n->op)->kind != FSL_KIND_REDUCE || n->n_in < 1 || !n->in[0] || n->in[0]->rank != r) continue;
-    if (memcmp(n->in[0]->dims, v->dims, sizeof(int64_t) * (size_t)r) == 0 && !(fsl_cg_red_mask(n) & (1u << inner)))
-      return true;
+    if (fsl_op_get(n->op)->kind != FSL_KIND_REDUCE || n->n_in < 1 || !n->in[0]) continue;
+    if (fsl_cg_same_shape(n->in[0], v) && !(fsl_cg_red_mask(n) & (1u << inner))) return true;
   }
   return false;
 }

@@ -36,12 +36,11 @@ typedef struct cpu_exe {
   int *last;               /* value id -> last step touching it, -1 */
   fsl_cpu_stats stats;
   /* FSL_CPU_PROFILE set: seconds per step, summed over every run but the
-   * first (n_runs of them), then the first run's (n_steps more): it pays
-   * one-time costs, such as oneDNN's lazy JIT code generation (a batched
-   * gemm:jit matmul's mean over 23 runs went 0.8 -> 3.8 ms with it) */
+   * first, then the first run's (n_steps more): it pays one-time costs,
+   * such as oneDNN's lazy JIT code generation (a batched gemm:jit matmul's
+   * mean over 23 runs went 0.8 -> 3.8 ms with it) */
   double *prof;
-  int n_runs;
-  bool warm;               /* the first run is over */
+  int n_runs;              /* runs profiled, the first included */
   /* buffers released by earlier steps and runs, for reuse by size: a fresh
    * malloc of a large buffer is a fresh mmap whose page faults cost more
    * than the kernel writing it (softmax 8x32000: 0.40 ms -> 0.14 ms) */
@@ -61,14 +60,15 @@ static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
 static void print_profile(const cpu_exe *x) {
   long n_list = strtol(getenv("FSL_CPU_PROFILE") ? getenv("FSL_CPU_PROFILE") : "", NULL, 10);
   if (n_list <= 1) n_list = 20;
-  const double *prof = x->n_runs ? x->prof : x->prof + x->low.n_steps;
+  int timed = x->n_runs - 1; /* the runs after the first */
+  const double *prof = timed > 0 ? x->prof : x->prof + x->low.n_steps;
   double total = 0;
   for (int i = 0; i < x->low.n_steps; i++) total += prof[i];
-  double runs = x->n_runs ? x->n_runs : 1, by_kind[3] = {0};
+  double runs = timed > 0 ? timed : 1, by_kind[3] = {0};
   int n_kind[3] = {0};
   for (int i = 0; i < x->low.n_steps; i++) by_kind[x->low.steps[i].kind] += prof[i], n_kind[x->low.steps[i].kind]++;
   char which[64] = "the first run only, one-time costs included";
-  if (x->n_runs) snprintf(which, sizeof which, "%d runs after the first", x->n_runs);
+  if (timed > 0) snprintf(which, sizeof which, "%d runs after the first", timed);
   fprintf(stderr, "cpu profile: %s, %.3f ms per run (gen %.3f ms in %d steps, onednn %.3f ms in %d, ref %.3f ms in %d)\n",
           which, 1e3 * total / runs, 1e3 * by_kind[FSL_CPU_STEP_GEN] / runs, n_kind[FSL_CPU_STEP_GEN],
           1e3 * by_kind[FSL_CPU_STEP_ONEDNN] / runs, n_kind[FSL_CPU_STEP_ONEDNN], 1e3 * by_kind[FSL_CPU_STEP_REF] / runs,
@@ -430,7 +430,7 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
     const step *s = &x->low.steps[i];
     double t0 = x->prof ? fsl_now_s() : 0;
     st = run_step(&r, s);
-    if (x->prof) x->prof[x->warm ? i : x->low.n_steps + i] += fsl_now_s() - t0;
+    if (x->prof) x->prof[x->n_runs > 0 ? i : x->low.n_steps + i] += fsl_now_s() - t0;
     /* free what this step touched last */
     for (int pass = 0; pass < 2 && st == FSL_OK; pass++) {
       int n = pass ? s->n_out : s->n_in;
@@ -459,10 +459,7 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
     if (!outputs[i]) st = oom();
     else if (nb > 0) memcpy(outputs[i], r.buf[v->id], (size_t)nb);
   }
-  if (x->prof) {
-    x->n_runs += x->warm;
-    x->warm = true;
-  }
+  if (x->prof) x->n_runs++;
   if (st != FSL_OK)
     for (int i = 0; i < g->n_outputs; i++) {
       /* an output handed over is no longer owned: free it here */
