@@ -1,6 +1,6 @@
 """CPU benchmark: every fusion strategy of fissile against ONNX Runtime, in one run.
 
-    .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 3] [--rounds 3]
+    .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 3] [--rounds N]
                                     [--cases a,b | --no-cases] [--models a,b | --no-models]
                                     [--strategies unfused,opfuse,greedy,optimal,optimal-norewrite]
                                     [--out bench/results] [--timeout 1800] [--hide-avx512]
@@ -19,8 +19,12 @@ integers uniform in [0, 10), bools random), same shapes.
 Both are timed in --rounds rounds per entry.  In a round, each strategy
 (one `fissile bench --strategies S` call) and ORT run their W warm-up and R
 timed runs back to back, so every peer runs with its own weights warm in
-cache, and the order rotates from round to round, so that none always runs
-on the warmer machine (shared VMs drift 1.5x between minutes).  A ratio is
+cache, and the order changes from round to round in a Williams design
+(round_orders): over one design's rounds, by default the number of
+entries (strategies + ORT) when even and twice it when odd, every entry
+runs once in each position and right after every other entry equally
+often, so that none always runs on the warmer machine or after the same
+neighbour (shared VMs drift 1.5x between minutes).  A ratio is
 taken per round (the two medians of that round); the tables give the
 median of the round ratios and their range (min-max), and the times are
 medians over all rounds' runs.
@@ -335,6 +339,56 @@ def combine_calls(calls: dict[str, dict], names: list[str]) -> dict:
     return out
 
 
+def round_orders(names: list[str]) -> list[list[str]]:
+    """The orders in which a round runs `names`: a Williams design, a Latin
+    square balanced for first-order carry-over.  Over len(result) rounds
+    every entry runs once in every position and directly after every other
+    entry equally often (once for an even count of entries, twice for an
+    odd one, where the square and its mirror image are used).  A plain
+    rotation keeps each entry's predecessor fixed (one strategy always runs
+    right after ORT's process), and over fewer rounds than entries leaves
+    positions unvisited (Williams 1949, Aust. J. Sci. Res. A 2:149)."""
+    n = len(names)
+    base, lo, hi = [0], 1, n - 1  # 0, 1, n-1, 2, n-2, ...
+    while len(base) < n:
+        base.append(lo)
+        lo += 1
+        if len(base) < n:
+            base.append(hi)
+            hi -= 1
+    rows = [[names[(b + r) % n] for b in base] for r in range(n)]
+    return rows if n % 2 == 0 else rows + [list(reversed(row)) for row in rows]
+
+
+def optimal_vs_baselines(ok: dict[str, dict]) -> dict:
+    """Optimal against the faster baseline (target: optimal <= min(opfuse,
+    greedy)), from merged strategy results (name -> merge_rounds entry):
+    the per-round ratios to the one baseline with the lower median over all
+    rounds' runs, that baseline, the baselines that built optimal's very
+    plan and whether optimal is slower beyond the spread.  Not the
+    per-round min of the two: the smaller of two noisy medians sits below
+    either's typical value, so optimal came out 1.04-1.30x "slower" on
+    rows where both baselines built optimal's very plan.  {} without
+    optimal or a baseline."""
+    base = [k for k in ("opfuse", "greedy") if k in ok]
+    if "optimal" not in ok or not base:
+        return {}
+    b = min(base, key=lambda k: ok[k]["median_s"])
+    rr = round_ratios(ok["optimal"]["round_median_s"], ok[b]["round_median_s"])
+    if not rr:
+        return {}
+    rr["baseline"] = b
+    # a baseline that built optimal's very plan (same plan_hash) runs the
+    # same code: any difference is the machine's, not the plan's
+    h = ok["optimal"].get("plan_hash")
+    rr["same_plan"] = [k for k in base if h and ok[k].get("plan_hash") == h]
+    # beyond the spread: optimal's 25th percentile above the 75th of that
+    # baseline (all rounds' runs pooled)
+    q = lambda k, p: float(np.percentile(ok[k]["times_s"], p))
+    rr["beyond_spread"] = q("optimal", 25) > q(b, 75) and not rr["same_plan"]
+    return rr
+
+
 def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
     print(f"bench: {name} {shape_label} ...", file=sys.stderr, flush=True)
     fs_rounds, ort_rounds = [], []
@@ -342,9 +396,10 @@ def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
         # one call per strategy, so that each strategy's runs follow one
         # another as ORT's do (interleaving strategies run by run leaves each
         # plan's weights out of cache: 10% on mobilenet_v3_small); who goes
-        # first rotates, so that none always runs on the warmer machine
-        order = args.strategies + ["ORT"]
-        order = order[r % len(order):] + order[:r % len(order)]
+        # first and who follows whom changes from round to round
+        # (round_orders), so that none always runs on the warmer machine
+        orders = round_orders(args.strategies + ["ORT"])
+        order = orders[r % len(orders)]
         calls = {}
         for k in order:
             if k == "ORT":
@@ -367,22 +422,9 @@ def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
             rr = round_ratios(best, ort_r["round_median_s"])
             if rr:
                 row["best_ratio"], row["best_ratio_range"] = rr["median"], [rr["min"], rr["max"]]
-    base = [k for k in ("opfuse", "greedy") if k in ok]
-    if "optimal" in ok and base:  # target: optimal <= min(opfuse, greedy), per round
-        n = len(ok["optimal"]["round_median_s"])
-        rr = round_ratios(ok["optimal"]["round_median_s"],
-                          [min(ok[k]["round_median_s"][i] for k in base) for i in range(n)])
-        if rr:
-            # beyond the spread: optimal's 25th percentile above the 75th of the
-            # baseline with the lower median (all rounds' runs pooled)
-            b = min(base, key=lambda k: ok[k]["median_s"])
-            q = lambda k, p: float(np.percentile(ok[k]["times_s"], p))
-            # a baseline that built optimal's very plan (same plan_hash) runs
-            # the same code: any difference is the machine's, not the plan's
-            h = ok["optimal"].get("plan_hash")
-            rr["same_plan"] = [k for k in base if h and ok[k].get("plan_hash") == h]
-            rr["beyond_spread"] = q("optimal", 25) > q(b, 75) and not rr["same_plan"]
-            row["optimal_vs_baselines"] = rr
+    ob = optimal_vs_baselines(ok)
+    if ob:
+        row["optimal_vs_baselines"] = ob
     summary = "  ".join(f"{k} {by[k]['median_s'] * 1e3:.3f} ms" if by.get(k, {}).get("status") == "ok"
                         else f"{k} error" for k in args.strategies if k in by)
     ort_txt = f"{ort_r['median_s'] * 1e3:.3f} ms" if ort_r.get("median_s") else ort_r.get("status")
@@ -418,12 +460,14 @@ def markdown(result: dict, args) -> str:
         "provider, ORT_ENABLE_ALL.  Both with "
         f"**{args.threads} thread(s)**, {args.rounds} rounds; in a round each strategy (one `fissile bench` "
         f"call) and ORT run {args.warmup} warm-up then {args.repeats} timed runs back to back, in an order "
-        "that rotates from round to round; fresh random inputs every run (floats uniform in [-1, 1), integers in [0, 10)), "
+        "balanced over the rounds (a Williams design: each entry in every position and after every other entry "
+        "equally often over each full design); fresh random inputs every run (floats uniform in [-1, 1), integers in [0, 10)), "
         "same shapes.",
         "Times in milliseconds, medians over every round's runs; *ratio* = fissile / ORT (below 1: fissile is "
         "faster), the median of the per-round ratios with their range (min-max) beside it; *best* is the "
-        "fastest strategy of each round; *opt/base* = optimal / min(opfuse, greedy) per round (target <= 1 "
-        "within the range; `=greedy` and the like: that baseline built the same plan, plan_hash).  *pred* is the roofline prediction of the optimal plan, *kernels* the kernel count "
+        "fastest strategy of each round; *opt/base* = optimal / the baseline (opfuse or greedy, named) with the lower "
+        "median over all runs, per round (target <= 1 within the range; `=greedy` and the like: that baseline "
+        "built the same plan, plan_hash).  *pred* is the roofline prediction of the optimal plan, *kernels* the kernel count "
         f"per strategy ({'/'.join(strategies)}), *arena* the planned memory for kernel outputs of the optimal plan.",
         "",
     ] + ([f"Note: {args.note}", ""] if args.note else []) + [
@@ -455,7 +499,8 @@ def markdown(result: dict, args) -> str:
             cells.append(fmt_range(r["ratios"].get("optimal"), r.get("ratio_range", {}).get("optimal")))
             ob = r.get("optimal_vs_baselines", {})
             cells.append(fmt_range(ob.get("median"), [ob["min"], ob["max"]] if ob else None)
-                         + (" =" + ",".join(ob["same_plan"]) if ob.get("same_plan") else ""))
+                         + (" =" + ",".join(ob["same_plan"]) if ob.get("same_plan")
+                            else f" vs {ob['baseline']}" if ob.get("baseline") else ""))
             opt = by.get("optimal", {})
             cells.append(ms(opt.get("predicted_s")))
             cells.append("/".join(str(by[k].get("kernels", "-")) if k in by else "-" for k in strategies))
@@ -487,8 +532,8 @@ def markdown(result: dict, args) -> str:
                 if r.get("optimal_vs_baselines", {}).get("beyond_spread")]
         same = [r["name"] for r in rows if r.get("optimal_vs_baselines", {}).get("same_plan")]
         if rows and "optimal" in strategies:
-            lines.append(f"- {kind}s where optimal is slower than min(opfuse, greedy) beyond the spread (its "
-                         f"25th percentile above the baseline's 75th, with a plan of its own): "
+            lines.append(f"- {kind}s where optimal is slower than the faster of opfuse and greedy beyond the "
+                         f"spread (its 25th percentile above that baseline's 75th, with a plan of its own): "
                          f"{', '.join(lost) or 'none'}")
             lines.append(f"- {kind}s where a baseline built optimal's very plan (*opt/base* marked `=`, the "
                          f"same plan_hash; its ratio is the machine's drift): {', '.join(same) or 'none'}")
@@ -501,8 +546,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="rounds per entry: each strategy and ORT back to back, the order rotating (ratios per round)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds per entry: each strategy and ORT back to back, in a balanced order (ratios per "
+                         "round); default: one full design (round_orders), a multiple of it keeps the balance")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--cases", help="comma-separated case ids or pattern names (default: all)")
@@ -521,8 +567,14 @@ def main() -> int:
         print("bench: --hide-avx512: CPUID still reports AVX-512 in this process", file=sys.stderr)
         return 1
     args.strategies = [s for s in args.strategies.split(",") if s]
+    design = len(round_orders(args.strategies + ["ORT"]))
+    if args.rounds is None:
+        args.rounds = design
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if args.rounds % design:
+        print(f"bench: note: {args.rounds} rounds is not a multiple of {design}: the order of the entries "
+              "is not balanced", file=sys.stderr)
     if args.repeats < 20:
         print("bench: note: fewer than 20 repeats; the results are less stable", file=sys.stderr)
     exe = fsl_models.fissile_bin()

@@ -56,6 +56,42 @@ def test_round_ratios_are_per_round():
     assert rr["median"] == pytest.approx(0.9) and rr["min"] == pytest.approx(0.8) and rr["max"] == pytest.approx(1.2)
 
 
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
+def test_round_orders_balance_positions_and_predecessors(n):
+    names = [f"s{i}" for i in range(n)]
+    orders = bench.round_orders(names)
+    assert len(orders) == (n if n % 2 == 0 else 2 * n)
+    assert all(sorted(o) == sorted(names) for o in orders)
+    per_pos = len(orders) // n  # each entry in each position this often
+    for pos in range(n):
+        assert sorted(o[pos] for o in orders) == sorted(names * per_pos)
+    # first-order carry-over: every entry right after every other one equally often
+    follows = {}
+    for o in orders:
+        for a, b in zip(o, o[1:]):
+            follows[(a, b)] = follows.get((a, b), 0) + 1
+    assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1, follows
+
+
+def test_optimal_vs_baselines_takes_the_faster_baseline_not_the_per_round_min():
+    def strat(plan, medians, times):
+        return {"plan_hash": plan, "round_median_s": medians, "median_s": float(sorted(times)[len(times) // 2]),
+                "times_s": times}
+    # the same plan three times, noise only: the per-round min of the two
+    # baselines would give optimal 1.25 in every round
+    ok = {"opfuse": strat("h", [1.0, 1.25, 1.0], [1.0, 1.0, 1.25, 1.25, 1.0]),
+          "greedy": strat("h", [1.25, 1.0, 1.25], [1.25, 1.25, 1.0, 1.0, 1.25]),
+          "optimal": strat("h", [1.25, 1.25, 1.25], [1.25] * 5)}
+    ob = bench.optimal_vs_baselines(ok)
+    assert ob["baseline"] == "opfuse" and ob["rounds"] == pytest.approx([1.25, 1.0, 1.25])
+    assert ob["same_plan"] == ["opfuse", "greedy"] and not ob["beyond_spread"]
+    # a plan of its own, slower in every run
+    ok["optimal"] = strat("o", [2.0, 2.0, 2.0], [2.0] * 5)
+    ob = bench.optimal_vs_baselines(ok)
+    assert ob["same_plan"] == [] and ob["beyond_spread"] and ob["median"] == pytest.approx(2.0)
+    assert bench.optimal_vs_baselines({"optimal": ok["optimal"]}) == {}
+
+
 def test_bench_script_two_rounds(tmp_path, fissile):
     out = tmp_path / "res"
     proc = subprocess.run([sys.executable, str(ROOT / "bench/bench.py"), "--no-models", "--cases", "softmax",
