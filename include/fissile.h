@@ -245,7 +245,7 @@ typedef enum fsl_rewrite_mode {
  * resampling ("conv1x1-before-resample");
  * FSL_REWRITE_SEARCH also tries the rules whose benefit depends on the plan
  * (sibling merges): TASO's backtracking search, which passes through
- * graphs up to alpha times costlier than the best (alpha 1.05, or
+ * graphs up to alpha times costlier than the best (alpha 1.1, or
  * $FSL_REWRITE_ALPHA) and keeps the graph whose greedy plan's predicted
  * time on the default device is smallest (at most 256 graphs costed or
  * 10 s; docs/rewrite.md).  The

@@ -27,7 +27,9 @@
  * hid under the linear op's compute, and the plan wrote y and sigmoid(y)
  * from the conv (a scalar pass on the CPU) and multiplied them in the next
  * kernel rather than keep x * sigmoid(x) a post-op (yolox_nano's C3
- * blocks).
+ * blocks).  In the closed prefix, ops of weight 1 whose other operands
+ * are initializers (bias, scale, shift, ReLU, Clip, HardSigmoid) run at
+ * the linear op's rate (constant_post_ops; docs/orchestration.md).
  */
 #include "orchestrate/orchestrate.h"
 
@@ -131,12 +133,12 @@ static bool produced_by(const fsl_value *v, fsl_node *const *nodes, int n, const
  * tail of permutes and reshapes.  Marks the pass's nodes in epi (by
  * position in k->nodes) and returns z, or NULL when there is no such pass
  * (every output is z or a prologue value). */
-static const fsl_value *epilogue_pass(const fsl_kernel *k, const fsl_device *d, bool *epi) {
-  int li = fsl_linear_node_index(k);
-  if (li < 0 || k->n_out < 1 || !k->out) return NULL;
+/* The closed prefix of linear node li's epilogue chain that the linear op
+ * computes before its store: fills chain (cap entries) and returns its
+ * length n_abs (0: the linear op stores its own result). */
+static int absorbed_prefix(const fsl_kernel *k, const fsl_device *d, int li, fsl_node **chain, int cap) {
   const fsl_node *lin = k->nodes[li];
-  fsl_node *chain[64];
-  int n_chain = fsl_linear_chain(k, li, chain, 64), n_abs = 0;
+  int n_chain = fsl_linear_chain(k, li, chain, cap), n_abs = 0;
   bool tail = false;
   for (int j = 0; j < n_chain; j++) {
     bool moves = chain[j]->op == FSL_OP_permute || chain[j]->op == FSL_OP_reshape;
@@ -145,6 +147,52 @@ static const fsl_value *epilogue_pass(const fsl_kernel *k, const fsl_device *d, 
     tail = tail || chain[j]->op == FSL_OP_permute;
     if (fsl_linear_chain_closed(lin, chain, j + 1)) n_abs = j + 1;
   }
+  return n_abs;
+}
+
+static const fsl_value *view_source(const fsl_kernel *k, const fsl_value *v);
+
+/* Marks in post (by position in k->nodes) the nodes of LINEAR kernel k's
+ * absorbed prefix of weight 1 that apply constants only: each reads the
+ * value before it in the chain and otherwise initializers (a bias, scale
+ * or shift through the kernel's broadcast views; ReLU, Clip, HardSigmoid,
+ * all of HardSwish but its final y * f(y)).  The linear op applies those
+ * to its accumulators in its own vector code before the store (oneDNN
+ * eltwise and per-channel post-ops), so their work runs at its rate: a
+ * depthwise 5x5 conv alone 50 us, with bias + HardSwish 51 us
+ * (mobilenet_v3_small, AVX2), where the elementwise rate charged 10 us
+ * more.  A residual Add (a second runtime tensor, a binary post-op) keeps
+ * the elementwise rate, and so do a product of two values of the chain
+ * and transcendental ops: with SiLU's sigmoid at the conv's rate
+ * yolox_nano's SiLUs moved into its convs and its Concats became copy
+ * kernels (1.27x in 5 interleaved rounds on AVX2); with only the product
+ * there, about half of them did (not measured; left out). */
+static void constant_post_ops(const fsl_kernel *k, const fsl_device *d, bool *post) {
+  int li = fsl_linear_node_index(k);
+  if (li < 0) return;
+  fsl_node *chain[64];
+  int n_abs = absorbed_prefix(k, d, li, chain, 64);
+  const fsl_value *cur = k->nodes[li]->out[0];
+  for (int j = 0; j < n_abs; j++) {
+    const fsl_node *n = chain[j];
+    const fsl_op_info *oi = fsl_op_get(n->op);
+    bool constant = oi->kind == FSL_KIND_ELEMENTWISE && oi->cost <= 1;
+    for (int a = 0; a < n->n_in && constant; a++) {
+      const fsl_value *v = n->in[a] == cur ? NULL : view_source(k, n->in[a]);
+      constant = !v || v->data != NULL;
+    }
+    for (int i = 0; i < k->n_nodes; i++)
+      if (k->nodes[i] == n) post[i] = constant;
+    if (n->n_out > 0) cur = n->out[0];
+  }
+}
+
+static const fsl_value *epilogue_pass(const fsl_kernel *k, const fsl_device *d, bool *epi) {
+  int li = fsl_linear_node_index(k);
+  if (li < 0 || k->n_out < 1 || !k->out) return NULL;
+  const fsl_node *lin = k->nodes[li];
+  fsl_node *chain[64];
+  int n_abs = absorbed_prefix(k, d, li, chain, 64);
   const fsl_value *z = n_abs > 0 ? chain[n_abs - 1]->out[0] : lin->out[0];
   /* descendants of lin that are not in the absorbed prefix */
   bool any = false;
@@ -194,12 +242,16 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   double lin = 0, work = 0, epi_work = 0;
   double dup_small[32], *dup = k->n_nodes <= 32 ? dup_small : malloc(sizeof(double) * (size_t)k->n_nodes);
   bool epi_small[32], *epi = k->n_nodes <= 32 ? epi_small : malloc(sizeof(bool) * (size_t)k->n_nodes);
+  bool post_small[32], *post = k->n_nodes <= 32 ? post_small : calloc((size_t)k->n_nodes, sizeof(bool));
   if (dup) eval_counts(k, dup);
   if (epi) memset(epi, 0, sizeof(bool) * (size_t)k->n_nodes);
+  if (post == post_small) memset(post, 0, sizeof post_small);
+  if (post) constant_post_ops(k, d, post);
   const fsl_value *z = epi ? epilogue_pass(k, d, epi) : NULL;
   for (int i = 0; i < k->n_nodes; i++) {
     if (!k->nodes[i]) continue;
     if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i]);
+    else if (post && post[i]) lin += elem_work(k->nodes[i]);
     else if (z && epi[i]) epi_work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);
     else work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);
   }
@@ -242,6 +294,7 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
     t = roofline(d, main_bytes, lin, work) + roofline(d, epi_bytes, 0, epi_work);
   }
   if (epi != epi_small) free(epi);
+  if (post != post_small) free(post);
   k->cost_s = t;
   return t;
 }

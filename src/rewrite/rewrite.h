@@ -278,7 +278,7 @@ typedef struct fsl_rewrite_search_opts {
                            run out: a compiled model file records n_evals
                            and alpha and replays with max_evals = n_evals
                            and no time limit, which rebuilds the same graph */
-  double alpha;         /* relaxation, >= 1 (0: $FSL_REWRITE_ALPHA, else 1.05); capped at 4 */
+  double alpha;         /* relaxation, >= 1 (0: $FSL_REWRITE_ALPHA, else 1.1); capped at 4 */
 } fsl_rewrite_search_opts;
 
 /**
@@ -308,7 +308,7 @@ fsl_status fsl_rewrite_search(fsl_graph **g, const fsl_ruleset *rs, const fsl_re
                               fsl_rewrite_stats *stats);
 
 /** The alpha fsl_rewrite_search uses under o (may be NULL): o->alpha when
- *  set, else $FSL_REWRITE_ALPHA when it is a number >= 1, else 1.05;
+ *  set, else $FSL_REWRITE_ALPHA when it is a number >= 1, else 1.1;
  *  capped at 4. */
 double fsl_rewrite_search_alpha(const fsl_rewrite_search_opts *o);
 

@@ -256,14 +256,14 @@ def test_compiled_file_replays_its_search(fissile, suite, tmp_path, rng):
     """A file compiled with --rewrite search rebuilds the same graph when it
     is loaded where the search would go elsewhere: under another
     $FSL_REWRITE_ALPHA (on the fire module alpha = 1 keeps 3 convolutions,
-    1.05 merges the expand branches), or on a machine where the time budget
+    1.1 merges the expand branches), or on a machine where the time budget
     runs out at another point.  The file records the search's alpha and
     evaluations and the load replays them."""
     path = suite["fire"]
     x = rng.standard_normal((1, 16, 14, 14)).astype(np.float32)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     kernels = {}
-    for alpha in ("1", "1.05"):
+    for alpha in ("1", "1.1"):
         out = tmp_path / f"fire_alpha{alpha}.fsl"
         env = dict(os.environ, FSL_REWRITE_ALPHA=alpha)
         p = subprocess.run([str(fissile), "compile", str(path), "--rewrite", "search", "-o", str(out)],
@@ -271,7 +271,7 @@ def test_compiled_file_replays_its_search(fissile, suite, tmp_path, rng):
         assert p.returncode == 0, p.stderr
         kernels[alpha] = int(re.search(r"^kernels: (\d+)", p.stdout, re.M).group(1))
         # loaded here, under the other alpha
-        os.environ["FSL_REWRITE_ALPHA"] = "1.05" if alpha == "1" else "1"
+        os.environ["FSL_REWRITE_ALPHA"] = "1.1" if alpha == "1" else "1"
         try:
             sess = fsl.InferenceSession(out)
         finally:
@@ -279,4 +279,4 @@ def test_compiled_file_replays_its_search(fissile, suite, tmp_path, rng):
         assert sess.plan["n_kernels"] == kernels[alpha]
         (y,) = sess.run(None, {"x": x})
         assert rel_l2(y, want) <= TOL
-    assert kernels["1"] > kernels["1.05"], kernels  # the two searches differ
+    assert kernels["1"] > kernels["1.1"], kernels  # the two searches differ

@@ -385,14 +385,15 @@ static void test_cost_linear_epilogue_pass(void **state) {
   assert_int_equal(silu->n_out, 1);
   double numel = 32.0 * 16 * 16, bytes = 4 * numel, lin = 2.0 * numel * 8;
   double add = fsl_op_get(FSL_OP_add)->cost, sig = fsl_op_get(FSL_OP_sigmoid)->cost, mul = fsl_op_get(FSL_OP_mul)->cost;
-  double mem = (two->bytes - bytes) / d.bandwidth, compute = lin / d.peak_flops + numel * add / d.elem_flops;
+  /* the bias (a constant, weight-1 op) runs at the conv's rate (constant_post_ops) */
+  double mem = (two->bytes - bytes) / d.bandwidth, compute = (lin + numel * add) / d.peak_flops;
   double first = (mem > compute ? mem : compute) + d.launch_s;
   mem = 2 * bytes / d.bandwidth;  /* reads y, writes sigmoid(y) */
   compute = numel * sig / d.elem_flops;
   double second = (mem > compute ? mem : compute) + d.launch_s;
   assert_true(fabs(fsl_kernel_cost(two, &d) - (first + second)) < 1e-12);
   mem = silu->bytes / d.bandwidth;
-  compute = lin / d.peak_flops + numel * (add + sig + mul) / d.elem_flops;
+  compute = (lin + numel * add) / d.peak_flops + numel * (sig + mul) / d.elem_flops;
   assert_true(fabs(fsl_kernel_cost(silu, &d) - ((mem > compute ? mem : compute) + d.launch_s)) < 1e-12);
   assert_true(silu->cost_s < two->cost_s);
   fsl_kernel_free(two);
@@ -403,6 +404,60 @@ static void test_cost_linear_epilogue_pass(void **state) {
   for (int i = 0; i < p.kernels.n; i++)
     for (int j = 0; j < p.kernels.k[i]->n_out; j++) assert_true(p.kernels.k[i]->out[j] != s);
   fsl_plan_free(&p);
+  check_strategies(g);
+  fsl_graph_free(g);
+}
+
+/* The post-ops a linear op applies to its accumulators: a conv + bias +
+ * ReLU kernel costs its elementwise work at the conv's rate (oneDNN's bias
+ * and eltwise post-ops run in its vector code before the store: a
+ * depthwise conv alone 50 us, with bias + HardSwish 51 us), while a
+ * residual Add (a second runtime tensor) and a sigmoid (a polynomial of
+ * ~16 vector operations, in oneDNN as in generated code) keep the
+ * elementwise rate. */
+static void test_cost_constant_post_ops(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g, .fold = true};
+  int64_t dx[] = {1, 8, 16, 16}, dw[] = {8, 8, 1, 1}, db[] = {1, 8, 1, 1}, ones[] = {1, 1}, pads[] = {0, 0, 0, 0};
+  fsl_value *x = input(g, "x", 4, dx);
+  fsl_value *w = const_f32(&b, 4, dw, 7), *bias = const_f32(&b, 4, db, 8);
+  fsl_value *c = fsl_b_conv(&b, x, w, ones, ones, pads, 1, NULL);
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_add, c, bias);
+  fsl_value *zero = fsl_b_scalar(&b, FSL_DT_F32, 0);
+  fsl_value *r = fsl_b_binary(&b, FSL_OP_max, y, fsl_b_expand(&b, zero, dx));
+  fsl_value *res = fsl_b_binary(&b, FSL_OP_add, r, x);
+  fsl_value *sg = fsl_b_unary(&b, FSL_OP_sigmoid, res);
+  finish(&b, sg);
+  fsl_device d;
+  fsl_device_default(&d);
+  d.bandwidth = 1e30; /* compute only */
+  int *topo = fsl_graph_topo_index(g);
+  assert_non_null(topo);
+  double numel = 8.0 * 16 * 16, lin = 2.0 * numel * 8;
+  double add = fsl_op_get(FSL_OP_add)->cost, mx = fsl_op_get(FSL_OP_max)->cost, sig = fsl_op_get(FSL_OP_sigmoid)->cost;
+  struct { const fsl_value *last; double peak_work, elem_work; } cases[] = {
+    {y, lin + numel * add, 0},                           /* conv + bias */
+    {r, lin + numel * (add + mx), 0},                    /* + ReLU */
+    {res, lin + numel * (add + mx), numel * add},        /* + residual Add */
+    {sg, lin + numel * (add + mx), numel * (add + sig)}, /* + sigmoid */
+  };
+  for (int t = 0; t < 4; t++) {
+    fsl_node *nodes[16];
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      nodes[n++] = g->nodes[i];
+      if (g->nodes[i] == cases[t].last->producer) break;
+    }
+    const char *why = NULL;
+    fsl_kernel *k = NULL;
+    assert_int_equal(fsl_kernel_make(g, topo, nodes, n, &k, &why), FSL_OK);
+    assert_non_null(k);
+    double want = cases[t].peak_work / d.peak_flops + cases[t].elem_work / d.elem_flops + d.launch_s;
+    assert_true(fabs(fsl_kernel_cost(k, &d) - want) < 1e-12 * want);
+    fsl_kernel_free(k);
+  }
+  free(topo);
   check_strategies(g);
   fsl_graph_free(g);
 }
@@ -531,6 +586,7 @@ int main(void) {
       cmocka_unit_test(test_linear_views),
       cmocka_unit_test(test_cost_counts_recomputation),
       cmocka_unit_test(test_cost_linear_epilogue_pass),
+    cmocka_unit_test(test_cost_constant_post_ops),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_conv),
