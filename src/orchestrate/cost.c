@@ -125,14 +125,6 @@ static bool produced_by(const fsl_value *v, fsl_node *const *nodes, int n, const
   return false;
 }
 
-/* The epilogue pass of LINEAR kernel k (linsplit.h): the linear op computes
- * the longest closed prefix of its epilogue chain (fsl_linear_chain) before
- * its store, writing z; every other node after it that a kernel output
- * needs runs as generated code over z.  A permute ends the prefix unless
- * d's linear ops are generated code (linear_views), which store through a
- * tail of permutes and reshapes.  Marks the pass's nodes in epi (by
- * position in k->nodes) and returns z, or NULL when there is no such pass
- * (every output is z or a prologue value). */
 /* The closed prefix of linear node li's epilogue chain that the linear op
  * computes before its store: fills chain (cap entries) and returns its
  * length n_abs (0: the linear op stores its own result). */
@@ -187,6 +179,14 @@ static void constant_post_ops(const fsl_kernel *k, const fsl_device *d, bool *po
   }
 }
 
+/* The epilogue pass of LINEAR kernel k (linsplit.h): the linear op computes
+ * the longest closed prefix of its epilogue chain (fsl_linear_chain) before
+ * its store, writing z; every other node after it that a kernel output
+ * needs runs as generated code over z.  A permute ends the prefix unless
+ * d's linear ops are generated code (linear_views), which store through a
+ * tail of permutes and reshapes.  Marks the pass's nodes in epi (by
+ * position in k->nodes) and returns z, or NULL when there is no such pass
+ * (every output is z or a prologue value). */
 static const fsl_value *epilogue_pass(const fsl_kernel *k, const fsl_device *d, bool *epi) {
   int li = fsl_linear_node_index(k);
   if (li < 0 || k->n_out < 1 || !k->out) return NULL;
