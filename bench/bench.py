@@ -392,13 +392,13 @@ def optimal_vs_baselines(ok: dict[str, dict]) -> dict:
 def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
     print(f"bench: {name} {shape_label} ...", file=sys.stderr, flush=True)
     fs_rounds, ort_rounds = [], []
+    orders = round_orders(args.strategies + ["ORT"])
     for r in range(args.rounds):
         # one call per strategy, so that each strategy's runs follow one
         # another as ORT's do (interleaving strategies run by run leaves each
         # plan's weights out of cache: 10% on mobilenet_v3_small); who goes
         # first and who follows whom changes from round to round
         # (round_orders), so that none always runs on the warmer machine
-        orders = round_orders(args.strategies + ["ORT"])
         order = orders[r % len(orders)]
         calls = {}
         for k in order:

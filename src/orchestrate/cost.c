@@ -125,24 +125,44 @@ static bool produced_by(const fsl_value *v, fsl_node *const *nodes, int n, const
   return false;
 }
 
-/* The closed prefix of linear node li's epilogue chain that the linear op
- * computes before its store: fills chain (cap entries) and returns its
- * length n_abs (0: the linear op stores its own result). */
-static int absorbed_prefix(const fsl_kernel *k, const fsl_device *d, int li, fsl_node **chain, int cap) {
-  const fsl_node *lin = k->nodes[li];
-  int n_chain = fsl_linear_chain(k, li, chain, cap), n_abs = 0;
+/* A LINEAR kernel's linear node (li; -1 when k has none) and the closed
+ * prefix of its epilogue chain that the linear op computes before its
+ * store (chain[0..n_abs), n_abs 0: it stores its own result).  A permute
+ * ends the prefix unless d's linear ops are generated code
+ * (linear_views), which store through a tail of permutes and reshapes. */
+typedef struct {
+  int li, n_abs;
+  fsl_node *chain[64];
+} linear_prefix;
+
+static void absorbed_prefix(const fsl_kernel *k, const fsl_device *d, linear_prefix *p) {
+  p->n_abs = 0;
+  p->li = fsl_linear_node_index(k);
+  if (p->li < 0) return;
+  const fsl_node *lin = k->nodes[p->li];
+  int n_chain = fsl_linear_chain(k, p->li, p->chain, 64);
   bool tail = false;
   for (int j = 0; j < n_chain; j++) {
-    bool moves = chain[j]->op == FSL_OP_permute || chain[j]->op == FSL_OP_reshape;
-    if (chain[j]->op == FSL_OP_permute && !d->linear_views) break;
+    bool moves = p->chain[j]->op == FSL_OP_permute || p->chain[j]->op == FSL_OP_reshape;
+    if (p->chain[j]->op == FSL_OP_permute && !d->linear_views) break;
     if (tail && !moves) break;
-    tail = tail || chain[j]->op == FSL_OP_permute;
-    if (fsl_linear_chain_closed(lin, chain, j + 1)) n_abs = j + 1;
+    tail = tail || p->chain[j]->op == FSL_OP_permute;
+    if (fsl_linear_chain_closed(lin, p->chain, j + 1)) p->n_abs = j + 1;
   }
-  return n_abs;
 }
 
-static const fsl_value *view_source(const fsl_kernel *k, const fsl_value *v);
+/* The value a movement view inside k (a bias expand) reads, followed back
+ * to a value no such view of k produces: what a pass reading v loads. */
+static const fsl_value *view_source(const fsl_kernel *k, const fsl_value *v) {
+  for (int hops = 0; v && v->producer && hops < 16; hops++) {
+    const fsl_node *p = v->producer;
+    bool inside = false;
+    for (int i = 0; i < k->n_nodes && !inside; i++) inside = k->nodes[i] == p;
+    if (!inside || fsl_op_get(p->op)->kind != FSL_KIND_MOVEMENT || p->n_in < 1) break;
+    v = p->in[0];
+  }
+  return v;
+}
 
 /* Marks in post (by position in k->nodes) the nodes of LINEAR kernel k's
  * absorbed prefix of weight 1 that apply constants only: each reads the
@@ -159,14 +179,11 @@ static const fsl_value *view_source(const fsl_kernel *k, const fsl_value *v);
  * yolox_nano's SiLUs moved into its convs and its Concats became copy
  * kernels (1.27x in 5 interleaved rounds on AVX2); with only the product
  * there, about half of them did (not measured; left out). */
-static void constant_post_ops(const fsl_kernel *k, const fsl_device *d, bool *post) {
-  int li = fsl_linear_node_index(k);
-  if (li < 0) return;
-  fsl_node *chain[64];
-  int n_abs = absorbed_prefix(k, d, li, chain, 64);
-  const fsl_value *cur = k->nodes[li]->out[0];
-  for (int j = 0; j < n_abs; j++) {
-    const fsl_node *n = chain[j];
+static void constant_post_ops(const fsl_kernel *k, const linear_prefix *p, bool *post) {
+  if (p->li < 0) return;
+  const fsl_value *cur = k->nodes[p->li]->out[0];
+  for (int j = 0; j < p->n_abs; j++) {
+    const fsl_node *n = p->chain[j];
     const fsl_op_info *oi = fsl_op_get(n->op);
     bool constant = oi->kind == FSL_KIND_ELEMENTWISE && oi->cost <= 1;
     for (int a = 0; a < n->n_in && constant; a++) {
@@ -180,19 +197,16 @@ static void constant_post_ops(const fsl_kernel *k, const fsl_device *d, bool *po
 }
 
 /* The epilogue pass of LINEAR kernel k (linsplit.h): the linear op computes
- * the longest closed prefix of its epilogue chain (fsl_linear_chain) before
+ * the absorbed prefix p of its epilogue chain (fsl_linear_chain) before
  * its store, writing z; every other node after it that a kernel output
- * needs runs as generated code over z.  A permute ends the prefix unless
- * d's linear ops are generated code (linear_views), which store through a
- * tail of permutes and reshapes.  Marks the pass's nodes in epi (by
+ * needs runs as generated code over z.  Marks the pass's nodes in epi (by
  * position in k->nodes) and returns z, or NULL when there is no such pass
  * (every output is z or a prologue value). */
-static const fsl_value *epilogue_pass(const fsl_kernel *k, const fsl_device *d, bool *epi) {
-  int li = fsl_linear_node_index(k);
+static const fsl_value *epilogue_pass(const fsl_kernel *k, const linear_prefix *p, bool *epi) {
+  int li = p->li, n_abs = p->n_abs;
   if (li < 0 || k->n_out < 1 || !k->out) return NULL;
   const fsl_node *lin = k->nodes[li];
-  fsl_node *chain[64];
-  int n_abs = absorbed_prefix(k, d, li, chain, 64);
+  fsl_node *const *chain = p->chain;
   const fsl_value *z = n_abs > 0 ? chain[n_abs - 1]->out[0] : lin->out[0];
   /* descendants of lin that are not in the absorbed prefix */
   bool any = false;
@@ -212,19 +226,6 @@ static const fsl_value *epilogue_pass(const fsl_kernel *k, const fsl_device *d, 
   return any ? z : NULL;
 }
 
-/* The value a movement view inside k (a bias expand) reads, followed back
- * to a value no such view of k produces: what a pass reading v loads. */
-static const fsl_value *view_source(const fsl_kernel *k, const fsl_value *v) {
-  for (int hops = 0; v && v->producer && hops < 16; hops++) {
-    const fsl_node *p = v->producer;
-    bool inside = false;
-    for (int i = 0; i < k->n_nodes && !inside; i++) inside = k->nodes[i] == p;
-    if (!inside || fsl_op_get(p->op)->kind != FSL_KIND_MOVEMENT || p->n_in < 1) break;
-    v = p->in[0];
-  }
-  return v;
-}
-
 /* Roofline seconds of bytes moved and linear flops plus elementwise work. */
 static double roofline(const fsl_device *d, double bytes, double lin, double work) {
   double mem = d->bandwidth > 0 ? bytes / d->bandwidth : 0;
@@ -242,12 +243,13 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   double lin = 0, work = 0, epi_work = 0;
   double dup_small[32], *dup = k->n_nodes <= 32 ? dup_small : malloc(sizeof(double) * (size_t)k->n_nodes);
   bool epi_small[32], *epi = k->n_nodes <= 32 ? epi_small : malloc(sizeof(bool) * (size_t)k->n_nodes);
-  bool post_small[32], *post = k->n_nodes <= 32 ? post_small : calloc((size_t)k->n_nodes, sizeof(bool));
+  bool post_small[32] = {0}, *post = k->n_nodes <= 32 ? post_small : calloc((size_t)k->n_nodes, sizeof(bool));
+  linear_prefix pre;
+  absorbed_prefix(k, d, &pre);
   if (dup) eval_counts(k, dup);
   if (epi) memset(epi, 0, sizeof(bool) * (size_t)k->n_nodes);
-  if (post == post_small) memset(post, 0, sizeof post_small);
-  if (post) constant_post_ops(k, d, post);
-  const fsl_value *z = epi ? epilogue_pass(k, d, epi) : NULL;
+  if (post) constant_post_ops(k, &pre, post);
+  const fsl_value *z = epi ? epilogue_pass(k, &pre, epi) : NULL;
   for (int i = 0; i < k->n_nodes; i++) {
     if (!k->nodes[i]) continue;
     if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i]);
