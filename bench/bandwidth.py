@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
+sys.path.append(str(ROOT / "python"))  # after site-packages: an installed fissile (with its extension) wins over python/fissile
 sys.path.insert(0, str(ROOT / "bench"))
 import bench as cpu_bench  # noqa: E402  (machine, versions)
 import fsl_models  # noqa: E402

@@ -60,7 +60,7 @@ import numpy as np
 import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
+sys.path.append(str(ROOT / "python"))  # after site-packages: an installed fissile (with its extension) wins over python/fissile
 sys.path.insert(0, str(ROOT / "bench"))
 import fsl_models  # noqa: E402
 from cases import CASES  # noqa: E402
@@ -75,7 +75,9 @@ _NP_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 
 # ---- machine and versions ----
 
 def lscpu() -> dict:
-    keys = ["Architecture", "Model name", "CPU(s)", "Thread(s) per core", "Core(s) per socket", "Socket(s)",
+    # family / model / stepping name the microarchitecture where "Model name" does not (KVM guests)
+    keys = ["Architecture", "Model name", "CPU family", "Model", "Stepping", "CPU(s)", "Thread(s) per core",
+            "Core(s) per socket", "Socket(s)",
             "L1d cache", "L2 cache", "L3 cache", "CPU max MHz", "Hypervisor vendor"]
     out = {}
     try:
