@@ -1,8 +1,9 @@
 /*
  * device.c — the roofline's device (orchestrate.h, fsl_device): the fixed
  * default, device records (the backends' calibration caches) and
- * fsl_device_calibrate, which measures a device at most once per machine
- * and cache folder at a time.
+ * fsl_device_calibrate, which measures a device once per machine and cache
+ * folder, one process at a time, and again while its record was measured
+ * on a busy machine.
  */
 #include "orchestrate/orchestrate.h"
 
@@ -28,6 +29,7 @@ void fsl_device_default(fsl_device *d) {
   d->peak_flops = 50e9;
   d->elem_flops = 8e9;
   d->launch_s = 5e-6;
+  d->measurements = 0;
 }
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
@@ -54,9 +56,13 @@ bool fsl_device_read(const char *path, const char *version, fsl_device *d) {
     else if (!strcmp(key, "peak_flops")) t.peak_flops = strtod(val, NULL);
     else if (!strcmp(key, "elem_flops")) t.elem_flops = strtod(val, NULL);
     else if (!strcmp(key, "launch_s")) t.launch_s = strtod(val, NULL);
+    else if (!strcmp(key, "busy")) t.busy = strtod(val, NULL);
+    else if (!strcmp(key, "measurements")) t.measurements = (int)strtol(val, NULL, 10);
   }
   fclose(f);
   if (!has_version || !fsl_device_valid(&t)) return false;
+  if (!(t.busy >= 0 && t.busy <= 1)) t.busy = 1; /* unreadable: provisional */
+  if (t.measurements < 1) t.measurements = 1;   /* a record without the key is one measurement */
   *d = t;
   return true;
 }
@@ -69,8 +75,11 @@ typedef struct {
 static int write_device_record(FILE *f, const void *ctx) {
   const device_record *r = ctx;
   const fsl_device *d = r->d;
-  int w = fprintf(f, "# %s\nname=%s\nbandwidth=%.9g\npeak_flops=%.9g\nelem_flops=%.9g\nlaunch_s=%.9g\n",
-                  r->version, d->name, d->bandwidth, d->peak_flops, d->elem_flops, d->launch_s);
+  int w = fprintf(f,
+                  "# %s\nname=%s\nbandwidth=%.9g\npeak_flops=%.9g\nelem_flops=%.9g\nlaunch_s=%.9g\nbusy=%.3f\n"
+                  "measurements=%d\n",
+                  r->version, d->name, d->bandwidth, d->peak_flops, d->elem_flops, d->launch_s, d->busy,
+                  d->measurements);
   return w > 0 ? 0 : EIO;
 }
 
@@ -79,6 +88,17 @@ void fsl_device_write(const char *path, const char *version, const fsl_device *d
   if (fsl_write_file_atomic(path, write_device_record, &r) != FSL_OK) fsl_error_clear();
 }
 
+
+void fsl_device_merge(fsl_device *rec, const fsl_device *m) {
+  if (!rec || !m) return;
+  snprintf(rec->name, sizeof rec->name, "%s", m->name);
+  rec->bandwidth = fmax(rec->bandwidth, m->bandwidth);
+  rec->peak_flops = fmax(rec->peak_flops, m->peak_flops);
+  rec->elem_flops = fmax(rec->elem_flops, m->elem_flops);
+  rec->launch_s = fmin(rec->launch_s, m->launch_s);
+  rec->busy = m->busy;
+  rec->measurements += m->measurements;
+}
 
 /* An exclusive flock(2) on path, waited for up to LOCK_WAIT_S; -1 when it
  * cannot be had (read-only folder, a holder that does not finish). */
@@ -110,10 +130,11 @@ fsl_status fsl_device_calibrate(const char *file, const char *version, bool forc
     snprintf(lock, sizeof lock, "%s.lock", path);
     fd = lock_file(lock); /* -1: measured without the lock */
   }
-  fsl_device m;
+  fsl_device rec, m;
   /* a record written while this process waited for the lock is read here */
-  if (!force && have_path && fsl_device_read(path, version, &m)) {
-    *d = m;
+  bool have_rec = !force && have_path && fsl_device_read(path, version, &rec);
+  if (have_rec && (rec.busy <= FSL_DEVICE_BUSY_MAX || rec.measurements >= FSL_DEVICE_MEASUREMENTS)) {
+    *d = rec;
     if (fd >= 0) close(fd);
     return FSL_OK;
   }
@@ -122,6 +143,15 @@ fsl_status fsl_device_calibrate(const char *file, const char *version, bool forc
   if (st == FSL_OK && !fsl_device_valid(&m))
     st = fsl_errorf(FSL_ERR_RUNTIME, "%s calibration gave a non-positive number (bandwidth %g B/s, matmul %g FLOP/s, "
                     "elementwise %g op/s, launch %g s)", what, m.bandwidth, m.peak_flops, m.elem_flops, m.launch_s);
+  m.busy = m.busy >= 0 && m.busy <= 1 ? m.busy : 1;
+  m.measurements = 1;
+  if (have_rec) { /* a provisional record, measured again */
+    if (st == FSL_OK) fsl_device_merge(&rec, &m);
+    else rec.measurements++; /* a failed second look keeps the first, and counts */
+    fsl_error_clear();
+    st = FSL_OK;
+    m = rec;
+  }
   if (st == FSL_OK) {
     *d = m;
     if (have_path) fsl_device_write(path, version, d);

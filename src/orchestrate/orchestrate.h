@@ -89,6 +89,10 @@ typedef struct fsl_device {
   double peak_flops;     /* FLOP/s, sgemm */
   double elem_flops;     /* units of elementwise work per second (cost.c: one multiply or add) */
   double launch_s;       /* fixed cost per kernel (call, thread fork/join), seconds */
+  double busy;           /* the share of the calibration's CPUs that other work (other processes, the
+                            hypervisor's steal) took while it was measured, 0..1; set by the CPU
+                            calibration, 0 where the host's load does not matter (CUDA) */
+  int measurements;      /* calibrations merged into the record (fsl_device_calibrate) */
   bool linear_views;     /* the backend's generated matmul reads permute, expand and slice views of
                             its operands in place (a tiled matmul on the GPU dialects:
                             fsl_linear_split_views), so LINEAR kernels may take them as a prologue;
@@ -110,12 +114,29 @@ bool fsl_device_read(const char *path, const char *version, fsl_device *d);
  *  temporary file and rename (never a partial file); failing to write is
  *  not an error (the numbers are measured again next time). */
 void fsl_device_write(const char *path, const char *version, const fsl_device *d);
-/** A backend's calibration, measured at most once per machine: the record
+/** Above this share of busy CPUs (fsl_device.busy) a calibration is
+ *  provisional: measured again by later processes, up to
+ *  FSL_DEVICE_MEASUREMENTS times in all, until one runs on a quiet machine. */
+#define FSL_DEVICE_BUSY_MAX 0.25
+#define FSL_DEVICE_MEASUREMENTS 4
+/** Merges a new measurement into an earlier record of the same device:
+ *  the higher bandwidth, peak_flops and elem_flops, the lower launch_s
+ *  (load only slows a machine down, so the better number is the nearer to
+ *  the quiet machine's), the new name and busy, measurements summed. */
+void fsl_device_merge(fsl_device *rec, const fsl_device *m);
+/** A backend's calibration, measured once per machine: the record
  *  `file` (a name such as "device-cuda-<hash>.txt") in fissile's cache
  *  folder (fsl_cache_folder, root) when it is valid and holds `version`
  *  and force is false, else measure(ctx, m) on an m that starts as
- *  fsl_device_default and sets the name and the numbers it measures; the
- *  result is written as the new record.  Reading, measuring and writing
+ *  fsl_device_default and sets the name and the numbers it measures (and
+ *  busy, where the host's load matters); the result is written as the new
+ *  record.  A record measured while the machine was busy (busy >
+ *  FSL_DEVICE_BUSY_MAX: a build or a test run beside it) would price every
+ *  later plan with numbers too low, and not uniformly so (memory bandwidth
+ *  suffers more than arithmetic): while it holds fewer than
+ *  FSL_DEVICE_MEASUREMENTS measurements, a later call measures again and
+ *  merges (fsl_device_merge); a failed re-measurement keeps the record.
+ *  Reading, measuring and writing
  *  happen under an exclusive flock(2) on "<file>.lock", so processes that
  *  start together (a parallel test run) measure one at a time and the
  *  later ones read the first one's record: measured side by side, each

@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -684,11 +685,19 @@ static void test_calibrate(void **state) {
   assert_int_equal(fsl_cpu_calibrate(&a, 1, false), FSL_OK);
   assert_true(a.bandwidth > 0 && a.peak_flops > 0 && a.elem_flops > 0 && a.launch_s > 0);
   assert_non_null(strstr(a.name, "1 thread"));
-  assert_int_equal(fsl_cpu_calibrate(&b, 1, false), FSL_OK);  /* from the cache */
-  assert_true(fabs(a.bandwidth - b.bandwidth) <= 1e-6 * a.bandwidth);
-  assert_true(fabs(a.peak_flops - b.peak_flops) <= 1e-6 * a.peak_flops);
-  assert_true(fabs(a.elem_flops - b.elem_flops) <= 1e-6 * a.elem_flops);
-  assert_true(fabs(a.launch_s - b.launch_s) <= 1e-6 * a.launch_s);
+  assert_true(a.busy >= 0 && a.busy <= 1 && a.measurements == 1);
+  assert_int_equal(fsl_cpu_calibrate(&b, 1, false), FSL_OK);
+  if (a.busy <= FSL_DEVICE_BUSY_MAX) { /* from the cache */
+    assert_true(fabs(a.bandwidth - b.bandwidth) <= 1e-6 * a.bandwidth);
+    assert_true(fabs(a.peak_flops - b.peak_flops) <= 1e-6 * a.peak_flops);
+    assert_true(fabs(a.elem_flops - b.elem_flops) <= 1e-6 * a.elem_flops);
+    assert_true(fabs(a.launch_s - b.launch_s) <= 1e-6 * a.launch_s);
+    assert_int_equal(b.measurements, 1);
+  } else { /* measured beside other work (a parallel test run): measured again, the better numbers kept */
+    assert_true(b.bandwidth >= a.bandwidth * (1 - 1e-6) && b.peak_flops >= a.peak_flops * (1 - 1e-6));
+    assert_true(b.elem_flops >= a.elem_flops * (1 - 1e-6) && b.launch_s <= a.launch_s * (1 + 1e-6));
+    assert_int_equal(b.measurements, 2);
+  }
   assert_string_equal(a.name, b.name);
   /* one cache file, no temporary left behind, and the compiled loop in the
    * kernel cache; clean up */
@@ -737,6 +746,7 @@ typedef struct fake_cal {
   double secs;     /* how long a measurement takes */
   double bandwidth;
   bool fail;
+  double busy, launch_s; /* launch_s 0: not measured */
 } fake_cal;
 
 static fsl_status fake_device_measure(void *ctx, fsl_device *m) {
@@ -751,6 +761,8 @@ static fsl_status fake_device_measure(void *ctx, fsl_device *m) {
   if (f->fail) return fsl_errorf(FSL_ERR_RUNTIME, "fake device went away");
   snprintf(m->name, sizeof m->name, "fake device");
   m->bandwidth = f->bandwidth;
+  m->busy = f->busy;
+  if (f->launch_s > 0) m->launch_s = f->launch_s;
   return FSL_OK;
 }
 
@@ -768,7 +780,7 @@ static void test_device_calibrate_once(void **state) {
   snprintf(log, sizeof log, "%s/measured.log", dir);
   snprintf(rec, sizeof rec, "%s/device-fake.txt", dir);
   snprintf(lock, sizeof lock, "%s/device-fake.txt.lock", dir);
-  fake_cal f = {log, 0.3, 3e9, false};
+  fake_cal f = {log, 0.3, 3e9, false, 0, 0};
 
   /* two processes start together: one measures, the other reads its record */
   pid_t pids[2];
@@ -828,10 +840,118 @@ static void test_device_calibrate_once(void **state) {
   env_restore("FSL_CACHE_DIR", saved);
 }
 
+/* A calibration measured on a busy machine is provisional: later calls
+ * measure again and keep the better numbers, until one measures a quiet
+ * machine or the record holds FSL_DEVICE_MEASUREMENTS measurements. */
+static void test_device_calibrate_busy(void **state) {
+  (void)state;
+  char dir[] = "/tmp/fsl_test_cal_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char *saved = env_set("FSL_CACHE_DIR", dir);
+  char log[256], rec[256], lock[256];
+  snprintf(log, sizeof log, "%s/measured.log", dir);
+  snprintf(rec, sizeof rec, "%s/device-busy.txt", dir);
+  snprintf(lock, sizeof lock, "%s/device-busy.txt.lock", dir);
+  fake_cal f = {log, 0, 2e9, false, 0.6, 4e-6};
+  fsl_device d, r;
+#define CAL(v) assert_int_equal(fsl_device_calibrate("device-busy.txt", v, false, "fake", fake_device_measure, &f, &d), FSL_OK)
+  CAL("busy-v1");
+  assert_int_equal(file_size(log), 1);
+  assert_true(d.bandwidth == 2e9 && d.busy == 0.6 && d.measurements == 1);
+  assert_true(fsl_device_read(rec, "busy-v1", &r) && r.busy == 0.6 && r.measurements == 1);
+  /* measured again: the higher bandwidth and the lower launch time, whichever run had them */
+  f.bandwidth = 3e9, f.launch_s = 5e-6;
+  CAL("busy-v1");
+  assert_int_equal(file_size(log), 2);
+  assert_true(d.bandwidth == 3e9 && d.launch_s == 4e-6 && d.measurements == 2);
+  /* a failed second look keeps the record, and counts */
+  f.fail = true;
+  CAL("busy-v1");
+  assert_int_equal(file_size(log), 3);
+  assert_true(d.bandwidth == 3e9 && d.measurements == 3);
+  f.fail = false, f.bandwidth = 1e9;
+  CAL("busy-v1");
+  assert_int_equal(file_size(log), 4);
+  assert_true(d.bandwidth == 3e9 && d.measurements == FSL_DEVICE_MEASUREMENTS);
+  /* enough looks: the record is final, however busy the machine was */
+  CAL("busy-v1");
+  assert_int_equal(file_size(log), 4);
+  assert_true(fsl_device_read(rec, "busy-v1", &r) && r.measurements == FSL_DEVICE_MEASUREMENTS);
+  /* a quiet look ends the provisional record at once */
+  CAL("busy-v2");
+  f.busy = 0, f.bandwidth = 5e9;
+  CAL("busy-v2");
+  assert_true(d.bandwidth == 5e9 && d.busy == 0 && d.measurements == 2);
+  CAL("busy-v2");
+  assert_int_equal(file_size(log), 6);
+  /* a record without the keys (an older writer) is one final measurement */
+  FILE *w = fopen(rec, "w");
+  assert_non_null(w);
+  fprintf(w, "# busy-v3\nname=old\nbandwidth=1e9\npeak_flops=1e9\nelem_flops=1e9\nlaunch_s=1e-6\n");
+  fclose(w);
+  CAL("busy-v3");
+  assert_int_equal(file_size(log), 6);
+  assert_true(d.bandwidth == 1e9 && d.busy == 0 && d.measurements == 1);
+#undef CAL
+  unlink(log);
+  unlink(rec);
+  unlink(lock);
+  assert_int_equal(rmdir(dir), 0);
+  env_restore("FSL_CACHE_DIR", saved);
+}
+
+/* fsl_cpu_busy_share: other work's share of the calibration's CPUs */
+static void test_cpu_busy_share(void **state) {
+  (void)state;
+  assert_true(fsl_cpu_busy_share(1, 2, 2, 2, 2) == 0);        /* all the busy time was ours */
+  assert_true(fsl_cpu_busy_share(1, 2, 1, 2, 2) == 0.5);      /* a build on one of two CPUs */
+  assert_true(fsl_cpu_busy_share(2, 2, 1, 2, 1) == 0);        /* ... on the CPU one thread leaves free */
+  assert_true(fsl_cpu_busy_share(1, 3.5, 1, 4, 2) == 0.25);   /* 2.5 CPUs busy elsewhere, 2 of them free */
+  assert_true(fsl_cpu_busy_share(1, 9, 0, 2, 2) == 1);        /* clamped */
+  assert_true(fsl_cpu_busy_share(0, 2, 1, 2, 2) == 0);        /* no window */
+  assert_true(fsl_cpu_busy_share(1, 2, 1, 0, 2) == 0);
+}
+
+/* The CPU calibration beside processes that keep every CPU busy says so. */
+static void test_cpu_calibrate_beside_load(void **state) {
+  (void)state;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 1 || ncpu > 8) skip(); /* the spinners below would not fill a larger machine cheaply */
+  char dir[] = "/tmp/fsl_test_plan_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char *saved = env_set("XDG_CACHE_HOME", dir);
+  char *saved_dir = getenv("FSL_CACHE_DIR") ? strdup(getenv("FSL_CACHE_DIR")) : NULL;
+  unsetenv("FSL_CACHE_DIR");
+  pid_t spin[8];
+  for (long i = 0; i < ncpu; i++) {
+    spin[i] = fork();
+    assert_true(spin[i] >= 0);
+    if (spin[i] == 0) {
+      volatile unsigned long x = 0;
+      for (;;) x++;
+    }
+  }
+  fsl_device d;
+  fsl_status st = fsl_cpu_calibrate(&d, (int)ncpu, true);
+  for (long i = 0; i < ncpu; i++) {
+    kill(spin[i], SIGKILL);
+    waitpid(spin[i], NULL, 0);
+  }
+  assert_int_equal(st, FSL_OK);
+  /* ncpu spinners against ncpu calibration threads: about half the CPUs */
+  assert_true(d.busy > FSL_DEVICE_BUSY_MAX);
+  rm_tree(dir);
+  env_restore("FSL_CACHE_DIR", saved_dir);
+  env_restore("XDG_CACHE_HOME", saved);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_device_calibrate_once),
+      cmocka_unit_test(test_device_calibrate_busy),
+      cmocka_unit_test(test_cpu_busy_share),
+      cmocka_unit_test(test_cpu_calibrate_beside_load),
       cmocka_unit_test(test_cache_hit_after_miss),
       cmocka_unit_test(test_cache_no_partial_batch),
       cmocka_unit_test(test_cache_plan_times),

@@ -8,6 +8,14 @@
  * generated kernel compiles to — so the numbers describe how generated
  * kernels run without building the library itself with -fopenmp.  Without
  * libgomp every benchmark runs on one thread.
+ *
+ * The benchmarks run interleaved in CAL_ROUNDS rounds, spread over about
+ * a second, and each number is the best of all its runs: a burst of load
+ * from elsewhere (another VM on the host, a compiler) slows some runs, not
+ * all.  The record also says how busy the machine was meanwhile
+ * (fsl_device.busy, from /proc/stat): a calibration measured beside a
+ * build or a test run is provisional and measured again later
+ * (fsl_device_calibrate).
  */
 #include "backend/cpu/calibrate.h"
 
@@ -18,12 +26,17 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.h>
 
-#define CAL_VERSION "fissile-device-v3"   /* v3: elem_flops of a SiLU loop compiled like generated kernels */
+#define CAL_VERSION "fissile-device-v4"   /* v3: elem_flops of a SiLU loop compiled like generated kernels;
+                                             v4: best of interleaved rounds, busy */
+#define CAL_ROUNDS 4                      /* rounds of all four benchmarks */
+#define CAL_PAUSE_NS (100 * 1000 * 1000)  /* between rounds */
 #define COPY_BYTES ((size_t)64 << 20)     /* memcpy buffer */
 #define GEMM_N 1024                       /* sgemm M = N = K */
 #define ELEM_TOTAL ((int64_t)16 << 20)    /* elements of the elementwise loop */
@@ -88,7 +101,7 @@ static void copy_part(job *j, int tid, int nthr) {
   if (lo < hi) memcpy(j->dst + lo, j->src + lo, hi - lo);
 }
 
-/* Bytes/s of memcpy (read + write), best of 5. */
+/* Bytes/s of memcpy (read + write), best of 3. */
 static fsl_status bench_copy(const gomp *o, int n_threads, double *out) {
   char *src = malloc(COPY_BYTES), *dst = malloc(COPY_BYTES);
   if (!src || !dst) {
@@ -100,7 +113,7 @@ static fsl_status bench_copy(const gomp *o, int n_threads, double *out) {
   memset(dst, 0, COPY_BYTES);
   job j = {o, copy_part, src, dst, COPY_BYTES, NULL};
   double best = INFINITY;
-  for (int r = 0; r < 5; r++) {
+  for (int r = 0; r < 3; r++) {
     double t = fsl_now_s();
     run_parallel(&j, n_threads);
     t = fsl_now_s() - t;
@@ -150,7 +163,7 @@ static void elem_part(job *j, int tid, int nthr) {
 
 /* Units/s of cost.c's elementwise work: elem_loop_src's loop on
  * cache-resident blocks, ELEM_TOTAL elements split over the threads, best
- * of 3 (after one untimed run that faults in the pages and the code). */
+ * of 2 (after one untimed run that faults in the pages and the code). */
 static fsl_status bench_elem(const gomp *o, int n_threads, double *out) {
   size_t n = (size_t)ELEM_BLOCK * (size_t)n_threads;
   float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
@@ -177,7 +190,7 @@ static fsl_status bench_elem(const gomp *o, int n_threads, double *out) {
   }
   job j = {o, elem_part, (char *)x, (char *)y, 0, loop};
   double best = INFINITY;
-  for (int r = 0; r < 4; r++) {
+  for (int r = 0; r < 3; r++) {
     double t = fsl_now_s();
     run_parallel(&j, n_threads);
     t = fsl_now_s() - t;
@@ -193,7 +206,7 @@ static fsl_status bench_elem(const gomp *o, int n_threads, double *out) {
   return FSL_OK;
 }
 
-/* FLOP/s of oneDNN sgemm, 1024^3, best of up to 3 after a warm-up call. */
+/* FLOP/s of oneDNN sgemm, 1024^3, best of up to 2 after a warm-up call. */
 static fsl_status bench_sgemm(const gomp *o, int n_threads, double *out) {
   size_t n = (size_t)GEMM_N * GEMM_N;
   float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
@@ -210,7 +223,7 @@ static fsl_status bench_sgemm(const gomp *o, int n_threads, double *out) {
   int saved = o->h ? o->max_threads() : 0;
   if (o->h) o->set_num_threads(n_threads);
   double best = INFINITY;
-  for (int r = 0; r < 4; r++) {
+  for (int r = 0; r < 3; r++) {
     double t = fsl_now_s();
     dnnl_status_t ds = dnnl_sgemm('N', 'N', GEMM_N, GEMM_N, GEMM_N, 1.0f, a, GEMM_N, b, GEMM_N, 0.0f, c, GEMM_N);
     t = fsl_now_s() - t;
@@ -233,10 +246,10 @@ done:
 static void empty_region(void *p) { (void)p; }
 static void (*volatile g_empty_fn)(void *) = empty_region;
 
-/* Seconds per empty parallel region (fork/join), best of 3 rounds. */
+/* Seconds per empty parallel region (fork/join), best of 2 rounds. */
 static double bench_launch(const gomp *o, int n_threads) {
   double best = INFINITY;
-  for (int r = 0; r < 4; r++) {
+  for (int r = 0; r < 3; r++) {
     double t = fsl_now_s();
     for (int i = 0; i < LAUNCH_CALLS; i++) {
       if (o->h) o->parallel(empty_region, NULL, (unsigned)n_threads, 0);
@@ -275,14 +288,74 @@ typedef struct cpu_cal {
   const char *model, *isa;
 } cpu_cal;
 
+/* CPU seconds since boot: the whole machine's busy time (every CPU's
+ * user, nice, system, irq, softirq and steal time, from /proc/stat's "cpu"
+ * line; guest time is inside user) and this process's own (its threads and
+ * the children it waited for: the C compiler of bench_elem), with the wall
+ * clock. */
+typedef struct cpu_times {
+  double wall, machine, self;
+  bool ok;
+} cpu_times;
+
+static cpu_times cpu_times_now(void) {
+  cpu_times t = {fsl_now_s(), 0, 0, false};
+  FILE *f = fopen("/proc/stat", "r");
+  long tick = sysconf(_SC_CLK_TCK);
+  unsigned long long v[8] = {0};
+  if (f) {
+    t.ok = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                  &v[7]) == 8 && tick > 0;
+    fclose(f);
+  }
+  /* v: user nice system idle iowait irq softirq steal */
+  t.machine = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)(tick > 0 ? tick : 100);
+  struct timespec ts;
+  struct rusage ch;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0 || getrusage(RUSAGE_CHILDREN, &ch) != 0) t.ok = false;
+  else
+    t.self = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + (double)ch.ru_utime.tv_sec +
+             1e-6 * (double)ch.ru_utime.tv_usec + (double)ch.ru_stime.tv_sec + 1e-6 * (double)ch.ru_stime.tv_usec;
+  return t;
+}
+
+/* The share of the calibration's n_threads CPUs that other work took
+ * between a and b: the CPUs busy with anything but this process, less the
+ * ones the calibration leaves free (ncpu - n_threads), over n_threads,
+ * clamped to [0, 1]; 0 when /proc/stat cannot be read. */
+double fsl_cpu_busy_share(double wall_s, double machine_s, double self_s, int ncpu, int n_threads) {
+  if (!(wall_s > 0) || ncpu < 1 || n_threads < 1) return 0;
+  double others = (machine_s - self_s) / wall_s - (double)(ncpu > n_threads ? ncpu - n_threads : 0);
+  double share = others / (double)n_threads;
+  return share < 0 ? 0 : share > 1 ? 1 : share;
+}
+
 static fsl_status measure(void *ctx, fsl_device *m) {
   cpu_cal *c = ctx;
   snprintf(m->name, sizeof m->name, "cpu: %.96s, %d thread%s, isa %s", c->model, c->n_threads,
            c->n_threads == 1 ? "" : "s", c->isa);
-  FSL_TRY(bench_copy(c->o, c->n_threads, &m->bandwidth));
-  FSL_TRY(bench_elem(c->o, c->n_threads, &m->elem_flops));
-  FSL_TRY(bench_sgemm(c->o, c->n_threads, &m->peak_flops));
-  m->launch_s = bench_launch(c->o, c->n_threads);
+  double bw = 0, elem = 0, peak = 0, launch = INFINITY;
+  cpu_times t0 = cpu_times_now();
+  for (int r = 0; r < CAL_ROUNDS; r++) {
+    if (r > 0) {
+      struct timespec pause = {0, CAL_PAUSE_NS};
+      nanosleep(&pause, NULL);
+    }
+    double v;
+    FSL_TRY(bench_copy(c->o, c->n_threads, &v));
+    bw = fmax(bw, v);
+    FSL_TRY(bench_elem(c->o, c->n_threads, &v));
+    elem = fmax(elem, v);
+    FSL_TRY(bench_sgemm(c->o, c->n_threads, &v));
+    peak = fmax(peak, v);
+    launch = fmin(launch, bench_launch(c->o, c->n_threads));
+  }
+  cpu_times t1 = cpu_times_now();
+  m->bandwidth = bw, m->elem_flops = elem, m->peak_flops = peak, m->launch_s = launch;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  m->busy = t0.ok && t1.ok ? fsl_cpu_busy_share(t1.wall - t0.wall, t1.machine - t0.machine, t1.self - t0.self,
+                                                (int)(ncpu > 0 ? ncpu : 1), c->n_threads)
+                           : 0;
   return FSL_OK;
 }
 

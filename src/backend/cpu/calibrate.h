@@ -24,8 +24,12 @@
  *               the loop when the C compiler fails);
  *   launch_s    seconds of one empty OpenMP parallel region (libgomp's
  *               GOMP_parallel, what `#pragma omp parallel` compiles to) —
- *               an indirect function call when libgomp cannot be loaded.
- * Takes well under 2 s.  The numbers are cached in
+ *               an indirect function call when libgomp cannot be loaded;
+ *   busy        the share of the n_threads CPUs other work took meanwhile
+ *               (fsl_cpu_busy_share over /proc/stat).
+ * The four benchmarks run interleaved in 4 rounds 0.1 s apart, each
+ * number the best over all rounds (the lowest for launch_s).
+ * Takes about 1-2 s.  The numbers are cached in
  * $XDG_CACHE_HOME/fissile/device-<fingerprint>.txt (~/.cache when
  * XDG_CACHE_HOME is unset), the fingerprint hashing the CPU model name
  * (/proc/cpuinfo), the online CPU count and the thread count; a valid cache
@@ -36,6 +40,15 @@
  * (fsl_device_default).
  */
 fsl_status fsl_cpu_calibrate(fsl_device *d, int n_threads, bool force);
+
+/** The share of a calibration's n_threads CPUs that other work took in a
+ *  window of wall_s seconds in which the machine's CPUs were busy for
+ *  machine_s CPU-seconds in all (/proc/stat: user, nice, system, irq,
+ *  softirq, steal) and the calibrating process for self_s (its threads and
+ *  waited-for children): (machine_s - self_s) / wall_s CPUs, less the
+ *  ncpu - n_threads the calibration leaves free, over n_threads, clamped to
+ *  [0, 1].  0 for a non-positive window, ncpu or n_threads. */
+double fsl_cpu_busy_share(double wall_s, double machine_s, double self_s, int ncpu, int n_threads);
 
 /** The CPU model name from /proc/cpuinfo ("model name", "Model" or "cpu
  *  model" line; "unknown cpu" if none), NUL-terminated in buf[len]: part of
