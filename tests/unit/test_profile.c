@@ -771,15 +771,36 @@ static long file_size(const char *path) {
   return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
+/* A cache folder of its own for fsl_device_calibrate: the measurement log,
+ * the record `name` and its lock file in it. */
+typedef struct cal_dir {
+  char dir[32], log[256], rec[256], lock[256];
+  char *saved;
+} cal_dir;
+
+static void cal_dir_open(cal_dir *c, const char *name) {
+  snprintf(c->dir, sizeof c->dir, "/tmp/fsl_test_cal_XXXXXX");
+  assert_non_null(mkdtemp(c->dir));
+  c->saved = env_set("FSL_CACHE_DIR", c->dir);
+  snprintf(c->log, sizeof c->log, "%s/measured.log", c->dir);
+  snprintf(c->rec, sizeof c->rec, "%s/%s", c->dir, name);
+  snprintf(c->lock, sizeof c->lock, "%s/%s.lock", c->dir, name);
+}
+
+/* Removes what cal_dir_open named; the folder must be empty then. */
+static void cal_dir_close(cal_dir *c) {
+  unlink(c->log);
+  unlink(c->rec);
+  unlink(c->lock);
+  assert_int_equal(rmdir(c->dir), 0); /* nothing else was left behind */
+  env_restore("FSL_CACHE_DIR", c->saved);
+}
+
 static void test_device_calibrate_once(void **state) {
   (void)state;
-  char dir[] = "/tmp/fsl_test_cal_XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  char *saved = env_set("FSL_CACHE_DIR", dir);
-  char log[256], rec[256], lock[256];
-  snprintf(log, sizeof log, "%s/measured.log", dir);
-  snprintf(rec, sizeof rec, "%s/device-fake.txt", dir);
-  snprintf(lock, sizeof lock, "%s/device-fake.txt.lock", dir);
+  cal_dir c;
+  cal_dir_open(&c, "device-fake.txt");
+  const char *log = c.log, *rec = c.rec;
   fake_cal f = {log, 0.3, 3e9, false, 0, 0};
 
   /* two processes start together: one measures, the other reads its record */
@@ -832,12 +853,7 @@ static void test_device_calibrate_once(void **state) {
   assert_true(fsl_device_read(rec, "fake-v2", &d) && d.bandwidth == 4e9);
   assert_int_equal(fsl_device_calibrate(NULL, "v", false, "fake", fake_device_measure, &f, &d), FSL_ERR_ARG);
   fsl_error_clear();
-
-  unlink(log);
-  unlink(rec);
-  unlink(lock);
-  assert_int_equal(rmdir(dir), 0); /* nothing else was left behind */
-  env_restore("FSL_CACHE_DIR", saved);
+  cal_dir_close(&c);
 }
 
 /* A calibration measured on a busy machine is provisional: later calls
@@ -845,13 +861,9 @@ static void test_device_calibrate_once(void **state) {
  * machine or the record holds FSL_DEVICE_MEASUREMENTS measurements. */
 static void test_device_calibrate_busy(void **state) {
   (void)state;
-  char dir[] = "/tmp/fsl_test_cal_XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  char *saved = env_set("FSL_CACHE_DIR", dir);
-  char log[256], rec[256], lock[256];
-  snprintf(log, sizeof log, "%s/measured.log", dir);
-  snprintf(rec, sizeof rec, "%s/device-busy.txt", dir);
-  snprintf(lock, sizeof lock, "%s/device-busy.txt.lock", dir);
+  cal_dir c;
+  cal_dir_open(&c, "device-busy.txt");
+  const char *log = c.log, *rec = c.rec;
   fake_cal f = {log, 0, 2e9, false, 0.6, 4e-6};
   fsl_device d, r;
 #define CAL(v) assert_int_equal(fsl_device_calibrate("device-busy.txt", v, false, "fake", fake_device_measure, &f, &d), FSL_OK)
@@ -893,11 +905,7 @@ static void test_device_calibrate_busy(void **state) {
   assert_int_equal(file_size(log), 6);
   assert_true(d.bandwidth == 1e9 && d.busy == 0 && d.measurements == 1);
 #undef CAL
-  unlink(log);
-  unlink(rec);
-  unlink(lock);
-  assert_int_equal(rmdir(dir), 0);
-  env_restore("FSL_CACHE_DIR", saved);
+  cal_dir_close(&c);
 }
 
 /* fsl_cpu_busy_share: other work's share of the calibration's CPUs */
