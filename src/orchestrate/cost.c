@@ -54,7 +54,20 @@ static double linear_flops(const fsl_node *n) {
   return 0;
 }
 
-/* Elementwise work of one non-linear node, in units (ops.def's cost column). */
+/* Elementwise work of one non-linear node, in units (ops.def's cost
+ * column).  A reduction over a window view (pooling) pays
+ * FSL_COST_WINDOW_TAP more per tap: the generated code (codegen/columns.c)
+ * loads every tap through a clamped, strided index and updates the row's
+ * accumulators in memory, not in registers.  Without it a pooling kernel
+ * looked memory-bound and the work fused into it free: ResNet-18's MaxPool
+ * 3x3/2 (1.8 M taps over 64x112x112) predicted 0.156 ms on AVX2 whether or
+ * not the stem conv's bias and ReLU ran inside it (2.25 times per element
+ * there), and measured 0.39-0.45 ms without them and 0.82-0.96 ms with
+ * them, while the conv takes them as post-ops for nothing (1.88 against
+ * 1.90 ms): the optimal plan moved them into the pool.  At the calibrated
+ * rate the pool's code runs about 8 units per tap; 3 more than the max's
+ * 1 is enough to price the work inside it and leaves pools that fuse
+ * nothing memory-bound where they were. */
 static double elem_work(const fsl_node *n) {
   const fsl_op_info *oi = fsl_op_get(n->op);
   const fsl_value *o = n->n_out > 0 ? n->out[0] : NULL;
@@ -64,7 +77,8 @@ static double elem_work(const fsl_node *n) {
   case FSL_KIND_ELEMENTWISE: return out * oi->cost;
   case FSL_KIND_REDUCE: {
     double in = n->n_in > 0 && n->in[0] ? (double)fsl_value_numel(n->in[0]) : 0;
-    return (in > 0 ? in : 0) * oi->cost;
+    bool taps = in > 0 && n->in[0]->producer && n->in[0]->producer->op == FSL_OP_window;
+    return (in > 0 ? in : 0) * (oi->cost + (taps ? FSL_COST_WINDOW_TAP : 0));
   }
   case FSL_KIND_GATHER: return out * oi->cost;
   case FSL_KIND_MOVEMENT: case FSL_KIND_LINEAR: return 0;

@@ -167,6 +167,9 @@ int fsl_linear_chain(const fsl_kernel *k, int li, fsl_node **chain, int cap);
  *  outputs.  True for n = 0. */
 bool fsl_linear_chain_closed(const fsl_node *lin, fsl_node *const *chain, int n);
 
+/** Units of elementwise work per tap of a reduction over a window view
+ *  (pooling), beyond its op's weight (cost.c). */
+#define FSL_COST_WINDOW_TAP 7.0
 /** Predicted seconds of k on d: the roofline max(bytes/bw, linear
  *  flops/peak + elementwise work/elem_flops) + launch (cost.c, DESIGN.md
  *  section 5).  A LINEAR kernel that computes more than its linear op and
