@@ -65,9 +65,9 @@ static double linear_flops(const fsl_node *n) {
  * there), and measured 0.39-0.45 ms without them and 0.82-0.96 ms with
  * them, while the conv takes them as post-ops for nothing (1.88 against
  * 1.90 ms): the optimal plan moved them into the pool.  At the calibrated
- * rate the pool's code runs about 8 units per tap; 3 more than the max's
- * 1 is enough to price the work inside it and leaves pools that fuse
- * nothing memory-bound where they were. */
+ * rate the pool's code runs about 8 units per tap, hence 7 more than the
+ * max's 1 (with 3, natively the pool still looked memory-bound and the
+ * plan stayed; bench/results/cpu-window-taps-ab.md). */
 static double elem_work(const fsl_node *n) {
   const fsl_op_info *oi = fsl_op_get(n->op);
   const fsl_value *o = n->n_out > 0 ? n->out[0] : NULL;

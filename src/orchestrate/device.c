@@ -29,7 +29,6 @@ void fsl_device_default(fsl_device *d) {
   d->peak_flops = 50e9;
   d->elem_flops = 8e9;
   d->launch_s = 5e-6;
-  d->measurements = 0;
 }
 static bool positive(double v) { return isfinite(v) && v > 0; }
 
