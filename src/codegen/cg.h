@@ -307,6 +307,11 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
                      fsl_cg_win_row *w);
 void fsl_cg_win_simd_range(em *e, const fsl_cg_win_row *w, int64_t L, char *lo, char *hi);
 bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v);
+/* fsl_cg_win_ev with X's coordinate on the SIMD loop's window axis
+ * (w->simd_q) the expression col, whatever the window position on it
+ * (col NULL: fsl_cg_win_ev): a column of X, as a separable window reads
+ * it. */
+bool fsl_cg_win_ev_col(em *e, const fsl_cg_win_row *w, const coords *c, const char *col, char *v);
 bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth);
 
 /* columns.c — REDUCE kernels as columns on dialects with SIMD loops

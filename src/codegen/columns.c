@@ -36,6 +36,110 @@ static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int dep
   return false;
 }
 
+/* The direct form of a column row (fsl_cg_cols): the loops over the
+ * reduced axes (ja[0..nj), clamped by the window row w where there is
+ * one), then the SIMD loop across the innermost kept axis o in [lo, hi),
+ * L long, updating every reduction's accumulators. */
+static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, coords *c,
+                   const char *o, const char *lo, const char *hi, int64_t L, const int *ja, int nj) {
+  loop_ctx lc;
+  /* the window loops, then the SIMD loop across the innermost kept axis */
+  fsl_cg_loop_begin(e, &lc, "j", o);
+  char jv[FSL_MAX_RANK][CLEN], jd[FSL_MAX_RANK][32];
+  for (int q = 0; q < nj; q++) {
+    snprintf(jv[q], CLEN, "j%d", ja[q]);
+    snprintf(jd[q], sizeof jd[q], "%lld", (long long)red[0]->in[0]->dims[ja[q]]);
+    memcpy(c->c[ja[q]], jv[q], CLEN);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv[q], .lo = w ? w->lo[q] : "0",
+                                       .hi = w ? w->hi[q] : jd[q]});
+    fsl_cg_open_scope(e);
+  }
+  char olo[CLEN], ohi[CLEN];
+  snprintf(olo, CLEN, "%s", lo);
+  snprintf(ohi, CLEN, "%s", hi);
+  if (w) fsl_cg_win_simd_range(e, w, L, olo, ohi); /* nch is 1 */
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi, .n_red = 1, .red = {"|:e_"}});
+  fsl_cg_open_scope(e);
+  e->body_depth = e->depth;
+  bool ok = true;
+  for (int k = 0; k < nr && ok; k++) {
+    char v[CLEN];
+    ok = w ? fsl_cg_win_ev(e, w, c, v) : fsl_cg_ev(e, red[k]->in[0], c, v);
+    if (ok) col_update(e, red[k], k, o, v, &a[k]);
+  }
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  for (int q = 0; q < nj; q++) {
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+  }
+  fsl_cg_loop_end(e, &lc);
+  return ok;
+}
+
+/* A separable max/min window row (fsl_cg_cols): t0[Lin] (NaN flags tn0)
+ * gets, per column of X, the max over the window positions on the other
+ * window axes (their clamped loops, then a SIMD loop over the Lin
+ * columns, read contiguously); then per window position j on the SIMD
+ * axis, a SIMD loop over the row's outputs o (clamped as the direct form
+ * clamps it) takes t0 at o*s + j*d - pb into a0[o] (n0[o]).  The same
+ * result as the direct form: max and NaN flags are associative and every
+ * column read lies inside X. */
+static bool separable(em *e, const fsl_node *n, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, bool nan,
+                      coords *c, const char *o, int64_t L, int64_t Lin) {
+  int qs = w->simd_q, i = w->axis[qs] - w->src->rank;
+  const char *cmp = n->op == FSL_OP_reduce_max ? ">" : "<";
+  char lin[32];
+  snprintf(lin, sizeof lin, "%lld", (long long)Lin);
+  fsl_cg_line(e, "%s t0[%lld];", a->type, (long long)Lin);
+  if (nan) fsl_cg_line(e, "int tn0[%lld];", (long long)Lin);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin});
+  fsl_cg_line(e, nan ? "  t0[jc_] = %s; tn0[jc_] = 0;" : "  t0[jc_] = %s;", a->init);
+  fsl_cg_line(e, "}");
+  loop_ctx lc;
+  fsl_cg_loop_begin(e, &lc, "j", o);
+  for (int q = 0; q < w->nn; q++) {
+    if (q == qs) continue;
+    memcpy(c->c[w->axis[q]], w->var[q], CLEN);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = w->var[q], .lo = w->lo[q], .hi = w->hi[q]});
+    fsl_cg_open_scope(e);
+  }
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin, .n_red = 1, .red = {"|:e_"}});
+  fsl_cg_open_scope(e);
+  e->body_depth = e->depth;
+  char v[CLEN];
+  bool ok = fsl_cg_win_ev_col(e, w, c, "jc_", v);
+  if (ok) {
+    if (nan) fsl_cg_line(e, "tn0[jc_] |= %s != %s;", v, v);
+    fsl_cg_line(e, "t0[jc_] = (%s)%s %s t0[jc_] ? (%s)%s : t0[jc_];", a->type, v, cmp, a->type, v);
+  }
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  for (int q = 0; q < w->nn; q++) {
+    if (q == qs) continue;
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+  }
+  fsl_cg_loop_end(e, &lc);
+  if (!ok) return false;
+  char K[32], olo[CLEN], ohi[CLEN];
+  snprintf(K, sizeof K, "%lld", (long long)n->in[0]->dims[w->axis[qs]]);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = w->var[qs], .lo = "0", .hi = K});
+  fsl_cg_open_scope(e);
+  fsl_cg_win_simd_range(e, w, L, olo, ohi);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "const int64_t jc_ = %s*%lld + %s*%lld - %lld;", o, (long long)w->stride[i], w->var[qs],
+              (long long)w->dil[i], (long long)w->pad[i]);
+  if (nan) fsl_cg_line(e, "n0[%s] |= tn0[jc_];", o);
+  fsl_cg_line(e, "a0[%s] = t0[jc_] %s a0[%s] ? t0[jc_] : a0[%s];", o, cmp, o, o);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  return true;
+}
+
 #define COL_MIN 8               /* the innermost kept axis: at least a vector */
 #define COL_BYTES (32 * 1024)   /* accumulators of a row: in L1 */
 #define COL_ROWS 16             /* fewer rows than this: the innermost kept axis is split in slots */
@@ -122,6 +226,20 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
       if (m0 & (1u << i)) ax[na++] = i;
     if (!fsl_cg_win_plan(e, red[0], ax, na, &c, la, &w) || w.simd_q < 0) w.src = NULL;
   }
+  /* a max/min window is separable: per row, first the max over the
+   * other window axes of each input column the row's windows read (a
+   * contiguous SIMD loop over X's columns into t<k>), then the max over
+   * the SIMD axis's window positions of those (sep_taps against taps) */
+  int64_t Lin = 0;
+  bool sep = false;
+  if (w.src && nr == 1 && nj == w.nn && (red[0]->op == FSL_OP_reduce_max || red[0]->op == FSL_OP_reduce_min)) {
+    int qs = w.simd_q, R = w.src->rank;
+    Lin = w.src->dims[w.lead + w.axis[qs] - R];
+    int64_t other = 1, K = x0->dims[w.axis[qs]];
+    for (int q = 0; q < nj; q++)
+      if (q != qs) other *= x0->dims[w.axis[q]];
+    sep = other > 1 && other * Lin + K * L <= other * K * L && Lin * 12 <= COL_BYTES;
+  }
   fsl_cg_red_acc a[FSL_MAX_RANK * 8];
   bool nan[FSL_MAX_RANK * 8];
   if (nr > (int)(sizeof a / sizeof a[0])) return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "too many reductions in one kernel");
@@ -139,38 +257,9 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
-  /* the window loops, then the SIMD loop across the innermost kept axis */
+  bool ok = sep ? separable(e, red[0], &w, &a[0], nan[0], &c, o, L, Lin)
+                : direct(e, red, nr, w.src ? &w : NULL, a, &c, o, lo, hi, L, ja, nj);
   loop_ctx lc;
-  fsl_cg_loop_begin(e, &lc, "j", o);
-  char jv[FSL_MAX_RANK][CLEN], jd[FSL_MAX_RANK][32];
-  for (int q = 0; q < nj; q++) {
-    snprintf(jv[q], CLEN, "j%d", ja[q]);
-    snprintf(jd[q], sizeof jd[q], "%lld", (long long)x0->dims[ja[q]]);
-    memcpy(c.c[ja[q]], jv[q], CLEN);
-    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv[q], .lo = w.src ? w.lo[q] : "0",
-                                       .hi = w.src ? w.hi[q] : jd[q]});
-    fsl_cg_open_scope(e);
-  }
-  char olo[CLEN], ohi[CLEN];
-  snprintf(olo, CLEN, "%s", lo);
-  snprintf(ohi, CLEN, "%s", hi);
-  if (w.src) fsl_cg_win_simd_range(e, &w, L, olo, ohi); /* nch is 1 */
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi, .n_red = 1, .red = {"|:e_"}});
-  fsl_cg_open_scope(e);
-  e->body_depth = e->depth;
-  bool ok = true;
-  for (int k = 0; k < nr && ok; k++) {
-    char v[CLEN];
-    ok = w.src ? fsl_cg_win_ev(e, &w, &c, v) : fsl_cg_ev(e, red[k]->in[0], &c, v);
-    if (ok) col_update(e, red[k], k, o, v, &a[k]);
-  }
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  for (int q = 0; q < nj; q++) {
-    fsl_cg_close_scope(e);
-    fsl_cg_line(e, "}");
-  }
-  fsl_cg_loop_end(e, &lc);
   if (!ok) return false;
   /* the outputs, element by element of the innermost kept axis */
   fsl_cg_loop_begin(e, &lc, "", o);

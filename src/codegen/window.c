@@ -102,13 +102,21 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
 /* The element of a clamped window row (w->src) at the row's coordinates
  * c: X at o*s + j*d - pb on the window axes. */
 bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v) {
+  return fsl_cg_win_ev_col(e, w, c, NULL, v);
+}
+
+bool fsl_cg_win_ev_col(em *e, const fsl_cg_win_row *w, const coords *c, const char *col, char *v) {
   const fsl_value *X = w->src;
-  int R = X->rank;
+  int R = X->rank, simd_a = col && w->simd_q >= 0 ? w->lead + w->axis[w->simd_q] - R : -1;
   coords ic;
   ic.rank = R;
   for (int a = 0; a < R; a++) {
     if (a < w->lead || X->dims[a] == 1) {
       snprintf(ic.c[a], CLEN, "%s", X->dims[a] == 1 ? "0" : c->c[a]);
+      continue;
+    }
+    if (a == simd_a) {
+      snprintf(ic.c[a], CLEN, "%s", col);
       continue;
     }
     int i = a - w->lead, t = fsl_cg_new_tmp(e);

@@ -490,7 +490,8 @@ static void test_concat_innermost(void **state) {
 /* Pooling as pad + window + reduce: a 3x3 max pool (pad 1 with -inf) over
  * [1, 3, 12, 12] runs as window columns (an accumulator per output
  * column), its window loops and SIMD loop clamped to the input, as do
- * strided and dilated ones with 11 and 18 output columns; a 3x3 sum pool
+ * strided and dilated ones with 11 and 18 output columns (max and min:
+ * separable, each input row's columns first); a 3x3 sum pool
  * with stride 2 (pad 1 with 0) over [2, 2, 9, 9], 5 output columns, as
  * window rows clamped to the input. */
 static void pool_graph(fsl_op op, const int64_t *dims, int64_t stride, int64_t dil, double fill, const char *must,
@@ -527,10 +528,13 @@ static void test_window_chain(void **state) {
 static void test_window_pool(void **state) {
   (void)state;
   int64_t d0[] = {1, 3, 12, 12}, d1[] = {2, 2, 9, 9}, d2[] = {1, 2, 21, 21}, d3[] = {1, 2, 20, 20};
-  const char *cols = "for (int64_t o3 = ol3_; o3 < oh3_; o3++)";
+  const char *cols = "for (int64_t o3 = ol3_; o3 < oh3_; o3++)", *sep = "t0[jc_] = (float)";
   pool_graph(FSL_OP_reduce_max, d0, 1, 1, -INFINITY, cols, "max pool (clamped columns)");
   pool_graph(FSL_OP_reduce_max, d2, 2, 1, -INFINITY, cols, "strided max pool (clamped columns)");
   pool_graph(FSL_OP_reduce_max, d3, 1, 2, -INFINITY, cols, "dilated max pool (clamped columns)");
+  pool_graph(FSL_OP_reduce_max, d0, 1, 1, -INFINITY, sep, "max pool (separable columns)");
+  pool_graph(FSL_OP_reduce_min, d2, 2, 1, INFINITY, sep, "strided min pool (separable columns)");
+  pool_graph(FSL_OP_reduce_max, d3, 1, 2, -INFINITY, sep, "dilated max pool (separable columns)");
   pool_graph(FSL_OP_reduce_sum, d1, 2, 1, 0.0, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "sum pool (clamped rows)");
 }
 

@@ -329,6 +329,50 @@ static void test_reductions_misc(void **state) {
   fsl_graph_free(g);
 }
 
+/* One pool of x: pad (pads, with `fill`), window (k, st, dl over the last
+ * two or three axes) and reduce (op) over the window axes. */
+static fsl_value *pool_of(fsl_builder *b, fsl_value *x, fsl_op op, const int64_t *pads, const int64_t *k,
+                          const int64_t *st, const int64_t *dl, double fill) {
+  int nk = x->rank - 2;
+  int64_t ax[3];
+  fsl_value *w = fsl_b_window(b, fsl_b_pad(b, x, pads, 0, fill), nk, k, st, dl);
+  for (int i = 0; i < nk; i++) ax[i] = x->rank + i;
+  return fsl_b_reduce(b, op, w, ax, nk, false);
+}
+
+/* Max and min pools whose kernels read each input row once per window
+ * row and then take the max along the row's windows (codegen/columns.c,
+ * separable): 3x3 stride 2 (ResNet's stem pool), a dilated 3x3 min, a
+ * 3x3x3 pool over three axes and an int32 one; a 3x2 pool with asymmetric
+ * pads and strides stays direct.  NaNs in the input reach exactly the
+ * outputs whose windows hold one. */
+static void test_maxpool_separable(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d2[] = {1, 3, 21, 23}, d3[] = {1, 2, 5, 6, 20}, p1[] = {0, 0, 1, 1, 0, 0, 1, 1},
+          p2[] = {0, 0, 2, 2, 0, 0, 2, 2}, pa[] = {0, 0, 0, 1, 0, 0, 2, 0}, p3[] = {0, 0, 1, 1, 1, 0, 0, 1, 1, 1};
+  int64_t k3[] = {3, 3, 3}, k32[] = {3, 2}, s1[] = {1, 1, 1}, s2[] = {2, 2}, s12[] = {1, 2}, dl2[] = {2, 2};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, d2), *x3 = input_dt(g, FSL_DT_F32, 5, d3);
+  fsl_value *xi = input_dt(g, FSL_DT_I32, 4, d2);
+  fsl_value *outs[] = {
+      pool_of(&b, x, FSL_OP_reduce_max, p1, k3, s2, s1, -INFINITY),
+      pool_of(&b, x, FSL_OP_reduce_min, p2, k3, s1, dl2, INFINITY),
+      pool_of(&b, x, FSL_OP_reduce_max, pa, k32, s12, s1, -INFINITY),
+      pool_of(&b, x3, FSL_OP_reduce_max, p3, k3, s1, s1, -INFINITY),
+      pool_of(&b, xi, FSL_OP_reduce_max, p1, k3, s2, s1, (double)INT32_MIN),
+  };
+  assert_int_equal(b.st, FSL_OK);
+  for (int i = 0; i < 5; i++) fsl_graph_add_output(g, outs[i]);
+  void *in[] = {random_data(x, -3, 3), random_data(x3, -3, 3), random_data(xi, -1000, 1000)};
+  float *xf = in[0], *x3f = in[1];
+  xf[5 * 23 + 7] = NAN, xf[21 * 23 + 40] = NAN, xf[2 * 21 * 23 + 20 * 23 + 22] = NAN;
+  x3f[3 * 6 * 20 + 2 * 20 + 19] = NAN;
+  check_graph(g, in, 0, "separable pools");
+  free_inputs(in, 3);
+  fsl_graph_free(g);
+}
+
 static void test_maxpool(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -975,6 +1019,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm),
       cmocka_unit_test(test_reductions_misc),
       cmocka_unit_test(test_maxpool),
+      cmocka_unit_test(test_maxpool_separable),
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
       cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_attention_concat_chain),
