@@ -9,18 +9,26 @@
  */
 #include "codegen/cg.h"
 
-/* The update of accumulator a<k>[o] (NaN flag n<k>[o]) by value v. */
-static void col_update(em *e, const fsl_node *n, int k, const char *o, const char *v, const fsl_cg_red_acc *a) {
+/* The update of accumulator a<k>[o] by value v; a float max/min notes a
+ * NaN in the row's flag rn_ (flags false), or only in its per-column flag
+ * n<k>[o] (flags true: the row's exact pass, which leaves the other
+ * reductions alone). */
+static void col_update(em *e, const fsl_node *n, int k, const char *o, const char *v, const fsl_cg_red_acc *a,
+                       bool flags) {
   bool fl = is_f(n->in[0]->dtype);
   const char *sym = n->op == FSL_OP_reduce_sum ? "+" : "*";
   switch (n->op) {
   case FSL_OP_reduce_sum:
   case FSL_OP_reduce_prod:
-    fsl_cg_line(e, "a%d[%s] %s= (%s)%s;", k, o, sym, a->type, v);
+    if (!flags) fsl_cg_line(e, "a%d[%s] %s= (%s)%s;", k, o, sym, a->type, v);
     break;
   default: {
     const char *cmp = n->op == FSL_OP_reduce_max ? ">" : "<";
-    if (fl) fsl_cg_line(e, "n%d[%s] |= %s != %s;", k, o, v, v);
+    if (flags) {
+      if (fl) fsl_cg_line(e, "n%d[%s] |= %s != %s;", k, o, v, v);
+      break;
+    }
+    if (fl) fsl_cg_line(e, "rn_ |= %s != %s;", v, v);
     fsl_cg_line(e, "a%d[%s] = (%s)%s %s a%d[%s] ? (%s)%s : a%d[%s];", k, o, a->type, v, cmp, k, o, a->type, v, k, o);
   }
   }
@@ -39,9 +47,11 @@ static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int dep
 /* The direct form of a column row (fsl_cg_cols): the loops over the
  * reduced axes (ja[0..nj), clamped by the window row w where there is
  * one), then the SIMD loop across the innermost kept axis o in [lo, hi),
- * L long, updating every reduction's accumulators. */
+ * L long, updating every reduction's accumulators (col_update; with
+ * flags, the exact pass of a row that read a NaN: the NaN flags only). */
 static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, coords *c,
-                   const char *o, const char *lo, const char *hi, int64_t L, const int *ja, int nj) {
+                   const char *o, const char *lo, const char *hi, int64_t L, const int *ja, int nj, bool nan,
+                   bool flags) {
   loop_ctx lc;
   /* the window loops, then the SIMD loop across the innermost kept axis */
   fsl_cg_loop_begin(e, &lc, "j", o);
@@ -58,14 +68,16 @@ static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w,
   snprintf(olo, CLEN, "%s", lo);
   snprintf(ohi, CLEN, "%s", hi);
   if (w) fsl_cg_win_simd_range(e, w, L, olo, ohi); /* nch is 1 */
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi, .n_red = 1, .red = {"|:e_"}});
+  fsl_cg_loop l = {.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi, .n_red = 1, .red = {"|:e_"}};
+  if (nan && !flags) l.red[l.n_red++] = "|:rn_";
+  fsl_cg_loop_open(e, &l);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
   bool ok = true;
   for (int k = 0; k < nr && ok; k++) {
     char v[CLEN];
     ok = w ? fsl_cg_win_ev(e, w, c, v) : fsl_cg_ev(e, red[k]->in[0], c, v);
-    if (ok) col_update(e, red[k], k, o, v, &a[k]);
+    if (ok) col_update(e, red[k], k, o, v, &a[k], flags);
   }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
@@ -77,51 +89,52 @@ static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w,
   return ok;
 }
 
-/* A separable max/min window row (fsl_cg_cols): t0[Lin] (NaN flags tn0)
- * gets, per column of X, the max over the window positions on the other
- * window axes (their clamped loops, then a SIMD loop over the Lin
- * columns, read contiguously); then per window position j on the SIMD
- * axis, a SIMD loop over the row's outputs o (clamped as the direct form
- * clamps it) takes t0 at o*s + j*d - pb into a0[o] (n0[o]).  The same
- * result as the direct form: max and NaN flags are associative and every
- * column read lies inside X. */
-static bool separable(em *e, const fsl_node *n, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, bool nan,
-                      coords *c, const char *o, int64_t L, int64_t Lin) {
-  int qs = w->simd_q, i = w->axis[qs] - w->src->rank;
-  const char *cmp = n->op == FSL_OP_reduce_max ? ">" : "<";
-  char lin[32];
-  snprintf(lin, sizeof lin, "%lld", (long long)Lin);
-  fsl_cg_line(e, "%s t0[%lld];", a->type, (long long)Lin);
-  if (nan) fsl_cg_line(e, "int tn0[%lld];", (long long)Lin);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin});
-  fsl_cg_line(e, nan ? "  t0[jc_] = %s; tn0[jc_] = 0;" : "  t0[jc_] = %s;", a->init);
-  fsl_cg_line(e, "}");
+/* The column pass of a separable window row (separable): the clamped
+ * loops over the window axes other than w->simd_q around a contiguous
+ * SIMD loop over the lin columns jc_ of X.  flags false: t0[jc_] takes
+ * the max (min) of the column, rn_ whether any element is NaN; true:
+ * tn0[jc_] whether the column holds a NaN. */
+static bool column_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, bool nan, coords *c,
+                        const char *o, const char *lin, bool flags) {
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "j", o);
   for (int q = 0; q < w->nn; q++) {
-    if (q == qs) continue;
+    if (q == w->simd_q) continue;
     memcpy(c->c[w->axis[q]], w->var[q], CLEN);
     fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = w->var[q], .lo = w->lo[q], .hi = w->hi[q]});
     fsl_cg_open_scope(e);
   }
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin, .n_red = 1, .red = {"|:e_"}});
+  fsl_cg_loop l = {.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin, .n_red = 1, .red = {"|:e_"}};
+  if (nan && !flags) l.red[l.n_red++] = "|:rn_";
+  fsl_cg_loop_open(e, &l);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
   char v[CLEN];
   bool ok = fsl_cg_win_ev_col(e, w, c, "jc_", v);
-  if (ok) {
-    if (nan) fsl_cg_line(e, "tn0[jc_] |= %s != %s;", v, v);
-    fsl_cg_line(e, "t0[jc_] = (%s)%s %s t0[jc_] ? (%s)%s : t0[jc_];", a->type, v, cmp, a->type, v);
+  if (ok && flags) {
+    fsl_cg_line(e, "tn0[jc_] |= %s != %s;", v, v);
+  } else if (ok) {
+    if (nan) fsl_cg_line(e, "rn_ |= %s != %s;", v, v);
+    fsl_cg_line(e, "t0[jc_] = (%s)%s %s t0[jc_] ? (%s)%s : t0[jc_];", a->type, v,
+                n->op == FSL_OP_reduce_max ? ">" : "<", a->type, v);
   }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   for (int q = 0; q < w->nn; q++) {
-    if (q == qs) continue;
+    if (q == w->simd_q) continue;
     fsl_cg_close_scope(e);
     fsl_cg_line(e, "}");
   }
   fsl_cg_loop_end(e, &lc);
-  if (!ok) return false;
+  return ok;
+}
+
+/* The window pass of a separable window row (separable): per window
+ * position j along the SIMD axis, a SIMD loop over the row's outputs o
+ * (clamped as the direct form clamps it) reading column o*s + j*d - pb:
+ * flags false, the max (min) of t0 into a0[o]; true, tn0 into n0[o]. */
+static void window_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, const char *o, int64_t L, bool flags) {
+  int qs = w->simd_q, i = w->axis[qs] - w->src->rank;
   char K[32], olo[CLEN], ohi[CLEN];
   snprintf(K, sizeof K, "%lld", (long long)n->in[0]->dims[w->axis[qs]]);
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = w->var[qs], .lo = "0", .hi = K});
@@ -131,13 +144,45 @@ static bool separable(em *e, const fsl_node *n, const fsl_cg_win_row *w, const f
   fsl_cg_open_scope(e);
   fsl_cg_line(e, "const int64_t jc_ = %s*%lld + %s*%lld - %lld;", o, (long long)w->stride[i], w->var[qs],
               (long long)w->dil[i], (long long)w->pad[i]);
-  if (nan) fsl_cg_line(e, "n0[%s] |= tn0[jc_];", o);
-  fsl_cg_line(e, "a0[%s] = t0[jc_] %s a0[%s] ? t0[jc_] : a0[%s];", o, cmp, o, o);
+  if (flags) fsl_cg_line(e, "n0[%s] |= tn0[jc_];", o);
+  else fsl_cg_line(e, "a0[%s] = t0[jc_] %s a0[%s] ? t0[jc_] : a0[%s];", o, n->op == FSL_OP_reduce_max ? ">" : "<", o, o);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
-  return true;
+}
+
+/* A separable max/min window row (fsl_cg_cols): t0[Lin] gets, per column
+ * of X, the max over the window positions on the other window axes (a
+ * contiguous SIMD loop over the Lin columns); then the max along the SIMD
+ * axis's window positions of those goes into a0[o].  The same result as
+ * the direct form: max is associative and every column read lies inside
+ * X.  Floats note only whether the row read a NaN (rn_), so that the
+ * loops carry no flag arrays; a row that did (rare) runs both passes
+ * again for the per-column flags tn0, then per-output ones in n0. */
+static bool separable(em *e, const fsl_node *n, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, bool nan,
+                      coords *c, const char *o, int64_t L, int64_t Lin) {
+  char lin[32];
+  snprintf(lin, sizeof lin, "%lld", (long long)Lin);
+  fsl_cg_line(e, "%s t0[%lld];", a->type, (long long)Lin);
+  if (nan) fsl_cg_line(e, "int rn_ = 0;");
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin});
+  fsl_cg_line(e, "  t0[jc_] = %s;", a->init);
+  fsl_cg_line(e, "}");
+  if (!column_pass(e, n, w, a, nan, c, o, lin, false)) return false;
+  window_pass(e, n, w, o, L, false);
+  if (!nan) return true;
+  fsl_cg_line(e, "if (rn_) {");
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "int tn0[%lld];", (long long)Lin);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin});
+  fsl_cg_line(e, "  tn0[jc_] = 0;");
+  fsl_cg_line(e, "}");
+  bool ok = column_pass(e, n, w, a, nan, c, o, lin, true);
+  if (ok) window_pass(e, n, w, o, L, true);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  return ok;
 }
 
 #define COL_MIN 8               /* the innermost kept axis: at least a vector */
@@ -257,8 +302,24 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
-  bool ok = sep ? separable(e, red[0], &w, &a[0], nan[0], &c, o, L, Lin)
-                : direct(e, red, nr, w.src ? &w : NULL, a, &c, o, lo, hi, L, ja, nj);
+  bool any_nan = false, ok;
+  for (int k = 0; k < nr; k++) any_nan = any_nan || nan[k];
+  if (sep) {
+    ok = separable(e, red[0], &w, &a[0], nan[0], &c, o, L, Lin);
+  } else {
+    /* the row's NaN flag: a row that read a NaN runs its loops again
+     * for the per-column flags (rare; no flag arrays in the loops) */
+    const fsl_cg_win_row *wr = w.src ? &w : NULL;
+    if (any_nan) fsl_cg_line(e, "int rn_ = 0;");
+    ok = direct(e, red, nr, wr, a, &c, o, lo, hi, L, ja, nj, any_nan, false);
+    if (ok && any_nan) {
+      fsl_cg_line(e, "if (rn_) {");
+      fsl_cg_open_scope(e);
+      ok = direct(e, red, nr, wr, a, &c, o, lo, hi, L, ja, nj, true, true);
+      fsl_cg_close_scope(e);
+      fsl_cg_line(e, "}");
+    }
+  }
   loop_ctx lc;
   if (!ok) return false;
   /* the outputs, element by element of the innermost kept axis */

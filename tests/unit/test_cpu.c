@@ -345,7 +345,8 @@ static fsl_value *pool_of(fsl_builder *b, fsl_value *x, fsl_op op, const int64_t
  * separable): 3x3 stride 2 (ResNet's stem pool), a dilated 3x3 min, a
  * 3x3x3 pool over three axes and an int32 one; a 3x2 pool with asymmetric
  * pads and strides stays direct.  NaNs in the input reach exactly the
- * outputs whose windows hold one. */
+ * outputs whose windows hold one (both forms note a NaN per row and run
+ * the row again for per-column flags). */
 static void test_maxpool_separable(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
