@@ -9,27 +9,33 @@
  */
 #include "codegen/cg.h"
 
-/* The update of accumulator a<k>[o] by value v; a float max/min notes a
- * NaN in the row's flag rn_ (flags false), or only in its per-column flag
- * n<k>[o] (flags true: the row's exact pass, which leaves the other
- * reductions alone). */
+/* What the loops of a float max/min column row note about NaNs: per
+ * column flags n<k>[o] beside the accumulators (UPD_BOTH: rows shorter
+ * than ROW_FLAG_MIN, where a reduction per SIMD loop costs more than the
+ * flag arrays), only whether the row read one, rn_ (UPD_ROW_FLAG: no flag
+ * arrays in the loops), or only the per-column flags (UPD_FLAGS: the
+ * exact pass of a row that read a NaN, which leaves the accumulators
+ * alone). */
+typedef enum { UPD_BOTH, UPD_ROW_FLAG, UPD_FLAGS } upd_mode;
+#define ROW_FLAG_MIN 64
+
+/* The update of accumulator a<k>[o] by value v (mode: what it notes of
+ * a NaN, upd_mode). */
 static void col_update(em *e, const fsl_node *n, int k, const char *o, const char *v, const fsl_cg_red_acc *a,
-                       bool flags) {
+                       upd_mode mode) {
   bool fl = is_f(n->in[0]->dtype);
   const char *sym = n->op == FSL_OP_reduce_sum ? "+" : "*";
   switch (n->op) {
   case FSL_OP_reduce_sum:
   case FSL_OP_reduce_prod:
-    if (!flags) fsl_cg_line(e, "a%d[%s] %s= (%s)%s;", k, o, sym, a->type, v);
+    if (mode != UPD_FLAGS) fsl_cg_line(e, "a%d[%s] %s= (%s)%s;", k, o, sym, a->type, v);
     break;
   default: {
     const char *cmp = n->op == FSL_OP_reduce_max ? ">" : "<";
-    if (flags) {
-      if (fl) fsl_cg_line(e, "n%d[%s] |= %s != %s;", k, o, v, v);
-      break;
-    }
-    if (fl) fsl_cg_line(e, "rn_ |= %s != %s;", v, v);
-    fsl_cg_line(e, "a%d[%s] = (%s)%s %s a%d[%s] ? (%s)%s : a%d[%s];", k, o, a->type, v, cmp, k, o, a->type, v, k, o);
+    if (fl && mode == UPD_ROW_FLAG) fsl_cg_line(e, "rn_ |= %s != %s;", v, v);
+    else if (fl) fsl_cg_line(e, "n%d[%s] |= %s != %s;", k, o, v, v);
+    if (mode != UPD_FLAGS)
+      fsl_cg_line(e, "a%d[%s] = (%s)%s %s a%d[%s] ? (%s)%s : a%d[%s];", k, o, a->type, v, cmp, k, o, a->type, v, k, o);
   }
   }
 }
@@ -47,11 +53,9 @@ static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int dep
 /* The direct form of a column row (fsl_cg_cols): the loops over the
  * reduced axes (ja[0..nj), clamped by the window row w where there is
  * one), then the SIMD loop across the innermost kept axis o in [lo, hi),
- * L long, updating every reduction's accumulators (col_update; with
- * flags, the exact pass of a row that read a NaN: the NaN flags only). */
+ * L long, updating every reduction's accumulators (col_update, mode). */
 static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, coords *c,
-                   const char *o, const char *lo, const char *hi, int64_t L, const int *ja, int nj, bool nan,
-                   bool flags) {
+                   const char *o, const char *lo, const char *hi, int64_t L, const int *ja, int nj, upd_mode mode) {
   loop_ctx lc;
   /* the window loops, then the SIMD loop across the innermost kept axis */
   fsl_cg_loop_begin(e, &lc, "j", o);
@@ -69,7 +73,7 @@ static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w,
   snprintf(ohi, CLEN, "%s", hi);
   if (w) fsl_cg_win_simd_range(e, w, L, olo, ohi); /* nch is 1 */
   fsl_cg_loop l = {.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi, .n_red = 1, .red = {"|:e_"}};
-  if (nan && !flags) l.red[l.n_red++] = "|:rn_";
+  if (mode == UPD_ROW_FLAG) l.red[l.n_red++] = "|:rn_";
   fsl_cg_loop_open(e, &l);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
@@ -77,7 +81,7 @@ static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w,
   for (int k = 0; k < nr && ok; k++) {
     char v[CLEN];
     ok = w ? fsl_cg_win_ev(e, w, c, v) : fsl_cg_ev(e, red[k]->in[0], c, v);
-    if (ok) col_update(e, red[k], k, o, v, &a[k], flags);
+    if (ok) col_update(e, red[k], k, o, v, &a[k], mode);
   }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
@@ -91,11 +95,11 @@ static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w,
 
 /* The column pass of a separable window row (separable): the clamped
  * loops over the window axes other than w->simd_q around a contiguous
- * SIMD loop over the lin columns jc_ of X.  flags false: t0[jc_] takes
- * the max (min) of the column, rn_ whether any element is NaN; true:
- * tn0[jc_] whether the column holds a NaN. */
+ * SIMD loop over the lin columns jc_ of X, taking the max (min) of each
+ * column into t0[jc_] and noting NaNs (mode, upd_mode: per column in
+ * tn0[jc_], or in the row's rn_). */
 static bool column_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, bool nan, coords *c,
-                        const char *o, const char *lin, bool flags) {
+                        const char *o, const char *lin, upd_mode mode) {
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "j", o);
   for (int q = 0; q < w->nn; q++) {
@@ -105,19 +109,16 @@ static bool column_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, const
     fsl_cg_open_scope(e);
   }
   fsl_cg_loop l = {.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin, .n_red = 1, .red = {"|:e_"}};
-  if (nan && !flags) l.red[l.n_red++] = "|:rn_";
+  if (nan && mode == UPD_ROW_FLAG) l.red[l.n_red++] = "|:rn_";
   fsl_cg_loop_open(e, &l);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
   char v[CLEN];
   bool ok = fsl_cg_win_ev_col(e, w, c, "jc_", v);
-  if (ok && flags) {
-    fsl_cg_line(e, "tn0[jc_] |= %s != %s;", v, v);
-  } else if (ok) {
-    if (nan) fsl_cg_line(e, "rn_ |= %s != %s;", v, v);
+  if (ok && nan) fsl_cg_line(e, mode == UPD_ROW_FLAG ? "rn_ |= %s != %s;" : "tn0[jc_] |= %s != %s;", v, v);
+  if (ok && mode != UPD_FLAGS)
     fsl_cg_line(e, "t0[jc_] = (%s)%s %s t0[jc_] ? (%s)%s : t0[jc_];", a->type, v,
                 n->op == FSL_OP_reduce_max ? ">" : "<", a->type, v);
-  }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   for (int q = 0; q < w->nn; q++) {
@@ -132,8 +133,10 @@ static bool column_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, const
 /* The window pass of a separable window row (separable): per window
  * position j along the SIMD axis, a SIMD loop over the row's outputs o
  * (clamped as the direct form clamps it) reading column o*s + j*d - pb:
- * flags false, the max (min) of t0 into a0[o]; true, tn0 into n0[o]. */
-static void window_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, const char *o, int64_t L, bool flags) {
+ * the max (min) of t0 into a0[o], and (nan, unless mode is UPD_ROW_FLAG)
+ * tn0 into n0[o]. */
+static void window_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, bool nan, const char *o, int64_t L,
+                        upd_mode mode) {
   int qs = w->simd_q, i = w->axis[qs] - w->src->rank;
   char K[32], olo[CLEN], ohi[CLEN];
   snprintf(K, sizeof K, "%lld", (long long)n->in[0]->dims[w->axis[qs]]);
@@ -144,11 +147,20 @@ static void window_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, const
   fsl_cg_open_scope(e);
   fsl_cg_line(e, "const int64_t jc_ = %s*%lld + %s*%lld - %lld;", o, (long long)w->stride[i], w->var[qs],
               (long long)w->dil[i], (long long)w->pad[i]);
-  if (flags) fsl_cg_line(e, "n0[%s] |= tn0[jc_];", o);
-  else fsl_cg_line(e, "a0[%s] = t0[jc_] %s a0[%s] ? t0[jc_] : a0[%s];", o, n->op == FSL_OP_reduce_max ? ">" : "<", o, o);
+  if (nan && mode != UPD_ROW_FLAG) fsl_cg_line(e, "n0[%s] |= tn0[jc_];", o);
+  if (mode != UPD_FLAGS)
+    fsl_cg_line(e, "a0[%s] = t0[jc_] %s a0[%s] ? t0[jc_] : a0[%s];", o, n->op == FSL_OP_reduce_max ? ">" : "<", o, o);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
+/* The per-column NaN flags of a separable row, tn0[lin], cleared. */
+static void flag_columns(em *e, const char *lin) {
+  fsl_cg_line(e, "int tn0[%s];", lin);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin});
+  fsl_cg_line(e, "  tn0[jc_] = 0;");
   fsl_cg_line(e, "}");
 }
 
@@ -157,29 +169,29 @@ static void window_pass(em *e, const fsl_node *n, const fsl_cg_win_row *w, const
  * contiguous SIMD loop over the Lin columns); then the max along the SIMD
  * axis's window positions of those goes into a0[o].  The same result as
  * the direct form: max is associative and every column read lies inside
- * X.  Floats note only whether the row read a NaN (rn_), so that the
- * loops carry no flag arrays; a row that did (rare) runs both passes
- * again for the per-column flags tn0, then per-output ones in n0. */
+ * X.  Floats over rows of ROW_FLAG_MIN columns or more note only whether
+ * the row read a NaN (rn_), so that the loops carry no flag arrays; a row
+ * that did (rare) runs both passes again for the per-column flags tn0,
+ * then per-output ones in n0. */
 static bool separable(em *e, const fsl_node *n, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, bool nan,
                       coords *c, const char *o, int64_t L, int64_t Lin) {
   char lin[32];
   snprintf(lin, sizeof lin, "%lld", (long long)Lin);
+  upd_mode mode = nan && Lin >= ROW_FLAG_MIN ? UPD_ROW_FLAG : UPD_BOTH;
   fsl_cg_line(e, "%s t0[%lld];", a->type, (long long)Lin);
-  if (nan) fsl_cg_line(e, "int rn_ = 0;");
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin});
   fsl_cg_line(e, "  t0[jc_] = %s;", a->init);
   fsl_cg_line(e, "}");
-  if (!column_pass(e, n, w, a, nan, c, o, lin, false)) return false;
-  window_pass(e, n, w, o, L, false);
-  if (!nan) return true;
+  if (mode == UPD_ROW_FLAG) fsl_cg_line(e, "int rn_ = 0;");
+  else if (nan) flag_columns(e, lin);
+  if (!column_pass(e, n, w, a, nan, c, o, lin, mode)) return false;
+  window_pass(e, n, w, nan, o, L, mode);
+  if (mode != UPD_ROW_FLAG) return true;
   fsl_cg_line(e, "if (rn_) {");
   fsl_cg_open_scope(e);
-  fsl_cg_line(e, "int tn0[%lld];", (long long)Lin);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "jc_", .lo = "0", .hi = lin});
-  fsl_cg_line(e, "  tn0[jc_] = 0;");
-  fsl_cg_line(e, "}");
-  bool ok = column_pass(e, n, w, a, nan, c, o, lin, true);
-  if (ok) window_pass(e, n, w, o, L, true);
+  flag_columns(e, lin);
+  bool ok = column_pass(e, n, w, a, nan, c, o, lin, UPD_FLAGS);
+  if (ok) window_pass(e, n, w, nan, o, L, UPD_FLAGS);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   return ok;
@@ -307,15 +319,16 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   if (sep) {
     ok = separable(e, red[0], &w, &a[0], nan[0], &c, o, L, Lin);
   } else {
-    /* the row's NaN flag: a row that read a NaN runs its loops again
-     * for the per-column flags (rare; no flag arrays in the loops) */
+    /* a long row notes only whether it read a NaN; one that did runs its
+     * loops again for the per-column flags (rare) */
     const fsl_cg_win_row *wr = w.src ? &w : NULL;
-    if (any_nan) fsl_cg_line(e, "int rn_ = 0;");
-    ok = direct(e, red, nr, wr, a, &c, o, lo, hi, L, ja, nj, any_nan, false);
-    if (ok && any_nan) {
+    bool row = any_nan && L >= ROW_FLAG_MIN;
+    if (row) fsl_cg_line(e, "int rn_ = 0;");
+    ok = direct(e, red, nr, wr, a, &c, o, lo, hi, L, ja, nj, row ? UPD_ROW_FLAG : UPD_BOTH);
+    if (ok && row) {
       fsl_cg_line(e, "if (rn_) {");
       fsl_cg_open_scope(e);
-      ok = direct(e, red, nr, wr, a, &c, o, lo, hi, L, ja, nj, true, true);
+      ok = direct(e, red, nr, wr, a, &c, o, lo, hi, L, ja, nj, UPD_FLAGS);
       fsl_cg_close_scope(e);
       fsl_cg_line(e, "}");
     }

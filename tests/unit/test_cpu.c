@@ -345,8 +345,10 @@ static fsl_value *pool_of(fsl_builder *b, fsl_value *x, fsl_op op, const int64_t
  * separable): 3x3 stride 2 (ResNet's stem pool), a dilated 3x3 min, a
  * 3x3x3 pool over three axes and an int32 one; a 3x2 pool with asymmetric
  * pads and strides stays direct.  NaNs in the input reach exactly the
- * outputs whose windows hold one (both forms note a NaN per row and run
- * the row again for per-column flags). */
+ * outputs whose windows hold one: short rows carry NaN flags per column,
+ * rows of 64 or more (a 3x3/2 and a 2x2/2 pool over 150 columns, one
+ * separable, one direct) note a NaN per row and run that row again for
+ * the per-column flags. */
 static void test_maxpool_separable(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -356,21 +358,26 @@ static void test_maxpool_separable(void **state) {
   int64_t k3[] = {3, 3, 3}, k32[] = {3, 2}, s1[] = {1, 1, 1}, s2[] = {2, 2}, s12[] = {1, 2}, dl2[] = {2, 2};
   fsl_value *x = input_dt(g, FSL_DT_F32, 4, d2), *x3 = input_dt(g, FSL_DT_F32, 5, d3);
   fsl_value *xi = input_dt(g, FSL_DT_I32, 4, d2);
+  int64_t dl[] = {1, 2, 9, 150}, p0[] = {0, 0, 0, 0, 0, 0, 0, 0}, k2[] = {2, 2};
+  fsl_value *xl = input_dt(g, FSL_DT_F32, 4, dl);
   fsl_value *outs[] = {
       pool_of(&b, x, FSL_OP_reduce_max, p1, k3, s2, s1, -INFINITY),
       pool_of(&b, x, FSL_OP_reduce_min, p2, k3, s1, dl2, INFINITY),
       pool_of(&b, x, FSL_OP_reduce_max, pa, k32, s12, s1, -INFINITY),
       pool_of(&b, x3, FSL_OP_reduce_max, p3, k3, s1, s1, -INFINITY),
       pool_of(&b, xi, FSL_OP_reduce_max, p1, k3, s2, s1, (double)INT32_MIN),
+      pool_of(&b, xl, FSL_OP_reduce_max, p1, k3, s2, s1, -INFINITY),
+      pool_of(&b, xl, FSL_OP_reduce_max, p0, k2, s2, s1, -INFINITY),
   };
   assert_int_equal(b.st, FSL_OK);
-  for (int i = 0; i < 5; i++) fsl_graph_add_output(g, outs[i]);
-  void *in[] = {random_data(x, -3, 3), random_data(x3, -3, 3), random_data(xi, -1000, 1000)};
-  float *xf = in[0], *x3f = in[1];
+  for (int i = 0; i < 7; i++) fsl_graph_add_output(g, outs[i]);
+  void *in[] = {random_data(x, -3, 3), random_data(x3, -3, 3), random_data(xi, -1000, 1000), random_data(xl, -3, 3)};
+  float *xf = in[0], *x3f = in[1], *xlf = in[3];
   xf[5 * 23 + 7] = NAN, xf[21 * 23 + 40] = NAN, xf[2 * 21 * 23 + 20 * 23 + 22] = NAN;
   x3f[3 * 6 * 20 + 2 * 20 + 19] = NAN;
+  xlf[4 * 150 + 77] = NAN, xlf[9 * 150 + 2 * 150 + 149] = NAN;
   check_graph(g, in, 0, "separable pools");
-  free_inputs(in, 3);
+  free_inputs(in, 4);
   fsl_graph_free(g);
 }
 
