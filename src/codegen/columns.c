@@ -283,10 +283,9 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
       if (m0 & (1u << i)) ax[na++] = i;
     if (!fsl_cg_win_plan(e, red[0], ax, na, &c, la, &w) || w.simd_q < 0) w.src = NULL;
   }
-  /* a max/min window is separable: per row, first the max over the
-   * other window axes of each input column the row's windows read (a
-   * contiguous SIMD loop over X's columns into t<k>), then the max over
-   * the SIMD axis's window positions of those (sep_taps against taps) */
+  /* one max/min over a window is separable (separable) where that reads
+   * no more taps: other * Lin column taps and K * L window taps against
+   * other * K * L, with its buffer of Lin columns in L1 */
   int64_t Lin = 0;
   bool sep = false;
   if (w.src && nr == 1 && nj == w.nn && (red[0]->op == FSL_OP_reduce_max || red[0]->op == FSL_OP_reduce_min)) {
