@@ -57,7 +57,7 @@ static double linear_flops(const fsl_node *n) {
 /* Elementwise work of one non-linear node, in units (ops.def's cost
  * column).  A reduction over a window view (pooling) pays
  * FSL_COST_WINDOW_TAP more per tap: the generated code (codegen/columns.c)
- * loads every tap through a clamped, strided index and updates the row's
+ * loaded every tap through a clamped, strided index and updated the row's
  * accumulators in memory, not in registers.  Without it a pooling kernel
  * looked memory-bound and the work fused into it free: ResNet-18's MaxPool
  * 3x3/2 (1.8 M taps over 64x112x112) predicted 0.156 ms on AVX2 whether or
@@ -65,9 +65,13 @@ static double linear_flops(const fsl_node *n) {
  * there), and measured 0.39-0.45 ms without them and 0.82-0.96 ms with
  * them, while the conv takes them as post-ops for nothing (1.88 against
  * 1.90 ms): the optimal plan moved them into the pool.  At the calibrated
- * rate the pool's code runs about 8 units per tap, hence 7 more than the
+ * rate the pool's code ran about 8 units per tap, hence 7 more than the
  * max's 1 (with 3, natively the pool still looked memory-bound and the
- * plan stayed; bench/results/cpu-window-taps-ab.md). */
+ * plan stayed; bench/results/cpu-window-taps-ab.md).  Since then a
+ * max/min window row is separable within the row and carries no NaN-flag
+ * arrays on long rows (columns.c): ResNet-18's pool runs about 4 units per
+ * tap, so this over-prices such pools; not refitted yet
+ * (bench/results/cpu-separable-pool-ab.md). */
 static double elem_work(const fsl_node *n) {
   const fsl_op_info *oi = fsl_op_get(n->op);
   const fsl_value *o = n->n_out > 0 ? n->out[0] : NULL;
