@@ -90,6 +90,7 @@ static bool hand_plan(const fsl_graph *g, fsl_plan *p, fsl_node ***sets, const i
     const char *why = NULL;
     assert_int_equal(fsl_kernel_make(g, topo, sets[i], sizes[i], &k, &why), FSL_OK);
     if (!k) {
+      if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "hand_plan: kernel %d: %s\n", i, why ? why : "?");
       free(topo);
       fsl_plan_free(p);
       return false;
@@ -601,6 +602,52 @@ static void test_residual_chain(void **state) {
   assert_int_equal(with_res, without);
 }
 
+/* Residual adds absorbed by the convolution that computes the other
+ * operand (a binary post-op over the full tensor, given in the conv's
+ * destination layout; fsl_onednn_linear_post_chainable): ResNet's basic
+ * blocks, y2 = relu(conv(y1) + b + y0), and one conv whose residual is its
+ * own source, z = relu(conv(y2) + b + y2).  One kernel per conv with the
+ * nodes after it.  y0 (read by a conv as its source and by another as its
+ * residual), y1 and y2 (source and residual of the same conv) stay in
+ * oneDNN's layout whatever it is (nChw8c with AVX2, which generated code
+ * does not read), and the result matches the reference; so does a plan of
+ * one kernel per node, where every residual is reordered from row-major. */
+static void test_residual_post_chain(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 16, 12, 12}, dw[] = {16, 16, 3, 3}, db[] = {16}, rb[] = {1, 16, 1, 1};
+  int64_t st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *bias = input_dt(g, FSL_DT_F32, 1, db), *w[4], *y[4];
+  for (int i = 0; i < 4; i++) w[i] = input_dt(g, FSL_DT_F32, 4, dw);
+  for (int i = 0; i < 4; i++) {
+    fsl_value *rbias = fsl_b_reshape(&b, bias, 4, rb); /* each kernel: the bias reshape, conv, add, ... */
+    fsl_value *c = fsl_b_conv(&b, i ? y[i - 1] : x, w[i], st, dl, pads, 1, NULL);
+    c = fsl_b_binary(&b, FSL_OP_add, c, rbias);
+    if (i >= 2) c = fsl_b_binary(&b, FSL_OP_add, c, i == 2 ? y[0] : y[2]);
+    y[i] = fsl_b_binary_scalar(&b, FSL_OP_max, c, 0.0);
+  }
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y[3]);
+  void *in[] = {random_data(x, -1, 1),        random_data(bias, -1, 1),     random_data(w[0], -0.2, 0.2),
+                random_data(w[1], -0.2, 0.2), random_data(w[2], -0.2, 0.2), random_data(w[3], -0.2, 0.2)};
+  fsl_node **sets[40];
+  int sizes[40], n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i]->op == FSL_OP_reshape && g->nodes[i]->in[0] == bias) sets[n] = &g->nodes[i], sizes[n++] = 0;
+    sizes[n - 1]++;
+  }
+  assert_int_equal(n, 4);
+  int chained = run_hand_plan(g, sets, sizes, n, in, y[3], "residual-post-chain");
+  if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "residual-post-chain: %d values chained\n", chained);
+  assert_int_equal(chained, 3);
+  assert_true(g->n_nodes <= 40);
+  for (int i = 0; i < g->n_nodes; i++) sets[i] = &g->nodes[i], sizes[i] = 1;
+  run_hand_plan(g, sets, sizes, g->n_nodes, in, y[3], "residual-post-chain/per-node");
+  free_inputs(in, 6);
+  fsl_graph_free(g);
+}
+
 /* A 3 -> 16 channel convolution (channels-last: channels_last_pays, and
  * oneDNN's own choice on AVX-512) and then, in a generated kernel, a
  * normalization over `axes`: y = h - mean(h over axes).  Over H and W
@@ -1030,7 +1077,7 @@ int main(void) {
       cmocka_unit_test(test_maxpool_separable),
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
-      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_attention_concat_chain),
+      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_attention_concat_chain),
       cmocka_unit_test(test_reduce_chain),
       cmocka_unit_test(test_gather_ints),
       cmocka_unit_test(test_gather_error),

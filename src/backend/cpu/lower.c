@@ -251,6 +251,7 @@ typedef enum {
   READ_NONE,    /* not at all */
   READ_ONEDNN,  /* as the source of a oneDNN step in p's layout (fsl_onednn_linear_chainable) */
   READ_GEN,     /* as an input of generated code, which can read any dense permutation */
+  READ_POST,    /* as a oneDNN step's full-size post-op operand in p's layout (fsl_onednn_linear_post_chainable) */
   READ_OTHER,   /* otherwise (or c writes v): v must stay row-major */
 } chain_read;
 
@@ -299,6 +300,8 @@ static chain_read chain_reader(const fsl_cpu_step *p, const fsl_cpu_step *c, con
     if (c < p) return READ_OTHER;
     if (c->kind == FSL_CPU_STEP_ONEDNN && k == 0 && fsl_onednn_linear_chainable(p->dnn, c->dnn, capacity))
       r = READ_ONEDNN;
+    else if (c->kind == FSL_CPU_STEP_ONEDNN && k >= 2 && fsl_onednn_linear_post_chainable(p->dnn, c->dnn, k - 2, capacity))
+      r = READ_POST;
     else if (c->kind == FSL_CPU_STEP_GEN && layout_friendly(c, true, -1, NULL) && r == READ_NONE)
       r = READ_GEN;
     else
@@ -428,7 +431,7 @@ static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *m
   for (int j = 0; j < L->n_steps; j++) {
     how[j] = j == i ? READ_NONE : chain_reader(p, &L->steps[j], z, (size_t)nb);
     if (how[j] == READ_OTHER) return false;
-    n_dnn += how[j] == READ_ONEDNN;
+    n_dnn += how[j] == READ_ONEDNN || how[j] == READ_POST;
     n_gen += how[j] == READ_GEN;
   }
   fsl_cg_layout lay;
@@ -443,8 +446,14 @@ static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *m
     return false;
   }
   fsl_onednn_linear_chain_dst(p->dnn);
-  for (int j = 0; j < L->n_steps; j++)
-    if (how[j] == READ_ONEDNN) fsl_onednn_linear_chain_src(L->steps[j].dnn);
+  /* a step may read z both as its source and as its residual (conv(z) + z) */
+  for (int j = 0; j < L->n_steps; j++) {
+    const fsl_cpu_step *c = &L->steps[j];
+    if (how[j] != READ_ONEDNN && how[j] != READ_POST) continue;
+    if (c->in[0] == z) fsl_onednn_linear_chain_src(c->dnn);
+    for (int k = 2; k < c->n_in; k++)
+      if (c->in[k] == z) fsl_onednn_linear_chain_post(c->dnn, k - 2);
+  }
   return true;
 }
 

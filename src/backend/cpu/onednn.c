@@ -198,6 +198,8 @@ typedef struct post_entry {
   int64_t sd[FSL_MAX_RANK];
   float *cdata;               /* constant operand, compact over bd (owned), or NULL */
   const fsl_value *src;       /* run-time operand (data from the caller), or NULL */
+  bool full;                  /* src is a full-size operand of a direct convolution (a residual),
+                                 given to oneDNN in the destination's layout (make_pd) */
 } post_entry;
 
 struct fsl_onednn_linear {
@@ -226,6 +228,13 @@ struct fsl_onednn_linear {
   bool native_bias;           /* entries[0] is the convolution's bias, not a post-op (native_bias) */
   dnnl_memory_t post_mem[MAX_POST];
   const fsl_value *post_val[MAX_POST];  /* per absorbed epi node: run-time operand value */
+  /* a full-size operand (post_entry.full) whose layout is not plain: reorder
+   * from the caller's row-major data into post_buf, unless chained (its
+   * producer writes it in this layout, fsl_onednn_linear_chain_post) */
+  dnnl_primitive_t post_reorder[MAX_POST];
+  dnnl_memory_t post_user_mem[MAX_POST];
+  void *post_buf[MAX_POST];
+  bool post_chained[MAX_POST];
   dnnl_memory_t scratch_mem;  /* the primitive's scratchpad (data: thread_scratch at run), or NULL */
   size_t scratch_bytes;
   int n_threads;
@@ -389,13 +398,19 @@ static int match_hardswish(fsl_node *const *epi, int n_epi, int i, const fsl_val
   return j + 1 - i;
 }
 
+/* Which values are materialised when the linear op runs (fsl_onednn_linear_create_avail). */
+typedef struct avail_fn {
+  bool (*fn)(const void *ctx, const fsl_value *v);
+  const void *ctx;
+} avail_fn;
+
 /*
  * Translates epi[i] (whose chain operand is `prev`) into post-op entries
  * appended at e[*n]; returns the number of epi nodes it consumed (0: stop,
  * -1: out of memory).
  */
 static int translate(const fsl_value *lin_out, fsl_node *const *epi, int n_epi, int i, const fsl_value *prev,
-                     post_entry *e, int *n) {
+                     const avail_fn *avail, post_entry *e, int *n) {
   const fsl_node *nd = epi[i];
   if (*n + 2 > MAX_POST || nd->n_out != 1 || !is_f32_like(nd->out[0], prev)) return 0;
   for (int j = 0; j < nd->n_in; j++)
@@ -458,13 +473,26 @@ static int translate(const fsl_value *lin_out, fsl_node *const *epi, int n_epi, 
   for (int j = 0; j <= i; j++)
     if (pe.src == epi[j]->out[0]) return 0;
   if (pe.src->dtype != FSL_DT_F32) return 0;
-  /* A full-size run-time operand of a conv (a residual add) is plain nchw while the
-   * conv writes oneDNN's blocked layout: oneDNN 2.6 then takes a path ~20x
-   * slower than the conv itself (resnet18: 37 ms for one 3x3 conv).  Leave
-   * it to the generated epilogue, which reads it once in plain layout. */
+  /* A full-size run-time operand of a conv (a residual add): in plain nchw,
+   * while the conv writes oneDNN's blocked layout, oneDNN 2.6 takes a path
+   * ~20x slower than the conv itself (resnet18: 37 ms for one 3x3 conv);
+   * in the destination's own layout its jit kernels keep their speed.  So
+   * such an operand is given in that layout (make_pd), reordered from
+   * row-major at run time unless its producer writes it so (chained).
+   * Only a whole operand qualifies (the same dims, row-major); any other
+   * view of one stays with the generated epilogue. */
   if (lin_out->producer && lin_out->producer->op == FSL_OP_conv && !pe.src->data &&
-      fsl_value_numel(pe.src) == fsl_value_numel(prev))
-    return 0;
+      fsl_value_numel(pe.src) == fsl_value_numel(prev)) {
+    int64_t rs[FSL_MAX_RANK];
+    rm_strides(r, prev->dims, rs);
+    for (int d = 0; d < r; d++)
+      if (pe.bd[d] != prev->dims[d] || (prev->dims[d] != 1 && pe.bst[d] != rs[d])) return 0;
+    pe.full = true;
+    /* the same bytes: the operand itself where it is materialised and the
+     * source it reshapes is not (ResNet's MaxPool output, a reshape of a
+     * value inside the pool's kernel) */
+    if (avail && avail->fn && !avail->fn(avail->ctx, pe.src) && avail->fn(avail->ctx, other)) pe.src = other;
+  }
   if (pe.src->data) {
     if (!const_operand(&pe, r, pe.src->data)) return -1;
     pe.src = NULL;
@@ -724,6 +752,7 @@ static dnnl_status_t md_channels_last(dnnl_memory_desc_t *md, int r, const int64
 }
 
 static bool impl_is_ref(const_dnnl_primitive_desc_t pd);
+static bool impl_has(const_dnnl_primitive_desc_t pd, const char *word);
 
 /* The primitive descriptor of direct convolution g over the given
  * activation and weight descriptors (a format_tag_any one lets oneDNN
@@ -902,6 +931,33 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
     for (int i = 0; i < n; i++)
       if (e[i].binary && (s = md_gemm_act_as_conv(&m->post[i])) != dnnl_success) return s;
   }
+  /* full-size operands (post_entry.full) in the destination's layout: the
+   * activation layouts oneDNN chooses for this convolution without post-ops,
+   * then fixed, so that the primitive writes the layout they are given in */
+  bool full = false;
+  for (int i = 0; i < n; i++) full = full || (e[i].binary && e[i].full);
+  if (full) {
+    if (!g->conv || g->deconv || g->mm != CONV_DIRECT || g->mm_conv) return dnnl_unimplemented;
+    for (int i = 0; i < n; i++)
+      if (e[i].binary && e[i].full &&
+          (e[i].sr != dst->rank || memcmp(e[i].sd, dst->dims, sizeof(int64_t) * (size_t)dst->rank) != 0))
+        return dnnl_unimplemented;
+    dnnl_primitive_desc_t probe = NULL;
+    s = conv_pd(g, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, NULL, &probe);
+    if (chan_last && (s != dnnl_success || impl_is_ref(probe))) {
+      if (s == dnnl_success) dnnl_primitive_desc_destroy(probe), probe = NULL;
+      if ((s = md_any(&src_any, g->r, x->dims)) != dnnl_success || (s = md_any(&dst_any, g->r, dst->dims)) != dnnl_success)
+        return s;
+      s = conv_pd(g, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, NULL, &probe);
+    }
+    if (s != dnnl_success) return s;
+    src_any = *dnnl_primitive_desc_query_md(probe, dnnl_query_src_md, 0);
+    dst_any = *dnnl_primitive_desc_query_md(probe, dnnl_query_dst_md, 0);
+    dnnl_primitive_desc_destroy(probe);
+    chan_last = false;
+    for (int i = 0; i < n; i++)
+      if (e[i].binary && e[i].full) m->post[i] = dst_any;
+  }
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t po = NULL;
   if ((s = user_scratchpad_attr(&attr)) != dnnl_success) return s;
@@ -942,6 +998,11 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
                                                            g->pl, g->pr)) != dnnl_success)
       goto out;
     s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+  }
+  /* a full-size operand only where a jit kernel takes it (not gemm, not reference) */
+  if (s == dnnl_success && full && (impl_is_ref(*pd) || impl_has(*pd, "gemm"))) {
+    dnnl_primitive_desc_destroy(*pd), *pd = NULL;
+    s = dnnl_unimplemented;
   }
 out:
   if (po) dnnl_post_ops_destroy(po);
@@ -1343,9 +1404,47 @@ bool fsl_onednn_linear_src_layout(const fsl_onednn_linear *op, const fsl_value *
 
 /* Appends to the description which activations are chained. */
 static void describe_chain(fsl_onednn_linear *op) {
-  op->desc[op->desc_len] = 0;
-  const char *what = op->src_chained && op->dst_chained ? "src+dst" : op->src_chained ? "src" : "dst";
-  snprintf(op->desc + op->desc_len, sizeof op->desc - op->desc_len, ", chained %s", what);
+  bool post = false;
+  for (int i = 0; i < MAX_POST; i++) post = post || op->post_chained[i];
+  const char *part[3] = {op->src_chained ? "src" : NULL, op->dst_chained ? "dst" : NULL, post ? "residual" : NULL};
+  size_t l = op->desc_len;
+  op->desc[l] = 0;
+  for (int i = 0, k = 0; i < 3; i++)
+    if (part[i] && l < sizeof op->desc) {
+      snprintf(op->desc + l, sizeof op->desc - l, "%s%s", k++ ? "+" : ", chained ", part[i]);
+      l += strlen(op->desc + l);
+    }
+}
+
+/* The entry of cons's full-size operand for absorbed epi node `node` that
+ * is reordered from row-major at run time, or -1. */
+static int full_entry(const fsl_onednn_linear *cons, int node) {
+  for (int i = 0; cons && i < cons->n_entries; i++)
+    if (cons->entries[i].binary && cons->entries[i].full && cons->entries[i].node == node && cons->post_reorder[i])
+      return i;
+  return -1;
+}
+
+bool fsl_onednn_linear_post_chainable(const fsl_onednn_linear *prod, const fsl_onednn_linear *cons, int node,
+                                      size_t capacity) {
+  int i = full_entry(cons, node);
+  if (!prod || prod == cons || !prod->dst_reorder || i < 0 || cons->post_chained[i]) return false;
+  const dnnl_memory_desc_t *pu = NULL, *pp = NULL, *cu = NULL, *cp = NULL;
+  if (dnnl_memory_get_memory_desc(prod->dst_user_mem, &pu) != dnnl_success ||
+      dnnl_memory_get_memory_desc(prod->dst_mem, &pp) != dnnl_success ||
+      dnnl_memory_get_memory_desc(cons->post_user_mem[i], &cu) != dnnl_success ||
+      dnnl_memory_get_memory_desc(cons->post_mem[i], &cp) != dnnl_success || !pu || !pp || !cu || !cp)
+    return false;
+  return dnnl_memory_desc_equal(pu, cu) && dnnl_memory_desc_equal(pp, cp) && dnnl_memory_desc_get_size(pp) <= capacity;
+}
+
+void fsl_onednn_linear_chain_post(fsl_onednn_linear *cons, int node) {
+  int i = full_entry(cons, node);
+  if (i < 0) return;
+  cons->post_chained[i] = true;
+  /* the operand memory now points at the caller's buffer on every run */
+  free(cons->post_buf[i]), cons->post_buf[i] = NULL;
+  describe_chain(cons);
 }
 
 void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod) {
@@ -1433,8 +1532,8 @@ static dnnl_primitive_desc_t best_prefix(const fsl_node *lin, const geom *g, fsl
   return fallback;
 }
 
-fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
-                                    fsl_onednn_linear **out, int *n_absorbed) {
+static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
+                                const avail_fn *avail, fsl_onednn_linear **out, int *n_absorbed) {
   if (!lin || !out || !n_absorbed || (n_epi > 0 && !epi) || n_epi < 0)
     return fsl_errorf(FSL_ERR_ARG, "fsl_onednn_linear_create: NULL argument");
   *out = NULL;
@@ -1473,7 +1572,7 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
       prev = epi[i++]->out[0];
       continue;
     }
-    int used = translate(lin->out[0], epi, n_epi, i, prev, e, &ne);
+    int used = translate(lin->out[0], epi, n_epi, i, prev, avail, e, &ne);
     if (used < 0) {
       entries_free(e, ne);
       free(op);
@@ -1596,7 +1695,17 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
   for (int i = 0; i < n_used; i++) {
     if (!e[i].binary) continue;
     void *h = e[i].cdata ? (void *)e[i].cdata : DNNL_MEMORY_NONE;
-    s = dnnl_memory_create(&op->post_mem[i], &m.post[i], g_engine, h);
+    if (e[i].full && !dnnl_memory_desc_equal(&m.post[i], &m.dst)) {
+      /* a full-size operand in the destination's layout, reordered from row-major */
+      size_t sz = dnnl_memory_desc_get_size(&m.post[i]);
+      dnnl_primitive_desc_t rpd = NULL;
+      h = op->post_buf[i] = aligned_alloc(64, (sz + 63) / 64 * 64);
+      s = h ? dnnl_memory_create(&op->post_user_mem[i], &m.dst, g_engine, DNNL_MEMORY_NONE) : dnnl_out_of_memory;
+      if (s == dnnl_success) s = reorder_pd_create(&rpd, &m.dst, &m.post[i]);
+      if (s == dnnl_success) s = dnnl_primitive_create(&op->post_reorder[i], rpd);
+      if (rpd) dnnl_primitive_desc_destroy(rpd);
+    }
+    if (s == dnnl_success) s = dnnl_memory_create(&op->post_mem[i], &m.post[i], g_engine, h);
     if (s != dnnl_success) {
       st = dnnl_fail(lin, s, "post-op operand");
       goto fail;
@@ -1612,6 +1721,11 @@ fail:
   dnnl_primitive_desc_destroy(pd);
   fsl_onednn_linear_free(op);
   return st;
+}
+
+fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
+                                    fsl_onednn_linear **out, int *n_absorbed) {
+  return linear_create(lin, epi, n_epi, n_threads, NULL, out, n_absorbed);
 }
 
 /** Outside value whose data fsl_onednn_linear_run expects in post[i] for
@@ -1686,7 +1800,14 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
         if (old_threads) g_omp_set(old_threads);
         return fsl_errorf(FSL_ERR_ARG, "fsl_onednn_linear_run: post-op operand %d is NULL", op->entries[i].node);
       }
-      if ((s = dnnl_memory_set_data_handle(op->post_mem[i], (void *)p)) != dnnl_success) goto restore;
+      if (op->post_reorder[i] && !op->post_chained[i]) {
+        dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->post_user_mem[i]}, {DNNL_ARG_TO, op->post_mem[i]}};
+        if ((s = dnnl_memory_set_data_handle(op->post_user_mem[i], (void *)p)) != dnnl_success ||
+            (s = dnnl_primitive_execute(op->post_reorder[i], g_stream, 2, ra)) != dnnl_success)
+          goto restore;
+      } else if ((s = dnnl_memory_set_data_handle(op->post_mem[i], (void *)p)) != dnnl_success) {
+        goto restore;
+      }
     }
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1, op->post_mem[i]};
   }
@@ -1707,7 +1828,8 @@ fsl_status fsl_onednn_linear_create_avail(const fsl_node *lin, fsl_node *const *
                                           bool (*avail)(const void *ctx, const fsl_value *v), const void *ctx,
                                           fsl_onednn_linear **out, int *n_absorbed) {
   for (;;) {
-    FSL_TRY(fsl_onednn_linear_create(lin, epi, n_epi, n_threads, out, n_absorbed));
+    avail_fn af = {avail, ctx};
+    FSL_TRY(linear_create(lin, epi, n_epi, n_threads, &af, out, n_absorbed));
     int bad = -1;
     for (int i = 0; i < *n_absorbed && bad < 0; i++) {
       const fsl_value *pv = fsl_onednn_linear_post_value(*out, i);
@@ -1735,8 +1857,12 @@ void fsl_onednn_linear_free(fsl_onednn_linear *op) {
   if (op->dst_mem) dnnl_memory_destroy(op->dst_mem);
   if (op->wei_user_mem) dnnl_memory_destroy(op->wei_user_mem);
   if (op->scratch_mem) dnnl_memory_destroy(op->scratch_mem);
-  for (int i = 0; i < MAX_POST; i++)
+  for (int i = 0; i < MAX_POST; i++) {
     if (op->post_mem[i]) dnnl_memory_destroy(op->post_mem[i]);
+    if (op->post_user_mem[i]) dnnl_memory_destroy(op->post_user_mem[i]);
+    if (op->post_reorder[i]) dnnl_primitive_destroy(op->post_reorder[i]);
+    free(op->post_buf[i]);
+  }
   entries_free(op->entries, op->n_entries);
   free(op->wei_buf);
   free(op->flip_buf);

@@ -26,8 +26,11 @@ typedef struct fsl_onednn_linear fsl_onednn_linear;
  * max/min with a broadcastable operand), and sets *n_absorbed.  The
  * primitive then writes the output of epi[*n_absorbed - 1] (or of `lin`).
  * Rules measured on oneDNN 2.6 (onednn.c) make it absorb less where a
- * post-op would be slow: a conv stops at a full-size run-time operand (a
- * residual add), a deconvolution (conv with lhs_dilation) absorbs nothing,
+ * post-op would be slow: a full-size run-time operand of a direct conv (a
+ * residual add) is given in the conv's destination layout (reordered from
+ * row-major at run time, unless chained: fsl_onednn_linear_chain_post) and
+ * absorbed only where a jit kernel takes it, a whole operand only (a
+ * broadcast or strided view of one stops the chain), a deconvolution (conv with lhs_dilation) absorbs nothing,
  * and a 1x1 conv run as a matmul over >= 128 pixels stops at a per-channel
  * operand.  `n_threads` is the thread count (0 = default).
  */
@@ -94,6 +97,20 @@ void fsl_onednn_linear_chain_src(fsl_onednn_linear *cons);
  *  fsl_onednn_linear_dst_layout) may read.  Frees the reorder buffer no
  *  longer needed. */
 void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod);
+/** True when the output of `prod`, in the layout its primitive writes, is
+ *  exactly the full-size binary post-op operand (a residual) that `cons`
+ *  reads for its absorbed epilogue node `node` (the post[node] of
+ *  fsl_onednn_linear_run), which cons otherwise reorders from row-major
+ *  into its destination's layout: same row-major and primitive descriptors,
+ *  at most `capacity` bytes.  oneDNN developer guide, "Primitive
+ *  Attributes: Post-ops" (binary post-op operands take any memory format). */
+bool fsl_onednn_linear_post_chainable(const fsl_onednn_linear *prod, const fsl_onednn_linear *cons, int node,
+                                      size_t capacity);
+/** From now on `cons` reads the operand of absorbed node `node` in its
+ *  primitive layout (no reorder), as written by a chained producer
+ *  (fsl_onednn_linear_post_chainable, fsl_onednn_linear_chain_dst).  Frees
+ *  the reorder buffer no longer needed. */
+void fsl_onednn_linear_chain_post(fsl_onednn_linear *cons, int node);
 
 /** One line naming what oneDNN runs, for profiles and tests: the primitive
  *  kind, oneDNN's implementation, the dims of its src, weights and dst
@@ -102,8 +119,9 @@ void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod);
  *  e.g. "matmul brg:avx512_core 128x768:768x2304:128x2304 plain" (a matmul
  *  whose batch dims were folded into M), or "convolution brgconv:avx512_core
  *  1x64x56x56:64x64x3x3:1x64x56x56 reordered"; a chained op
- *  (fsl_onednn_linear_chain_src/_dst) ends in ", chained src", ", chained dst" or
- *  ", chained src+dst".  "" for NULL. */
+ *  (fsl_onednn_linear_chain_src/_dst/_post) ends in ", chained " and what
+ *  is chained: "src", "dst", "residual" joined by "+" (", chained
+ *  src+dst+residual").  "" for NULL. */
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op);
 void fsl_onednn_linear_free(fsl_onednn_linear *op);
 
