@@ -648,6 +648,42 @@ static void test_residual_post_chain(void **state) {
   fsl_graph_free(g);
 }
 
+/* A residual from a channels-last 1x1 convolution (read by another 1x1
+ * convolution as its source) into a 3x3 one: z = relu(conv3(conv2(v)) + v),
+ * v = conv1(x), one kernel per conv with the nodes after it.  Where the 3x3
+ * convolution wants v in the same layout it absorbs it and v is chained
+ * there; where it wants another (blocked nChw8c with AVX2), it leaves the
+ * add to the generated epilogue (keep_residual in lower.c), which reads v
+ * where it lies: v stays chained either way, and the result matches. */
+static void test_residual_kept_for_epilogue(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 16, 12, 12}, d1[] = {16, 16, 1, 1}, d3[] = {16, 16, 3, 3};
+  int64_t st[] = {1, 1}, dl[] = {1, 1}, p0[] = {0, 0, 0, 0}, p1[] = {1, 1, 1, 1};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w1 = input_dt(g, FSL_DT_F32, 4, d1);
+  fsl_value *w2 = input_dt(g, FSL_DT_F32, 4, d1), *w3 = input_dt(g, FSL_DT_F32, 4, d3);
+  fsl_value *v = fsl_b_conv(&b, x, w1, st, dl, p0, 1, NULL), *h = fsl_b_conv(&b, v, w2, st, dl, p0, 1, NULL);
+  fsl_value *c = fsl_b_conv(&b, h, w3, st, dl, p1, 1, NULL);
+  fsl_value *z = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, c, v), 0.0);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, z);
+  void *in[] = {random_data(x, -1, 1), random_data(w1, -0.3, 0.3), random_data(w2, -0.3, 0.3),
+                random_data(w3, -0.2, 0.2)};
+  fsl_node **sets[3];
+  int sizes[3], n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i]->op == FSL_OP_conv && n < 3) sets[n] = &g->nodes[i], sizes[n++] = 0;
+    sizes[n - 1]++;
+  }
+  assert_int_equal(n, 3);
+  int chained = run_hand_plan(g, sets, sizes, n, in, z, "residual-kept");
+  if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "residual-kept: %d values chained\n", chained);
+  assert_true(chained >= 1);
+  free_inputs(in, 4);
+  fsl_graph_free(g);
+}
+
 /* A 3 -> 16 channel convolution (channels-last: channels_last_pays, and
  * oneDNN's own choice on AVX-512) and then, in a generated kernel, a
  * normalization over `axes`: y = h - mean(h over axes).  Over H and W
@@ -1077,7 +1113,7 @@ int main(void) {
       cmocka_unit_test(test_maxpool_separable),
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
-      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_attention_concat_chain),
+      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_residual_kept_for_epilogue), cmocka_unit_test(test_attention_concat_chain),
       cmocka_unit_test(test_reduce_chain),
       cmocka_unit_test(test_gather_ints),
       cmocka_unit_test(test_gather_error),

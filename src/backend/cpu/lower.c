@@ -130,6 +130,25 @@ static fsl_status add_gen(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_
 
 static bool is_avail(const void *ctx, const fsl_value *v) { return ((const fsl_cpu_lowering *)ctx)->avail[v->id]; }
 
+/* Whether linear op `op` keeps the residual v of its absorbed node `node`
+ * (fsl_onednn_linear_create_avail): not when v comes from a oneDNN step
+ * that writes a layout generated code reads (nhwc) other than the one op
+ * wants (YOLOX's bottlenecks: the shortcut from a channels-last 1x1
+ * convolution into a blocked 3x3 one).  There the generated epilogue reads
+ * v where it lies, and v stays chained for its other readers; reordering
+ * it for op would also make its producer reorder it to row-major. */
+static bool keep_residual(const void *ctx, const fsl_onednn_linear *op, int node, const fsl_value *v) {
+  const fsl_cpu_lowering *L = ctx;
+  fsl_cg_layout lay;
+  for (int i = L->n_steps - 1; i >= 0; i--) {
+    const fsl_cpu_step *p = &L->steps[i];
+    if (p->n_out != 1 || p->out[0] != v) continue;
+    return p->kind != FSL_CPU_STEP_ONEDNN || !fsl_onednn_linear_dst_layout(p->dnn, v, &lay) ||
+           fsl_onednn_linear_post_chainable(p->dnn, op, node, (size_t)fsl_value_nbytes(v));
+  }
+  return true;
+}
+
 /* The linear op itself: oneDNN with the longest usable epilogue chain, else
  * a generated matmul, else the reference interpreter.  *z receives the
  * value it writes, *n_abs the absorbed chain length.  FSL_NO_ONEDNN (set)
@@ -142,7 +161,7 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
   int na = 0;
   fsl_status st = FSL_ERR_UNSUPPORTED;
   if (lin->in[0]->dtype == FSL_DT_F32 && getenv("FSL_NO_ONEDNN") == NULL)
-    st = fsl_onednn_linear_create_avail(lin, chain, n_chain, 0, is_avail, L, &op, &na);
+    st = fsl_onednn_linear_create_avail(lin, chain, n_chain, 0, is_avail, keep_residual, L, &op, &na);
   if (st == FSL_OK) {
     fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_ONEDNN, ki);
     if (!s) {
@@ -361,10 +380,11 @@ static bool has_inplace_reader(const fsl_memplan *mp, const fsl_value *v) {
 }
 
 /* Value w, output `o` of GEN step g (index gi): written in the dense
- * permutation the oneDNN steps reading it (as their source) reorder it
- * to, when g can generate it so and every other reader is a later GEN
- * step that can read it there (a residual add after a block's first
- * convolution reads the block's input too). */
+ * permutation the oneDNN steps reading it (as their source, or as a
+ * residual they absorbed) reorder it to, when g can generate it so and
+ * every other reader is a later GEN step that can read it there (a
+ * residual add after a block's first convolution reads the block's input
+ * too). */
 static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_memplan *mp) {
   fsl_cpu_step *g = &L->steps[gi];
   const fsl_value *w = g->out[o];
@@ -384,8 +404,9 @@ static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_mempl
         gen_readers++;
         continue;
       }
-      if (j <= gi || c->kind != FSL_CPU_STEP_ONEDNN || k != 0 ||
-          !fsl_onednn_linear_src_layout(c->dnn, w, (size_t)nb, &cl) ||
+      if (j <= gi || c->kind != FSL_CPU_STEP_ONEDNN || k == 1 ||
+          !(k == 0 ? fsl_onednn_linear_src_layout(c->dnn, w, (size_t)nb, &cl)
+                   : fsl_onednn_linear_post_layout(c->dnn, k - 2, w, (size_t)nb, &cl)) ||
           (readers > 0 && memcmp(&cl, &lay, sizeof cl) != 0))
         return false;
       lay = cl;
@@ -409,9 +430,13 @@ static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_mempl
     regen(L, g);
     return false;
   }
-  for (int j = gi + 1; j < L->n_steps; j++)
-    if (L->steps[j].kind == FSL_CPU_STEP_ONEDNN && L->steps[j].n_in > 0 && L->steps[j].in[0] == w)
-      fsl_onednn_linear_chain_src(L->steps[j].dnn);
+  for (int j = gi + 1; j < L->n_steps; j++) {
+    const fsl_cpu_step *c = &L->steps[j];
+    if (c->kind != FSL_CPU_STEP_ONEDNN) continue;
+    if (c->n_in > 0 && c->in[0] == w) fsl_onednn_linear_chain_src(c->dnn);
+    for (int k = 2; k < c->n_in; k++)
+      if (c->in[k] == w) fsl_onednn_linear_chain_post(c->dnn, k - 2);
+  }
   return true;
 }
 

@@ -1438,6 +1438,16 @@ bool fsl_onednn_linear_post_chainable(const fsl_onednn_linear *prod, const fsl_o
   return dnnl_memory_desc_equal(pu, cu) && dnnl_memory_desc_equal(pp, cp) && dnnl_memory_desc_get_size(pp) <= capacity;
 }
 
+bool fsl_onednn_linear_post_layout(const fsl_onednn_linear *op, int node, const fsl_value *v, size_t capacity,
+                                   fsl_cg_layout *lay) {
+  int i = full_entry(op, node);
+  const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
+  return i >= 0 && v && lay && !op->post_chained[i] &&
+         dnnl_memory_get_memory_desc(op->post_mem[i], &pp) == dnnl_success &&
+         dnnl_memory_get_memory_desc(op->post_user_mem[i], &pu) == dnnl_success && perm_layout(pp, pu, v, lay) &&
+         dnnl_memory_desc_get_size(pp) <= capacity;
+}
+
 void fsl_onednn_linear_chain_post(fsl_onednn_linear *cons, int node) {
   int i = full_entry(cons, node);
   if (i < 0) return;
@@ -1825,15 +1835,18 @@ fail:
 }
 
 fsl_status fsl_onednn_linear_create_avail(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
-                                          bool (*avail)(const void *ctx, const fsl_value *v), const void *ctx,
-                                          fsl_onednn_linear **out, int *n_absorbed) {
+                                          bool (*avail)(const void *ctx, const fsl_value *v),
+                                          bool (*keep_residual)(const void *ctx, const fsl_onednn_linear *op,
+                                                                int node, const fsl_value *v),
+                                          const void *ctx, fsl_onednn_linear **out, int *n_absorbed) {
   for (;;) {
     avail_fn af = {avail, ctx};
     FSL_TRY(linear_create(lin, epi, n_epi, n_threads, &af, out, n_absorbed));
     int bad = -1;
     for (int i = 0; i < *n_absorbed && bad < 0; i++) {
       const fsl_value *pv = fsl_onednn_linear_post_value(*out, i);
-      if (pv && !avail(ctx, pv)) bad = i;
+      if (pv && (!avail(ctx, pv) || (keep_residual && full_entry(*out, i) >= 0 && !keep_residual(ctx, *out, i, pv))))
+        bad = i;
     }
     if (bad < 0) return FSL_OK;
     fsl_onednn_linear_free(*out);

@@ -42,11 +42,18 @@ fsl_status fsl_onednn_linear_create(const fsl_node *lin, fsl_node *const *epi, i
  * outside operand of every absorbed post-op is materialised before the
  * linear op runs (avail(ctx, v) true for the value
  * fsl_onednn_linear_post_value names), as a caller that runs the linear op
- * before the rest of the epilogue needs.  Same errors.
+ * before the rest of the epilogue needs, and until `keep_residual` (when
+ * not NULL) accepts every absorbed full-size operand that the primitive
+ * reorders from row-major (node: the epi index, v: the value): a caller
+ * whose producer of v writes a layout generated code reads (nhwc), but not
+ * the one the primitive wants, keeps v there for a generated epilogue
+ * instead of reordering it twice.  Same errors.
  */
 fsl_status fsl_onednn_linear_create_avail(const fsl_node *lin, fsl_node *const *epi, int n_epi, int n_threads,
-                                          bool (*avail)(const void *ctx, const fsl_value *v), const void *ctx,
-                                          fsl_onednn_linear **out, int *n_absorbed);
+                                          bool (*avail)(const void *ctx, const fsl_value *v),
+                                          bool (*keep_residual)(const void *ctx, const fsl_onednn_linear *op,
+                                                                int node, const fsl_value *v),
+                                          const void *ctx, fsl_onednn_linear **out, int *n_absorbed);
 
 /**
  * Runs it.  `src` and `wei` are the linear node's inputs (row-major as in
@@ -106,6 +113,12 @@ void fsl_onednn_linear_chain_dst(fsl_onednn_linear *prod);
  *  Attributes: Post-ops" (binary post-op operands take any memory format). */
 bool fsl_onednn_linear_post_chainable(const fsl_onednn_linear *prod, const fsl_onednn_linear *cons, int node,
                                       size_t capacity);
+/** The same as fsl_onednn_linear_src_layout for the full-size operand v
+ *  of `op`'s absorbed node `node` (a residual it reorders from row-major):
+ *  generated code that writes v may write it in that layout (then
+ *  fsl_onednn_linear_chain_post). */
+bool fsl_onednn_linear_post_layout(const fsl_onednn_linear *op, int node, const fsl_value *v, size_t capacity,
+                                   fsl_cg_layout *lay);
 /** From now on `cons` reads the operand of absorbed node `node` in its
  *  primitive layout (no reorder), as written by a chained producer
  *  (fsl_onednn_linear_post_chainable, fsl_onednn_linear_chain_dst).  Frees
