@@ -610,8 +610,9 @@ static void test_residual_chain(void **state) {
  * nodes after it.  y0 (read by a conv as its source and by another as its
  * residual), y1 and y2 (source and residual of the same conv) stay in
  * oneDNN's layout whatever it is (nChw8c with AVX2, which generated code
- * does not read), and the result matches the reference; so does a plan of
- * one kernel per node, where every residual is reordered from row-major. */
+ * does not read; where the conv's kernel refuses the residual, as oneDNN's
+ * brgemm ones do with AVX-512, generated epilogues add it in nhwc), and the
+ * result matches the reference; so does a plan of one kernel per node. */
 static void test_residual_post_chain(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -640,7 +641,7 @@ static void test_residual_post_chain(void **state) {
   assert_int_equal(n, 4);
   int chained = run_hand_plan(g, sets, sizes, n, in, y[3], "residual-post-chain");
   if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "residual-post-chain: %d values chained\n", chained);
-  assert_int_equal(chained, 3);
+  assert_true(chained >= 3);
   assert_true(g->n_nodes <= 40);
   for (int i = 0; i < g->n_nodes; i++) sets[i] = &g->nodes[i], sizes[i] = 1;
   run_hand_plan(g, sets, sizes, g->n_nodes, in, y[3], "residual-post-chain/per-node");
