@@ -131,19 +131,16 @@ static fsl_status add_gen(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_
 static bool is_avail(const void *ctx, const fsl_value *v) { return ((const fsl_cpu_lowering *)ctx)->avail[v->id]; }
 
 /* Whether linear op `op` keeps the residual v of its absorbed node `node`
- * (fsl_onednn_linear_create_avail): not when v has other readers and comes
- * from a oneDNN step that writes a layout generated code reads (nhwc)
- * other than the one op wants (YOLOX's bottlenecks: the shortcut from a
- * channels-last 1x1 convolution, also read by the next 1x1 one, into a
- * blocked 3x3 one).  There the generated epilogue reads v where it lies,
- * and v stays chained for its other readers; reordering it for op would
- * make its producer reorder it to row-major for all of them.  A residual
- * read by nothing else (ResNet's downsample) is still absorbed: reordered
- * twice, but the block's output then stays in op's layout. */
+ * (fsl_onednn_linear_create_avail): not when v comes from a oneDNN step
+ * that writes a layout generated code reads (nhwc) other than the one op
+ * wants (YOLOX's bottlenecks: the shortcut from a channels-last 1x1
+ * convolution, also read by the next 1x1 one, into a blocked 3x3 one;
+ * ResNet's downsample into a Winograd convolution with AVX-512).  There
+ * the generated epilogue reads v where it lies; reordering it for op
+ * would make its producer reorder it to row-major first. */
 static bool keep_residual(const void *ctx, const fsl_onednn_linear *op, int node, const fsl_value *v) {
   const fsl_cpu_lowering *L = ctx;
   fsl_cg_layout lay;
-  if (v->n_cons <= 1) return true;
   for (int i = L->n_steps - 1; i >= 0; i--) {
     const fsl_cpu_step *p = &L->steps[i];
     if (p->n_out != 1 || p->out[0] != v) continue;

@@ -200,6 +200,8 @@ typedef struct post_entry {
   const fsl_value *src;       /* run-time operand (data from the caller), or NULL */
   bool full;                  /* src is a full-size operand of a direct convolution (a residual),
                                  given to oneDNN in the destination's layout (make_pd) */
+  bool sum;                   /* full, an add: oneDNN's sum post-op (dst += result), the
+                                 destination filled with the operand before the primitive runs */
 } post_entry;
 
 struct fsl_onednn_linear {
@@ -232,6 +234,7 @@ struct fsl_onednn_linear {
    * from the caller's row-major data into post_buf, unless chained (its
    * producer writes it in this layout, fsl_onednn_linear_chain_post) */
   dnnl_primitive_t post_reorder[MAX_POST];
+  dnnl_primitive_t post_copy[MAX_POST];  /* a sum operand in the primitive layout into the destination */
   dnnl_memory_t post_user_mem[MAX_POST];
   void *post_buf[MAX_POST];
   bool post_chained[MAX_POST];
@@ -483,6 +486,14 @@ static int translate(const fsl_value *lin_out, fsl_node *const *epi, int n_epi, 
    * view of one stays with the generated epilogue. */
   if (lin_out->producer && lin_out->producer->op == FSL_OP_conv && !pe.src->data &&
       fsl_value_numel(pe.src) == fsl_value_numel(prev)) {
+    /* Only where oneDNN has no AVX-512: there its brgemm 1x1 convolutions
+     * refuse the binary post-op (their jit_1x1 fallback is 1.2-1.4x slower
+     * than brgconv_1x1 plus the generated add), and with the sum post-op
+     * ResNet-18 took 13.17 -> 13.45 ms and mobilenet_v3_small 1.49 -> 1.55
+     * ms (FSL_CPU_PROFILE, 8 interleaved rounds): the Winograd
+     * convolutions' nChw16c results break the nhwc chains around them, and
+     * the residual is copied into the destination first. */
+    if ((dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core) return 0;
     int64_t rs[FSL_MAX_RANK];
     rm_strides(r, prev->dims, rs);
     for (int d = 0; d < r; d++)
@@ -492,6 +503,11 @@ static int translate(const fsl_value *lin_out, fsl_node *const *epi, int n_epi, 
      * source it reshapes is not (ResNet's MaxPool output, a reshape of a
      * value inside the pool's kernel) */
     if (avail && avail->fn && !avail->fn(avail->ctx, pe.src) && avail->fn(avail->ctx, other)) pe.src = other;
+    /* an add is oneDNN's sum post-op (one per primitive): its jit kernels
+     * start the accumulation from the destination, which costs less in them
+     * than a binary post-op over the whole tensor */
+    pe.sum = op == FSL_OP_add;
+    for (int j = 0; j < *n; j++) pe.sum = pe.sum && !e[j].sum;
   }
   if (pe.src->data) {
     if (!const_operand(&pe, r, pe.src->data)) return -1;
@@ -690,9 +706,15 @@ static bool channels_last_pays(const geom *g, const fsl_value *x, const fsl_valu
   int64_t C = x->dims[1];
   /* a dense strided 1x1 convolution is a ResNet downsample: its source is
    * also the source of the block's first 3x3 convolution and its result
-   * the residual of the second (test_residual_post_chain), which keep
-   * oneDNN's layout; in it the three chain */
-  if (k1 && strided && g->group == 1 && C >= 16) return false;
+   * the residual of the second, which keep oneDNN's blocked layout where
+   * it has no more than AVX2 (nChw8c); in it the three chain (ResNet-18's
+   * downsamples 0.13-0.17 -> 0.10-0.11 ms, FSL_CPU_PROFILE).  With
+   * AVX-512 the block's convolutions run on nhwc or Winograd's nChw16c,
+   * and there oneDNN's own choice for the downsample took 0.12-0.15 ms
+   * against 0.05-0.07 on nhwc. */
+  if (k1 && strided && g->group == 1 && C >= 16 &&
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core)
+    return false;
   return (g->group == C && w->dims[0] == C) || k1 || (g->group == 1 && C < 16);
 }
 
@@ -800,6 +822,7 @@ static dnnl_status_t md_gemm_wei_as_conv(dnnl_memory_desc_t *md) {
 typedef struct pd_mds {
   dnnl_memory_desc_t src, wei_user, dst;
   dnnl_memory_desc_t post[MAX_POST];  /* binary entries' operands */
+  bool no_sum;                        /* a post_entry.sum runs as a binary add post-op (make_pd) */
 } pd_mds;
 
 /* Creates the primitive descriptor with the first n entries as post-ops
@@ -967,13 +990,22 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
     for (int i = 0; i < n; i++)
       if (e[i].binary && e[i].full) m->post[i] = dst_any;
   }
-  dnnl_primitive_attr_t attr = NULL;
-  dnnl_post_ops_t po = NULL;
+  /* a residual add as the sum post-op first; where the kernel refuses that
+   * (after a binary post-op, e.g. a run-time per-channel operand, oneDNN
+   * 2.6's AVX2 kernels do), as a binary add */
+  m->no_sum = true;
+  for (int i = 0; i < n; i++) m->no_sum = m->no_sum && !e[i].sum;
+  dnnl_primitive_attr_t attr;
+  dnnl_post_ops_t po;
+retry:
+  attr = NULL, po = NULL;
   if ((s = user_scratchpad_attr(&attr)) != dnnl_success) return s;
   if ((s = dnnl_post_ops_create(&po)) != dnnl_success) goto out;
   for (int i = bias ? 1 : 0; i < n; i++) {
     if (e[i].reshape) continue;
-    if (e[i].binary) {
+    if (e[i].sum && !m->no_sum) {
+      s = dnnl_post_ops_append_sum(po, 1.0f);
+    } else if (e[i].binary) {
       s = dnnl_post_ops_append_binary(po, e[i].alg, &m->post[i]);
     } else {
       s = dnnl_post_ops_append_eltwise(po, 1.0f, e[i].alg, e[i].alpha, e[i].beta);
@@ -1020,6 +1052,12 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
        strcmp(impl, probe_impl) != 0)) {
     dnnl_primitive_desc_destroy(*pd), *pd = NULL;
     s = dnnl_unimplemented;
+  }
+  if (s != dnnl_success && !m->no_sum) {
+    dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    m->no_sum = true;
+    goto retry;
   }
 out:
   if (po) dnnl_post_ops_destroy(po);
@@ -1645,6 +1683,7 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     return dnnl_fail(lin, last, "primitive descriptor");
   }
   for (int i = n_used; i < ne; i++) free(e[i].cdata), e[i].cdata = NULL;
+  for (int i = 0; i < n_used && m.no_sum; i++) e[i].sum = false;
   op->entries = e;
   op->n_entries = n_used;
   op->n_absorbed = n_used ? e[n_used - 1].node + 1 : 0;
@@ -1726,13 +1765,21 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
       /* a full-size operand in the destination's layout, reordered from row-major */
       size_t sz = dnnl_memory_desc_get_size(&m.post[i]);
       dnnl_primitive_desc_t rpd = NULL;
-      h = op->post_buf[i] = aligned_alloc(64, (sz + 63) / 64 * 64);
-      s = h ? dnnl_memory_create(&op->post_user_mem[i], &m.dst, g_engine, DNNL_MEMORY_NONE) : dnnl_out_of_memory;
+      /* a sum operand is reordered into the destination itself */
+      h = e[i].sum ? DNNL_MEMORY_NONE : (op->post_buf[i] = aligned_alloc(64, (sz + 63) / 64 * 64));
+      s = e[i].sum || h ? dnnl_memory_create(&op->post_user_mem[i], &m.dst, g_engine, DNNL_MEMORY_NONE)
+                        : dnnl_out_of_memory;
       if (s == dnnl_success) s = reorder_pd_create(&rpd, &m.dst, &m.post[i]);
       if (s == dnnl_success) s = dnnl_primitive_create(&op->post_reorder[i], rpd);
       if (rpd) dnnl_primitive_desc_destroy(rpd);
     }
     if (s == dnnl_success) s = dnnl_memory_create(&op->post_mem[i], &m.post[i], g_engine, h);
+    if (s == dnnl_success && e[i].sum) { /* a parallel copy (oneDNN's reorder), not memcpy */
+      dnnl_primitive_desc_t rpd = NULL;
+      s = reorder_pd_create(&rpd, &m.post[i], &m.post[i]);
+      if (s == dnnl_success) s = dnnl_primitive_create(&op->post_copy[i], rpd);
+      if (rpd) dnnl_primitive_desc_destroy(rpd);
+    }
     if (s != dnnl_success) {
       st = dnnl_fail(lin, s, "post-op operand");
       goto fail;
@@ -1827,6 +1874,23 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
         if (old_threads) g_omp_set(old_threads);
         return fsl_errorf(FSL_ERR_ARG, "fsl_onednn_linear_run: post-op operand %d is NULL", op->entries[i].node);
       }
+      if (op->entries[i].sum) {
+        /* the destination starts as the operand: reordered into it, or copied */
+        void *d = NULL;
+        if ((s = dnnl_memory_get_data_handle(op->dst_mem, &d)) != dnnl_success) goto restore;
+        if (op->post_reorder[i] && !op->post_chained[i]) {
+          dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->post_user_mem[i]}, {DNNL_ARG_TO, op->dst_mem}};
+          if ((s = dnnl_memory_set_data_handle(op->post_user_mem[i], (void *)p)) != dnnl_success ||
+              (s = dnnl_primitive_execute(op->post_reorder[i], g_stream, 2, ra)) != dnnl_success)
+            goto restore;
+        } else if (d != p) {
+          dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->post_mem[i]}, {DNNL_ARG_TO, op->dst_mem}};
+          if ((s = dnnl_memory_set_data_handle(op->post_mem[i], (void *)p)) != dnnl_success ||
+              (s = dnnl_primitive_execute(op->post_copy[i], g_stream, 2, ra)) != dnnl_success)
+            goto restore;
+        }
+        continue;
+      }
       if (op->post_reorder[i] && !op->post_chained[i]) {
         dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->post_user_mem[i]}, {DNNL_ARG_TO, op->post_mem[i]}};
         if ((s = dnnl_memory_set_data_handle(op->post_user_mem[i], (void *)p)) != dnnl_success ||
@@ -1891,6 +1955,7 @@ void fsl_onednn_linear_free(fsl_onednn_linear *op) {
     if (op->post_mem[i]) dnnl_memory_destroy(op->post_mem[i]);
     if (op->post_user_mem[i]) dnnl_memory_destroy(op->post_user_mem[i]);
     if (op->post_reorder[i]) dnnl_primitive_destroy(op->post_reorder[i]);
+    if (op->post_copy[i]) dnnl_primitive_destroy(op->post_copy[i]);
     free(op->post_buf[i]);
   }
   entries_free(op->entries, op->n_entries);
