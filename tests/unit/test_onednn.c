@@ -505,15 +505,15 @@ static void test_conv_lhs_dilation(void **state) {
   run_conv(3, x1, 2, 1, k1, o1, o1, p1, l1, true, false, true);
 }
 
-/* A conv absorbs a full-size run-time operand (a residual add) as a
- * binary post-op given in its destination's layout, reordered from
- * row-major here (nothing chains it), where the kernel that runs the conv
- * alone takes it: bias, residual and relu all absorbed, never on the gemm
- * path (in plain nchw, oneDNN 2.6 took a ~20x slower one: resnet18, commit
- * 86b1801), and the result matches the reference.  Elsewhere (oneDNN's
- * brgemm kernels with AVX-512 hand it to slower ones) the chain stops after
- * the bias.  16 and 8 channels (a whole and a partial AVX-512 block), the
- * residual another input or the conv's own source (conv(x) + x). */
+/* A conv absorbs a full-size run-time operand (a residual add) as oneDNN's
+ * sum post-op (or a binary one given in its destination's layout),
+ * reordered from row-major here (nothing chains it), where oneDNN has no
+ * AVX-512 (targeting AVX2: always): bias, residual and relu all absorbed,
+ * never on the gemm path (in plain nchw, oneDNN 2.6 took a ~20x slower
+ * one: resnet18, commit 86b1801), and the result matches the reference.
+ * With AVX-512 (measured slower there) the chain stops after the bias.
+ * 16 and 8 channels (a whole and a partial AVX-512 block), the residual
+ * another input or the conv's own source (conv(x) + x). */
 static void test_conv_residual(void **state) {
   (void)state;
   for (int v = 0; v < 3; v++) {

@@ -45,7 +45,10 @@
  * has the destination's rank with 1 on broadcast dims and the source's
  * strides on the others; constant operands are copied (and shrunk to the
  * dims along which they actually vary, which also turns a folded
- * full-size bias back into [1, M, 1, 1]) at create time.  Among the
+ * full-size bias back into [1, M, 1, 1]) at create time.  A full-size
+ * run-time operand of a direct conv (a residual add) is the sum post-op
+ * (or a binary one) in the destination's layout, without AVX-512 only
+ * (translate, make_pd).  Among the
  * prefixes oneDNN accepts, the longest one with an optimized (non "ref")
  * implementation wins.
  */

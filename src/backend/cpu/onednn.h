@@ -27,10 +27,11 @@ typedef struct fsl_onednn_linear fsl_onednn_linear;
  * primitive then writes the output of epi[*n_absorbed - 1] (or of `lin`).
  * Rules measured on oneDNN 2.6 (onednn.c) make it absorb less where a
  * post-op would be slow: a full-size run-time operand of a direct conv (a
- * residual add) is given in the conv's destination layout (reordered from
- * row-major at run time, unless chained: fsl_onednn_linear_chain_post) and
- * absorbed only where a jit kernel takes it, a whole operand only (a
- * broadcast or strided view of one stops the chain), a deconvolution (conv with lhs_dilation) absorbs nothing,
+ * residual add; a whole operand only) is absorbed only where oneDNN has no
+ * AVX-512 and the kernel that runs the conv alone takes it, as the sum
+ * post-op (the destination filled with it first) or a binary one, given
+ * in the conv's destination layout (reordered from row-major at run time,
+ * unless chained: fsl_onednn_linear_chain_post), a deconvolution (conv with lhs_dilation) absorbs nothing,
  * and a 1x1 conv run as a matmul over >= 128 pixels stops at a per-channel
  * operand.  `n_threads` is the thread count (0 = default).
  */
