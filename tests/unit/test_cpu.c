@@ -610,9 +610,9 @@ static void test_residual_chain(void **state) {
  * nodes after it.  y0 (read by a conv as its source and by another as its
  * residual), y1 and y2 (source and residual of the same conv) stay in
  * oneDNN's layout whatever it is (nChw8c with AVX2, which generated code
- * does not read; where the conv's kernel refuses the residual, as oneDNN's
- * brgemm ones do with AVX-512, generated epilogues add it in nhwc), and the
- * result matches the reference; so does a plan of one kernel per node. */
+ * does not read; with AVX-512, where the residual is not absorbed,
+ * generated epilogues add it in nhwc), and the result matches the
+ * reference; so does a plan of one kernel per node. */
 static void test_residual_post_chain(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();

@@ -380,6 +380,15 @@ static bool has_inplace_reader(const fsl_memplan *mp, const fsl_value *v) {
   return false;
 }
 
+/* oneDNN step c reads v in its primitive layouts from now on: as its
+ * source and as the residual of each absorbed node that reads v (a step
+ * may do both: conv(v) + v). */
+static void chain_reads(const fsl_cpu_step *c, const fsl_value *v) {
+  if (c->n_in > 0 && c->in[0] == v) fsl_onednn_linear_chain_src(c->dnn);
+  for (int k = 2; k < c->n_in; k++)
+    if (c->in[k] == v) fsl_onednn_linear_chain_post(c->dnn, k - 2);
+}
+
 /* Value w, output `o` of GEN step g (index gi): written in the dense
  * permutation the oneDNN steps reading it (as their source, or as a
  * residual they absorbed) reorder it to, when g can generate it so and
@@ -431,13 +440,8 @@ static bool chain_gen_output(fsl_cpu_lowering *L, int gi, int o, const fsl_mempl
     regen(L, g);
     return false;
   }
-  for (int j = gi + 1; j < L->n_steps; j++) {
-    const fsl_cpu_step *c = &L->steps[j];
-    if (c->kind != FSL_CPU_STEP_ONEDNN) continue;
-    if (c->n_in > 0 && c->in[0] == w) fsl_onednn_linear_chain_src(c->dnn);
-    for (int k = 2; k < c->n_in; k++)
-      if (c->in[k] == w) fsl_onednn_linear_chain_post(c->dnn, k - 2);
-  }
+  for (int j = gi + 1; j < L->n_steps; j++)
+    if (L->steps[j].kind == FSL_CPU_STEP_ONEDNN) chain_reads(&L->steps[j], w);
   return true;
 }
 
@@ -472,14 +476,8 @@ static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *m
     return false;
   }
   fsl_onednn_linear_chain_dst(p->dnn);
-  /* a step may read z both as its source and as its residual (conv(z) + z) */
-  for (int j = 0; j < L->n_steps; j++) {
-    const fsl_cpu_step *c = &L->steps[j];
-    if (how[j] != READ_ONEDNN && how[j] != READ_POST) continue;
-    if (c->in[0] == z) fsl_onednn_linear_chain_src(c->dnn);
-    for (int k = 2; k < c->n_in; k++)
-      if (c->in[k] == z) fsl_onednn_linear_chain_post(c->dnn, k - 2);
-  }
+  for (int j = 0; j < L->n_steps; j++)
+    if (how[j] == READ_ONEDNN || how[j] == READ_POST) chain_reads(&L->steps[j], z);
   return true;
 }
 

@@ -168,22 +168,32 @@ static void *thread_scratch(size_t n) {
   return s->p;
 }
 
-/* The descriptor of a reorder from -> to that needs no scratchpad
- * (dnnl_unimplemented if it would need one; see user_scratchpad_attr). */
-static dnnl_status_t reorder_pd_create(dnnl_primitive_desc_t *rpd, const dnnl_memory_desc_t *from,
-                                       const dnnl_memory_desc_t *to) {
+/* A reorder primitive from -> to that needs no scratchpad (dnnl_unimplemented
+ * if it would need one; see user_scratchpad_attr). */
+static dnnl_status_t reorder_create(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to) {
   dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t rpd = NULL;
   dnnl_status_t s = user_scratchpad_attr(&attr);
-  if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(rpd, from, g_engine, to, g_engine, attr);
+  if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&rpd, from, g_engine, to, g_engine, attr);
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (s != dnnl_success) return s;
-  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(*rpd, dnnl_query_scratchpad_md, 0);
-  if (smd && dnnl_memory_desc_get_size(smd) > 0) {
-    dnnl_primitive_desc_destroy(*rpd);
-    *rpd = NULL;
-    return dnnl_unimplemented;
-  }
-  return dnnl_success;
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
+  s = smd && dnnl_memory_desc_get_size(smd) > 0 ? dnnl_unimplemented : dnnl_primitive_create(r, rpd);
+  dnnl_primitive_desc_destroy(rpd);
+  return s;
+}
+
+/* Runs reorder r from `from` (its data handle set to from_data) into `to`. */
+static dnnl_status_t exec_reorder(dnnl_primitive_t r, dnnl_memory_t from, const void *from_data, dnnl_memory_t to) {
+  dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  dnnl_status_t s = dnnl_memory_set_data_handle(from, (void *)from_data);
+  return s != dnnl_success ? s : dnnl_primitive_execute(r, g_stream, 2, ra);
+}
+
+/* Whether oneDNN may use AVX-512 (its effective ISA: the machine's, or the
+ * FSL_CPU_ISA limit isa.c sets before the first primitive). */
+static bool onednn_has_avx512(void) {
+  return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
 }
 
 /* ---- post-op entries ---- */
@@ -496,7 +506,7 @@ static int translate(const fsl_value *lin_out, fsl_node *const *epi, int n_epi, 
      * ms (FSL_CPU_PROFILE, 8 interleaved rounds): the Winograd
      * convolutions' nChw16c results break the nhwc chains around them, and
      * the residual is copied into the destination first. */
-    if ((dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core) return 0;
+    if (onednn_has_avx512()) return 0;
     int64_t rs[FSL_MAX_RANK];
     rm_strides(r, prev->dims, rs);
     for (int d = 0; d < r; d++)
@@ -715,9 +725,7 @@ static bool channels_last_pays(const geom *g, const fsl_value *x, const fsl_valu
    * AVX-512 the block's convolutions run on nhwc or Winograd's nChw16c,
    * and there oneDNN's own choice for the downsample took 0.12-0.15 ms
    * against 0.05-0.07 on nhwc. */
-  if (k1 && strided && g->group == 1 && C >= 16 &&
-      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core)
-    return false;
+  if (k1 && strided && g->group == 1 && C >= 16 && !onednn_has_avx512()) return false;
   return (g->group == C && w->dims[0] == C) || k1 || (g->group == 1 && C < 16);
 }
 
@@ -795,6 +803,21 @@ static dnnl_status_t conv_pd(const geom *g, const dnnl_memory_desc_t *src, const
   dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, alg, src, wei, bias, dst,
                                                                g->strides, g->dil, g->pl, g->pr);
   return s != dnnl_success ? s : dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+}
+
+/* conv_pd of x -> dst over the activation descriptors *src and *dst (the
+ * channels-last ones when chan_last: channels_last_pays), and where oneDNN
+ * has only its reference code for those, over the layouts it chooses
+ * (*src and *dst become format_tag_any ones). */
+static dnnl_status_t direct_conv_pd(const geom *g, const fsl_value *x, const fsl_value *y, dnnl_memory_desc_t *src,
+                                    const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
+                                    dnnl_memory_desc_t *dst, bool chan_last, const_dnnl_primitive_attr_t attr,
+                                    dnnl_primitive_desc_t *pd) {
+  dnnl_status_t s = conv_pd(g, src, wei, bias, dst, attr, pd);
+  if (!chan_last || (s == dnnl_success && !impl_is_ref(*pd))) return s;
+  if (s == dnnl_success) dnnl_primitive_desc_destroy(*pd), *pd = NULL;
+  if ((s = md_any(src, g->r, x->dims)) != dnnl_success || (s = md_any(dst, g->r, y->dims)) != dnnl_success) return s;
+  return conv_pd(g, src, wei, bias, dst, attr, pd);
 }
 
 /* A 2-D GEMM operand view md ([rows, cols], strides (sr, sc)) as the 4-D
@@ -975,13 +998,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
           (e[i].sr != dst->rank || memcmp(e[i].sd, dst->dims, sizeof(int64_t) * (size_t)dst->rank) != 0))
         return dnnl_unimplemented;
     dnnl_primitive_desc_t probe = NULL;
-    s = conv_pd(g, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, NULL, &probe);
-    if (chan_last && (s != dnnl_success || impl_is_ref(probe))) {
-      if (s == dnnl_success) dnnl_primitive_desc_destroy(probe), probe = NULL;
-      if ((s = md_any(&src_any, g->r, x->dims)) != dnnl_success || (s = md_any(&dst_any, g->r, dst->dims)) != dnnl_success)
-        return s;
-      s = conv_pd(g, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, NULL, &probe);
-    }
+    s = direct_conv_pd(g, x, dst, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, chan_last, NULL, &probe);
     if (s != dnnl_success) return s;
     const char *pi = NULL;
     if (dnnl_primitive_desc_query(probe, dnnl_query_impl_info_str, 0, &pi) == dnnl_success && pi)
@@ -1028,13 +1045,7 @@ retry:
     if ((s = dnnl_matmul_desc_init(&d, &m->src, &wei_any, NULL, &m->dst)) != dnnl_success) goto out;
     s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
   } else if (!g->deconv) {
-    s = conv_pd(g, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, attr, pd);
-    if (chan_last && (s != dnnl_success || impl_is_ref(*pd))) {
-      /* channels-last only where oneDNN has more than its reference code for it */
-      if (s == dnnl_success) dnnl_primitive_desc_destroy(*pd), *pd = NULL;
-      if ((s = md_any(&src_any, g->r, x->dims)) == dnnl_success && (s = md_any(&dst_any, g->r, dst->dims)) == dnnl_success)
-        s = conv_pd(g, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, attr, pd);
-    }
+    s = direct_conv_pd(g, x, dst, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, chan_last, attr, pd);
   } else {
     dnnl_deconvolution_desc_t d;
     if ((s = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_deconvolution_direct,
@@ -1399,11 +1410,7 @@ static dnnl_status_t act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t wha
   if (!*buf) return dnnl_out_of_memory;
   dnnl_status_t s = dnnl_memory_create(mem, md, g_engine, *buf);
   if (s == dnnl_success) s = dnnl_memory_create(user, plain, g_engine, DNNL_MEMORY_NONE);
-  dnnl_primitive_desc_t rpd = NULL;
-  if (s == dnnl_success)
-    s = input ? reorder_pd_create(&rpd, plain, md) : reorder_pd_create(&rpd, md, plain);
-  if (s == dnnl_success) s = dnnl_primitive_create(reorder, rpd);
-  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  if (s == dnnl_success) s = input ? reorder_create(reorder, plain, md) : reorder_create(reorder, md, plain);
   return s;
 }
 
@@ -1434,15 +1441,22 @@ static void describe(fsl_onednn_linear *op, const_dnnl_primitive_desc_t pd) {
   op->desc_len = strlen(op->desc);
 }
 
-bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn_linear *cons, size_t capacity) {
-  if (!prod || !cons || prod == cons || !prod->dst_reorder || !cons->src_reorder || cons->src_const) return false;
+/* Whether what one primitive writes (pu: its row-major user memory, pp:
+ * its primitive memory) is exactly what another reads (cu, cp): the same
+ * descriptors on both sides, the primitive layout within `capacity` bytes. */
+static bool same_layouts(const_dnnl_memory_t pu_mem, const_dnnl_memory_t pp_mem, const_dnnl_memory_t cu_mem,
+                         const_dnnl_memory_t cp_mem, size_t capacity) {
   const dnnl_memory_desc_t *pu = NULL, *pp = NULL, *cu = NULL, *cp = NULL;
-  if (dnnl_memory_get_memory_desc(prod->dst_user_mem, &pu) != dnnl_success ||
-      dnnl_memory_get_memory_desc(prod->dst_mem, &pp) != dnnl_success ||
-      dnnl_memory_get_memory_desc(cons->src_user_mem, &cu) != dnnl_success ||
-      dnnl_memory_get_memory_desc(cons->src_mem, &cp) != dnnl_success || !pu || !pp || !cu || !cp)
+  if (dnnl_memory_get_memory_desc(pu_mem, &pu) != dnnl_success || dnnl_memory_get_memory_desc(pp_mem, &pp) != dnnl_success ||
+      dnnl_memory_get_memory_desc(cu_mem, &cu) != dnnl_success || dnnl_memory_get_memory_desc(cp_mem, &cp) != dnnl_success ||
+      !pu || !pp || !cu || !cp)
     return false;
   return dnnl_memory_desc_equal(pu, cu) && dnnl_memory_desc_equal(pp, cp) && dnnl_memory_desc_get_size(pp) <= capacity;
+}
+
+bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn_linear *cons, size_t capacity) {
+  if (!prod || !cons || prod == cons || !prod->dst_reorder || !cons->src_reorder || cons->src_const) return false;
+  return same_layouts(prod->dst_user_mem, prod->dst_mem, cons->src_user_mem, cons->src_mem, capacity);
 }
 
 bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *v, fsl_cg_layout *lay) {
@@ -1487,13 +1501,7 @@ bool fsl_onednn_linear_post_chainable(const fsl_onednn_linear *prod, const fsl_o
                                       size_t capacity) {
   int i = full_entry(cons, node);
   if (!prod || prod == cons || !prod->dst_reorder || i < 0 || cons->post_chained[i]) return false;
-  const dnnl_memory_desc_t *pu = NULL, *pp = NULL, *cu = NULL, *cp = NULL;
-  if (dnnl_memory_get_memory_desc(prod->dst_user_mem, &pu) != dnnl_success ||
-      dnnl_memory_get_memory_desc(prod->dst_mem, &pp) != dnnl_success ||
-      dnnl_memory_get_memory_desc(cons->post_user_mem[i], &cu) != dnnl_success ||
-      dnnl_memory_get_memory_desc(cons->post_mem[i], &cp) != dnnl_success || !pu || !pp || !cu || !cp)
-    return false;
-  return dnnl_memory_desc_equal(pu, cu) && dnnl_memory_desc_equal(pp, cp) && dnnl_memory_desc_get_size(pp) <= capacity;
+  return same_layouts(prod->dst_user_mem, prod->dst_mem, cons->post_user_mem[i], cons->post_mem[i], capacity);
 }
 
 bool fsl_onednn_linear_post_layout(const fsl_onednn_linear *op, int node, const fsl_value *v, size_t capacity,
@@ -1749,12 +1757,9 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     size_t sz = dnnl_memory_desc_get_size(wmd);
     op->wei_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
     if (!op->wei_buf) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto fail; }
-    dnnl_primitive_desc_t rpd = NULL;
     s = dnnl_memory_create(&op->wei_mem, wmd, g_engine, op->wei_buf);
     if (s == dnnl_success) s = dnnl_memory_create(&op->wei_user_mem, &m.wei_user, g_engine, DNNL_MEMORY_NONE);
-    if (s == dnnl_success) s = reorder_pd_create(&rpd, &m.wei_user, wmd);
-    if (s == dnnl_success) s = dnnl_primitive_create(&op->wei_reorder, rpd);
-    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (s == dnnl_success) s = reorder_create(&op->wei_reorder, &m.wei_user, wmd);
   }
   if (s != dnnl_success) {
     st = dnnl_fail(lin, s, "weights");
@@ -1767,22 +1772,15 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     if (e[i].full && !dnnl_memory_desc_equal(&m.post[i], &m.dst)) {
       /* a full-size operand in the destination's layout, reordered from row-major */
       size_t sz = dnnl_memory_desc_get_size(&m.post[i]);
-      dnnl_primitive_desc_t rpd = NULL;
       /* a sum operand is reordered into the destination itself */
       h = e[i].sum ? DNNL_MEMORY_NONE : (op->post_buf[i] = aligned_alloc(64, (sz + 63) / 64 * 64));
       s = e[i].sum || h ? dnnl_memory_create(&op->post_user_mem[i], &m.dst, g_engine, DNNL_MEMORY_NONE)
                         : dnnl_out_of_memory;
-      if (s == dnnl_success) s = reorder_pd_create(&rpd, &m.dst, &m.post[i]);
-      if (s == dnnl_success) s = dnnl_primitive_create(&op->post_reorder[i], rpd);
-      if (rpd) dnnl_primitive_desc_destroy(rpd);
+      if (s == dnnl_success) s = reorder_create(&op->post_reorder[i], &m.dst, &m.post[i]);
     }
     if (s == dnnl_success) s = dnnl_memory_create(&op->post_mem[i], &m.post[i], g_engine, h);
-    if (s == dnnl_success && e[i].sum) { /* a parallel copy (oneDNN's reorder), not memcpy */
-      dnnl_primitive_desc_t rpd = NULL;
-      s = reorder_pd_create(&rpd, &m.post[i], &m.post[i]);
-      if (s == dnnl_success) s = dnnl_primitive_create(&op->post_copy[i], rpd);
-      if (rpd) dnnl_primitive_desc_destroy(rpd);
-    }
+    /* a parallel copy (oneDNN's reorder), not memcpy */
+    if (s == dnnl_success && e[i].sum) s = reorder_create(&op->post_copy[i], &m.post[i], &m.post[i]);
     if (s != dnnl_success) {
       st = dnnl_fail(lin, s, "post-op operand");
       goto fail;
@@ -1881,27 +1879,17 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
         /* the destination starts as the operand: reordered into it, or copied */
         void *d = NULL;
         if ((s = dnnl_memory_get_data_handle(op->dst_mem, &d)) != dnnl_success) goto restore;
-        if (op->post_reorder[i] && !op->post_chained[i]) {
-          dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->post_user_mem[i]}, {DNNL_ARG_TO, op->dst_mem}};
-          if ((s = dnnl_memory_set_data_handle(op->post_user_mem[i], (void *)p)) != dnnl_success ||
-              (s = dnnl_primitive_execute(op->post_reorder[i], g_stream, 2, ra)) != dnnl_success)
-            goto restore;
-        } else if (d != p) {
-          dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->post_mem[i]}, {DNNL_ARG_TO, op->dst_mem}};
-          if ((s = dnnl_memory_set_data_handle(op->post_mem[i], (void *)p)) != dnnl_success ||
-              (s = dnnl_primitive_execute(op->post_copy[i], g_stream, 2, ra)) != dnnl_success)
-            goto restore;
-        }
+        if (op->post_reorder[i] && !op->post_chained[i])
+          s = exec_reorder(op->post_reorder[i], op->post_user_mem[i], p, op->dst_mem);
+        else if (d != p)
+          s = exec_reorder(op->post_copy[i], op->post_mem[i], p, op->dst_mem);
+        if (s != dnnl_success) goto restore;
         continue;
       }
-      if (op->post_reorder[i] && !op->post_chained[i]) {
-        dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->post_user_mem[i]}, {DNNL_ARG_TO, op->post_mem[i]}};
-        if ((s = dnnl_memory_set_data_handle(op->post_user_mem[i], (void *)p)) != dnnl_success ||
-            (s = dnnl_primitive_execute(op->post_reorder[i], g_stream, 2, ra)) != dnnl_success)
-          goto restore;
-      } else if ((s = dnnl_memory_set_data_handle(op->post_mem[i], (void *)p)) != dnnl_success) {
-        goto restore;
-      }
+      s = op->post_reorder[i] && !op->post_chained[i]
+              ? exec_reorder(op->post_reorder[i], op->post_user_mem[i], p, op->post_mem[i])
+              : dnnl_memory_set_data_handle(op->post_mem[i], (void *)p);
+      if (s != dnnl_success) goto restore;
     }
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1, op->post_mem[i]};
   }
