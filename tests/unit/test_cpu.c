@@ -1024,27 +1024,32 @@ static void test_long_rows(void **state) {
  * in the row; a row of -inf gives the reference's NaN softmax. */
 static void test_reduce_nan(void **state) {
   (void)state;
-  fsl_graph *g = fsl_graph_new();
-  fsl_builder b = B_INIT(g);
-  int64_t dx[] = {6, 1000}, axis = 1;
-  fsl_value *x = input_dt(g, FSL_DT_F32, 2, dx);
-  fsl_value *mx = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, false);
-  fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, false);
-  fsl_value *sm = softmax(&b, x, 1);
-  assert_int_equal(b.st, FSL_OK);
-  fsl_graph_add_output(g, mx);
-  fsl_graph_add_output(g, mn);
-  fsl_graph_add_output(g, sm);
-  float *xin = random_data(x, -3, 3);
-  xin[0 * 1000 + 0] = NAN;   /* first lane */
-  xin[1 * 1000 + 517] = NAN; /* middle */
-  xin[2 * 1000 + 999] = NAN; /* tail */
-  for (int i = 0; i < 1000; i++) xin[3 * 1000 + i] = -INFINITY;
-  xin[4 * 1000 + 3] = INFINITY;
-  void *in[] = {xin};
-  check_graph(g, in, 1e-5, "reduce-nan");
-  free_inputs(in, 1);
-  fsl_graph_free(g);
+  /* rows of 1000 and 130: the row max/min in 4 and in 2 streams (reduce.c) */
+  for (int64_t L = 1000; L > 0; L = L == 1000 ? 130 : 0) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t dx[] = {7, L}, axis = 1;
+    fsl_value *x = input_dt(g, FSL_DT_F32, 2, dx);
+    fsl_value *mx = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, false);
+    fsl_value *mn = fsl_b_reduce(&b, FSL_OP_reduce_min, x, &axis, 1, false);
+    fsl_value *sm = softmax(&b, x, 1);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, mx);
+    fsl_graph_add_output(g, mn);
+    fsl_graph_add_output(g, sm);
+    float *xin = random_data(x, -3, 3);
+    xin[0 * L + 0] = NAN;       /* first lane */
+    xin[1 * L + L / 2 + 17] = NAN; /* middle */
+    xin[2 * L + L - 1] = NAN;   /* tail */
+    for (int i = 0; i < L; i++) xin[3 * L + i] = -INFINITY;
+    xin[4 * L + 3] = INFINITY;
+    xin[5 * L + L / 2] = 100;   /* the first element of the second half's stream */
+    xin[6 * L + L - 1] = -100;  /* the last element of the last stream */
+    void *in[] = {xin};
+    check_graph(g, in, 1e-5, L == 1000 ? "reduce-nan" : "reduce-nan-130");
+    free_inputs(in, 1);
+    fsl_graph_free(g);
+  }
 }
 
 /* Instance norm (reduced axes 2,3 of NCHW: one flat index, no div/mod)
