@@ -279,10 +279,15 @@ static int row_streams(const em *e, const fsl_node *n, bool nested, int cache_ou
   return 1;
 }
 
-/* The float max/min step of accumulator acc over value v (NaN in flag n<k>). */
-static void minmax_line(em *e, fsl_op op, int k, const char *acc, const char *v) {
-  fsl_cg_line(e, "n%d |= %s != %s; %s = %s %s %s ? %s : %s;", k, v, v, acc, v, op == FSL_OP_reduce_max ? ">" : "<",
-              acc, v, acc);
+/* The comparison under which v replaces a max/min accumulator a (v ? a). */
+static const char *minmax_cmp(fsl_op op) { return op == FSL_OP_reduce_max ? ">" : "<"; }
+
+/* The float max/min step of reduce k's accumulator of stream q (a<k>, or
+ * a<k>_<q> for the streams after the first) over value v (NaN in n<k>). */
+static void minmax_line(em *e, fsl_op op, int k, int q, const char *v) {
+  char acc[32];
+  snprintf(acc, sizeof acc, q ? "a%d_%d" : "a%d", k, q);
+  fsl_cg_line(e, "n%d |= %s != %s; %s = %s %s %s ? %s : %s;", k, v, v, acc, v, minmax_cmp(op), acc, v, acc);
 }
 
 /* Emits, at the current position (inside a row with kept coordinates
@@ -338,11 +343,10 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   fsl_cg_loop jl = {.kind = FSL_CG_SERIAL, .var = "j_", .lo = blocked ? "jb_" : "0", .hi = blocked ? "je_" : n_inner};
   char r0[64] = "", r1[32] = "";
   if (fsum) snprintf(r0, sizeof r0, "+:ps%d", k);
-  else if (streams)
-    for (int q = 0, o = snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_max ? "max" : "min", k);
-         q + 1 < ns && o > 0 && (size_t)o < sizeof r0; q++)
-      o += snprintf(r0 + o, sizeof r0 - (size_t)o, ",a%d_%d", k, q + 1);
-  else if (!arg && (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod) && inner >= 8)
+  else if (streams) {
+    size_t o = (size_t)snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_max ? "max" : "min", k);
+    for (int q = 1; q < ns && o < sizeof r0; q++) o += (size_t)snprintf(r0 + o, sizeof r0 - o, ",a%d_%d", k, q);
+  } else if (!arg && (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod) && inner >= 8)
     snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_sum ? "+" : "*", k);
   else if (mx && inner >= 8)
     snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_max ? "max" : "min", k);
@@ -388,9 +392,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     fsl_cg_line(e, "const int64_t jq_ = j_ + %lld;", (long long)(q * (inner / ns)));
     coords cq = c;
     fsl_cg_decompose(e, "jq_", na, axes, x->dims, "j", &cq);
-    char acc[32];
-    snprintf(acc, sizeof acc, q ? "a%d_%d" : "a%d", k, q);
-    if ((ok = fsl_cg_ev(e, x, &cq, v))) minmax_line(e, op, k, acc, v);
+    if ((ok = fsl_cg_ev(e, x, &cq, v))) minmax_line(e, op, k, q, v);
     fsl_cg_close_scope(e);
     fsl_cg_line(e, "}");
   }
@@ -420,11 +422,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
       else fsl_cg_line(e, "a%d += (double)%s;", k, v);
       break;
     case FSL_OP_reduce_prod: fsl_cg_line(e, "a%d *= (double)%s;", k, v); break;
-    default: {
-      char acc[16];
-      snprintf(acc, sizeof acc, "a%d", k);
-      minmax_line(e, op, k, acc, v);
-    }
+    default: minmax_line(e, op, k, 0, v);
     }
   } else {
     switch (op) {
@@ -450,7 +448,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   fsl_cg_loop_end(e, &lc);
   if (!ok) return false;
   for (int q = 1; q < ns; q++)
-    fsl_cg_line(e, "a%d = a%d_%d %s a%d ? a%d_%d : a%d;", k, k, q, op == FSL_OP_reduce_max ? ">" : "<", k, k, q, k);
+    fsl_cg_line(e, "a%d = a%d_%d %s a%d ? a%d_%d : a%d;", k, k, q, minmax_cmp(op), k, k, q, k);
   if (e->grp && arg) arg_tree(e, n, k, arg_best_type(e, x));
   else if (e->grp) group_tree(e, n, k, &a);
   const char *Y = fsl_cg_ctype(e->d, n->out[0]->dtype);

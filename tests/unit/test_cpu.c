@@ -1025,7 +1025,9 @@ static void test_long_rows(void **state) {
 static void test_reduce_nan(void **state) {
   (void)state;
   /* rows of 1000 and 130: the row max/min in 4 and in 2 streams (reduce.c) */
-  for (int64_t L = 1000; L > 0; L = L == 1000 ? 130 : 0) {
+  const int64_t row_lengths[] = {1000, 130};
+  for (int t = 0; t < 2; t++) {
+    const int64_t L = row_lengths[t];
     fsl_graph *g = fsl_graph_new();
     fsl_builder b = B_INIT(g);
     int64_t dx[] = {7, L}, axis = 1;
