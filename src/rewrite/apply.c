@@ -199,6 +199,11 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
     bool eq = a.n == b.n && !memcmp(a.v, b.v, sizeof(int64_t) * (size_t)a.n);
     return f[0] == 'e' ? eq : !eq;
   }
+  if (!strcmp(f, "le")) {
+    /* (le A B): integers A <= B */
+    int64_t y;
+    return e->n_args == 2 && arg_int(m, e->args[0], &x) && arg_int(m, e->args[1], &y) && x <= y;
+  }
   if (!strcmp(f, "ints-all")) {
     if (e->n_args != 2 || !fsl_rw_eval_ints(m, e->args[0], &a) || !arg_int(m, e->args[1], &x)) return false;
     for (int i = 0; i < a.n; i++)

@@ -211,6 +211,64 @@ static void test_rewrite_real_patterns(void **state) {
   fsl_graph_free(g);
 }
 
+/* How often rule `name` fired in st. */
+static int fired(const fsl_rewrite_stats *st, const char *name) {
+  for (int i = 0; i < st->n_rules; i++)
+    if (!strcmp(fsl_ruleset_builtin()->rules[i].name, name)) return st->fired[i];
+  return 0;
+}
+
+/* Softmax over the last axis of x [h, n, k] (as fission writes it), its
+ * normalization by a sum over `axis` (2: softmax's own rows; 1: a column
+ * sum, which is not one number per row), then a matmul with v [h, k, d]:
+ * returns how often matmul-of-row-div fired and checks the answer. */
+static int row_div_case(int64_t k, int64_t d, int64_t axis) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t xd[3] = {2, 5, k}, vd[3] = {2, k, d};
+  fsl_value *x = input(g, "x", 3, xd), *v = input(g, "v", 3, vd);
+  int64_t last = 2;
+  fsl_value *mx = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &last, 1, true);
+  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, fsl_b_expand(&b, mx, xd)));
+  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true);
+  fsl_value *y = fsl_b_matmul(&b, fsl_b_binary(&b, FSL_OP_div, e, fsl_b_expand(&b, s, xd)), v);
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  y->is_output = true;
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  void *before[1], *after[1];
+  run_graph(g, before, 11);
+  fsl_rewrite_stats st = {0};
+  if (fsl_rewrite(g, fsl_ruleset_builtin(), &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+  int n = fired(&st, "matmul-of-row-div");
+  free(st.fired);
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  if (n) { /* the division reads the matmul's result, [2, 5, d] */
+    const fsl_value *out = g->outputs[0];
+    assert_int_equal(out->producer->op, FSL_OP_div);
+    assert_int_equal(out->producer->in[0]->producer->op, FSL_OP_matmul);
+    assert_int_equal(out->dims[2], d);
+  }
+  assert_string_equal(g->outputs[0]->name, "y");
+  run_graph(g, after, 11);
+  expect_close(before[0], after[0], 2 * 5 * d);
+  free(before[0]);
+  free(after[0]);
+  fsl_graph_free(g);
+  return n;
+}
+
+/* softmax's normalization moves past the matmul it feeds (d <= k), and
+ * only where it is one number per row and adds no work */
+static void test_row_div_after_matmul(void **state) {
+  (void)state;
+  assert_int_equal(row_div_case(16, 4, 2), 1);
+  assert_int_equal(row_div_case(16, 16, 2), 1);
+  assert_int_equal(row_div_case(4, 16, 2), 0); /* d > k: more divisions after the matmul */
+  assert_int_equal(row_div_case(16, 4, 1), 0); /* a column sum varies along the contracted axis */
+}
+
 /* a scale whose conv result is also read elsewhere stays: folding it into
  * the weights would need a second conv */
 static void test_rewrite_keeps_shared_values(void **state) {
@@ -593,6 +651,7 @@ int main(void) {
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_rewrite_real_patterns),
       cmocka_unit_test(test_rewrite_keeps_shared_values),
+      cmocka_unit_test(test_row_div_after_matmul),
       cmocka_unit_test(test_conv_before_resample), cmocka_unit_test(test_conv_before_resample_keeps_views),
       cmocka_unit_test(test_conv_into_matmul),
       cmocka_unit_test(test_search_skips_what_does_not_fit),
