@@ -187,6 +187,14 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
     }
     return e->n_args > 0;
   }
+  if (!strcmp(f, "runtime")) {
+    /* (runtime v...): computed when the model runs, not constants */
+    for (int i = 0; i < e->n_args; i++) {
+      const fsl_value *c = value_of(m, e->args[i]);
+      if (!c || c->data) return false;
+    }
+    return e->n_args > 0;
+  }
   if (!strcmp(f, "float")) return v && fsl_dtype_is_float(v->dtype);
   if (!strcmp(f, "identity")) {
     if (e->n_args != 1 || !fsl_rw_eval_ints(m, e->args[0], &a) || !a.list) return false;

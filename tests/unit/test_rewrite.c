@@ -267,6 +267,24 @@ static void test_row_div_after_matmul(void **state) {
   assert_int_equal(row_div_case(16, 16, 2), 1);
   assert_int_equal(row_div_case(4, 16, 2), 0); /* d > k: more divisions after the matmul */
   assert_int_equal(row_div_case(16, 4, 1), 0); /* a column sum varies along the contracted axis */
+  /* a constant row scale (GELU's 0.5) stays: moved, its broadcast would
+   * fold into a full-size constant */
+  for (int computed = 0; computed < 2; computed++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = {.g = g};
+    int64_t xd[2] = {6, 16}, vd[2] = {16, 4}, sd[2] = {6, 1};
+    fsl_value *x = input(g, "x", 2, xd), *v = input(g, "v", 2, vd);
+    fsl_value *sc = computed ? input(g, "s", 2, sd) : const_f32(&b, 2, sd, 3);
+    fsl_value *y = fsl_b_matmul(&b, fsl_b_binary(&b, FSL_OP_mul, x, fsl_b_expand(&b, sc, xd)), v);
+    assert_int_equal(b.st, FSL_OK);
+    assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+    y->is_output = true;
+    fsl_rewrite_stats st = {0};
+    if (fsl_rewrite(g, fsl_ruleset_builtin(), &st) != FSL_OK) fail_msg("%s", fsl_last_error());
+    assert_int_equal(fired(&st, "matmul-of-row-scale"), computed);
+    free(st.fired);
+    fsl_graph_free(g);
+  }
 }
 
 /* a scale whose conv result is also read elsewhere stays: folding it into
