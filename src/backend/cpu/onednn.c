@@ -240,7 +240,8 @@ struct fsl_onednn_linear {
   int n_absorbed;
   int n_entries;
   post_entry *entries;        /* n_entries; cdata owned */
-  bool native_bias;           /* entries[0] is the convolution's bias, not a post-op (native_bias) */
+  int bias_entry;             /* the entry that is the conv's or matmul's own bias argument, not a
+                                 post-op (bias_entry), or -1 */
   dnnl_memory_t post_mem[MAX_POST];
   const fsl_value *post_val[MAX_POST];  /* per absorbed epi node: run-time operand value */
   /* a full-size operand (post_entry.full) whose layout is not plain: reorder
@@ -752,9 +753,10 @@ static bool wino_pays(const geom *g, const fsl_node *lin) {
   return x->dims[1] >= 16 && y->dims[1] >= 16 && flop >= 24e6;
 }
 
-/* Whether post-op entry e (the first of direct or Winograd convolution g
- * with output y) is a constant per-output-channel add that the convolution
- * takes as its own bias.  oneDNN's Winograd kernels accept no binary
+/* Whether post-op entry e (the first of linear op g with output y that is
+ * not a reshape: bias_entry) is a constant add that the op takes as its own
+ * bias: per output channel for a direct or Winograd convolution, per column
+ * for a matmul (and for a GEMM run as a 1x1 convolution, mm_conv_pays).  oneDNN's Winograd kernels accept no binary
  * post-op; its direct kernels start their accumulators from the bias,
  * where a binary post-op is one more pass over each output block.
  * Measured with oneDNN 2.6.3 alone, AMD EPYC Zen 4 (AVX-512), 2 threads,
@@ -762,11 +764,30 @@ static bool wino_pays(const geom *g, const fsl_node *lin) {
  * 1x1 16->32 80x80 39.7 / 36.0, 32->32 80x80 69.7 / 64.2, 64->64 40x40
  * 62.3 / 59.9, 128->128 20x20 62.1 / 59.5. */
 static bool native_bias(const geom *g, const fsl_value *y, const post_entry *e) {
-  if (!g->conv || g->deconv || g->mm != CONV_DIRECT) return false;
-  if (!e->binary || e->reshape || e->alg != dnnl_binary_add || !e->cdata || e->sr != y->rank) return false;
+  if (!e->binary || e->reshape || e->alg != dnnl_binary_add || !e->cdata) return false;
+  if (!g->conv) {
+    /* a matmul's constant per-column add (over the chain value, whose last
+     * dim is N: reshapes in the chain split or merge only the M dims) */
+    int r = e->sr;
+    if (r < 1 || e->sd[r - 1] != y->dims[y->rank - 1] || e->bd[r - 1] != e->sd[r - 1] || e->bst[r - 1] != 1)
+      return false;
+    for (int i = 0; i < r - 1; i++)
+      if (e->bd[i] != 1) return false;
+    return true;
+  }
+  if (g->deconv || g->mm != CONV_DIRECT || e->sr != y->rank) return false;
   for (int i = 0; i < y->rank; i++)
     if (e->sd[i] != y->dims[i] || e->bd[i] != (i == 1 ? y->dims[1] : 1)) return false;
   return e->bst[1] == 1;
+}
+
+/* The entry among the first n that the linear op takes as its own bias
+ * (native_bias): the first one past the reshapes of the chain (a matmul's
+ * result reshaped from its folded [M, N] back to the batch dims), or -1. */
+static int bias_entry(const geom *g, const fsl_value *y, const post_entry *e, int n) {
+  int i = 0;
+  while (i < n && e[i].reshape) i++;
+  return i < n && native_bias(g, y, &e[i]) ? i : -1;
 }
 
 /* A descriptor of dims (rank r) in whatever layout the primitive prefers. */
@@ -951,10 +972,11 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
       return s;
   }
   /* a leading constant per-channel add is a convolution's own bias */
-  bool bias = n > 0 && native_bias(g, dst, &e[0]);
-  if (bias && (s = md_strided(&m->post[0], 1, &dst->dims[1], NULL)) != dnnl_success) return s;
-  for (int i = bias ? 1 : 0; i < n; i++) {
-    if (!e[i].binary) continue;
+  int bi = bias_entry(g, dst, e, n);
+  bool bias = bi >= 0;
+  if (bias && g->conv && (s = md_strided(&m->post[bi], 1, &dst->dims[1], NULL)) != dnnl_success) return s;
+  for (int i = 0; i < n; i++) {
+    if (!e[i].binary || (i == bi && g->conv)) continue;
     entry_view(&e[i], fr, fd, vbd, vst);
     if (g->mm != CONV_DIRECT) {
       int64_t d2[2], s2[2];
@@ -983,7 +1005,16 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
         (s = md_any(&wei_any, 4, m->wei_user.dims)) != dnnl_success)
       return s;
     for (int i = 0; i < n; i++)
-      if (e[i].binary && (s = md_gemm_act_as_conv(&m->post[i])) != dnnl_success) return s;
+      if (e[i].binary && i != bi && (s = md_gemm_act_as_conv(&m->post[i])) != dnnl_success) return s;
+  }
+  if (bias && !g->conv) {
+    /* a matmul's bias: [N] for the 1x1 convolution, [1..., N] (dst's rank,
+     * row-major) for the matmul */
+    int64_t bd[DNNL_MAX_NDIMS];
+    int nd = g->mm_conv ? 1 : m->dst.ndims;
+    for (int i = 0; i < nd; i++) bd[i] = 1;
+    bd[nd - 1] = g->N;
+    if ((s = md_strided(&m->post[bi], nd, bd, NULL)) != dnnl_success) return s;
   }
   /* full-size operands (post_entry.full) in the destination's layout: the
    * activation layouts oneDNN chooses for this convolution without post-ops,
@@ -998,7 +1029,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
           (e[i].sr != dst->rank || memcmp(e[i].sd, dst->dims, sizeof(int64_t) * (size_t)dst->rank) != 0))
         return dnnl_unimplemented;
     dnnl_primitive_desc_t probe = NULL;
-    s = direct_conv_pd(g, x, dst, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, chan_last, NULL, &probe);
+    s = direct_conv_pd(g, x, dst, &src_any, &wei_any, bias ? &m->post[bi] : NULL, &dst_any, chan_last, NULL, &probe);
     if (s != dnnl_success) return s;
     const char *pi = NULL;
     if (dnnl_primitive_desc_query(probe, dnnl_query_impl_info_str, 0, &pi) == dnnl_success && pi)
@@ -1021,8 +1052,8 @@ retry:
   attr = NULL, po = NULL;
   if ((s = user_scratchpad_attr(&attr)) != dnnl_success) return s;
   if ((s = dnnl_post_ops_create(&po)) != dnnl_success) goto out;
-  for (int i = bias ? 1 : 0; i < n; i++) {
-    if (e[i].reshape) continue;
+  for (int i = 0; i < n; i++) {
+    if (e[i].reshape || i == bi) continue;
     if (e[i].sum && !m->no_sum) {
       s = dnnl_post_ops_append_sum(po, 1.0f);
     } else if (e[i].binary) {
@@ -1037,15 +1068,17 @@ retry:
     dnnl_convolution_desc_t d;
     dnnl_dims_t one = {1, 1}, zero = {0, 0};
     if ((s = dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct, &m->src,
-                                                &wei_any, NULL, &m->dst, one, zero, zero)) != dnnl_success)
+                                                &wei_any, bias ? &m->post[bi] : NULL, &m->dst, one, zero, zero)) !=
+        dnnl_success)
       goto out;
     s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
   } else if (!g->conv || g->mm != CONV_DIRECT) {
     dnnl_matmul_desc_t d;
-    if ((s = dnnl_matmul_desc_init(&d, &m->src, &wei_any, NULL, &m->dst)) != dnnl_success) goto out;
+    if ((s = dnnl_matmul_desc_init(&d, &m->src, &wei_any, bias ? &m->post[bi] : NULL, &m->dst)) != dnnl_success)
+      goto out;
     s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
   } else if (!g->deconv) {
-    s = direct_conv_pd(g, x, dst, &src_any, &wei_any, bias ? &m->post[0] : NULL, &dst_any, chan_last, attr, pd);
+    s = direct_conv_pd(g, x, dst, &src_any, &wei_any, bias ? &m->post[bi] : NULL, &dst_any, chan_last, attr, pd);
   } else {
     dnnl_deconvolution_desc_t d;
     if ((s = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_deconvolution_direct,
@@ -1437,7 +1470,8 @@ static void describe(fsl_onednn_linear *op, const_dnnl_primitive_desc_t pd) {
   strncat(op->desc, ":", sizeof op->desc - strlen(op->desc) - 1);
   put_dims(op->desc, sizeof op->desc, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0));
   size_t l = strlen(op->desc);
-  snprintf(op->desc + l, sizeof op->desc - l, " %s", op->src_reorder ? "reordered" : "plain");
+  snprintf(op->desc + l, sizeof op->desc - l, " %s%s", op->src_reorder ? "reordered" : "plain",
+           op->bias_entry >= 0 ? ", bias" : "");
   op->desc_len = strlen(op->desc);
 }
 
@@ -1698,7 +1732,7 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
   op->entries = e;
   op->n_entries = n_used;
   op->n_absorbed = n_used ? e[n_used - 1].node + 1 : 0;
-  op->native_bias = n_used > 0 && native_bias(&g, lin->out[0], &e[0]);
+  op->bias_entry = bias_entry(&g, lin->out[0], e, n_used);
   op->n_threads = n_threads;
   op->n_spatial = g.ns;
   op->src_const = g.src_const;
@@ -1864,9 +1898,9 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
     if ((s = dnnl_memory_set_data_handle(op->scratch_mem, sp)) != dnnl_success) goto restore;
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, op->scratch_mem};
   }
-  if (op->native_bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->post_mem[0]};
-  for (int i = op->native_bias ? 1 : 0, po = 0; i < op->n_entries; i++) {
-    if (op->entries[i].reshape) continue;
+  if (op->bias_entry >= 0) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->post_mem[op->bias_entry]};
+  for (int i = 0, po = 0; i < op->n_entries; i++) {
+    if (op->entries[i].reshape || i == op->bias_entry) continue;
     int po_index = po++;  /* index in the oneDNN post-op chain */
     if (!op->entries[i].binary) continue;
     if (!op->entries[i].cdata) {
