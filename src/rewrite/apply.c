@@ -180,18 +180,12 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
   fsl_rw_ints a, b;
   int64_t x;
   const fsl_value *v = e->n_args ? value_of(m, e->args[0]) : NULL;
-  if (!strcmp(f, "const")) {
+  if (!strcmp(f, "const") || !strcmp(f, "runtime")) {
+    /* (const v...): constants; (runtime v...): computed when the model runs */
+    bool want = f[0] == 'c';
     for (int i = 0; i < e->n_args; i++) {
       const fsl_value *c = value_of(m, e->args[i]);
-      if (!c || !c->data) return false;
-    }
-    return e->n_args > 0;
-  }
-  if (!strcmp(f, "runtime")) {
-    /* (runtime v...): computed when the model runs, not constants */
-    for (int i = 0; i < e->n_args; i++) {
-      const fsl_value *c = value_of(m, e->args[i]);
-      if (!c || c->data) return false;
+      if (!c || (c->data != NULL) != want) return false;
     }
     return e->n_args > 0;
   }

@@ -147,6 +147,13 @@ static void expect_close(const float *a, const float *b, int64_t n) {
     if (fabsf(a[i] - b[i]) > 1e-4f * (1.0f + fabsf(a[i]))) fail_msg("element %lld: %g vs %g", (long long)i, a[i], b[i]);
 }
 
+/* How often rule `name` fired in st. */
+static int fired(const fsl_rewrite_stats *st, const char *name) {
+  for (int i = 0; i < st->n_rules; i++)
+    if (!strcmp(fsl_ruleset_builtin()->rules[i].name, name)) return st->fired[i];
+  return 0;
+}
+
 /* conv -> per-channel scale and shift (BatchNormalization's fission) and
  * three matmuls over one input (QKV) */
 static void test_rewrite_real_patterns(void **state) {
@@ -193,10 +200,7 @@ static void test_rewrite_real_patterns(void **state) {
   /* slices of slices collapsed: every slice reads the one matmul */
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i]->op == FSL_OP_slice) assert_int_equal(g->nodes[i]->in[0]->producer->op, FSL_OP_matmul);
-  int fired_siblings = 0;
-  for (int i = 0; i < st.n_rules; i++)
-    if (!strcmp(fsl_ruleset_builtin()->rules[i].name, "matmul-siblings")) fired_siblings = st.fired[i];
-  assert_int_equal(fired_siblings, 1);
+  assert_int_equal(fired(&st, "matmul-siblings"), 1);
   free(st.fired);
   /* the outputs keep their names and their answers */
   assert_string_equal(g->outputs[0]->name, "y");
@@ -209,13 +213,6 @@ static void test_rewrite_real_patterns(void **state) {
     free(after[i]);
   }
   fsl_graph_free(g);
-}
-
-/* How often rule `name` fired in st. */
-static int fired(const fsl_rewrite_stats *st, const char *name) {
-  for (int i = 0; i < st->n_rules; i++)
-    if (!strcmp(fsl_ruleset_builtin()->rules[i].name, name)) return st->fired[i];
-  return 0;
 }
 
 /* Softmax over the last axis of x [h, n, k] (as fission writes it), its

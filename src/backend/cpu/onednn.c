@@ -756,7 +756,8 @@ static bool wino_pays(const geom *g, const fsl_node *lin) {
 /* Whether post-op entry e (the first of linear op g with output y that is
  * not a reshape: bias_entry) is a constant add that the op takes as its own
  * bias: per output channel for a direct or Winograd convolution, per column
- * for a matmul (and for a GEMM run as a 1x1 convolution, mm_conv_pays).  oneDNN's Winograd kernels accept no binary
+ * for a matmul (and for a GEMM run as a 1x1 convolution, mm_conv_pays).
+ * oneDNN's Winograd kernels accept no binary
  * post-op; its direct kernels start their accumulators from the bias,
  * where a binary post-op is one more pass over each output block.
  * Measured with oneDNN 2.6.3 alone, AMD EPYC Zen 4 (AVX-512), 2 threads,
@@ -971,12 +972,11 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
          (s = md_channels_last(&dst_any, g->r, dst->dims)) != dnnl_success))
       return s;
   }
-  /* a leading constant per-channel add is a convolution's own bias */
+  /* a leading constant add, per channel or per column, is the op's own bias (below) */
   int bi = bias_entry(g, dst, e, n);
   bool bias = bi >= 0;
-  if (bias && g->conv && (s = md_strided(&m->post[bi], 1, &dst->dims[1], NULL)) != dnnl_success) return s;
   for (int i = 0; i < n; i++) {
-    if (!e[i].binary || (i == bi && g->conv)) continue;
+    if (!e[i].binary || i == bi) continue;
     entry_view(&e[i], fr, fd, vbd, vst);
     if (g->mm != CONV_DIRECT) {
       int64_t d2[2], s2[2];
@@ -1007,13 +1007,13 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
     for (int i = 0; i < n; i++)
       if (e[i].binary && i != bi && (s = md_gemm_act_as_conv(&m->post[i])) != dnnl_success) return s;
   }
-  if (bias && !g->conv) {
-    /* a matmul's bias: [N] for the 1x1 convolution, [1..., N] (dst's rank,
-     * row-major) for the matmul */
+  if (bias) {
+    /* the bias argument: [C_out] for a convolution and for the 1x1
+     * convolution of a GEMM, [1..., N] (dst's rank, row-major) for a matmul */
     int64_t bd[DNNL_MAX_NDIMS];
-    int nd = g->mm_conv ? 1 : m->dst.ndims;
+    int nd = g->conv || g->mm_conv ? 1 : m->dst.ndims;
     for (int i = 0; i < nd; i++) bd[i] = 1;
-    bd[nd - 1] = g->N;
+    bd[nd - 1] = g->conv ? dst->dims[1] : g->N;
     if ((s = md_strided(&m->post[bi], nd, bd, NULL)) != dnnl_success) return s;
   }
   /* full-size operands (post_entry.full) in the destination's layout: the
