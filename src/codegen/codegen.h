@@ -163,10 +163,24 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
  * work-group per TL x TL tile of output channels x positions, both
  * operands through local tiles (zero in the padding and past the edges),
  * the same order of additions.  With epi (may be NULL) as for
- * fsl_codegen_matmul.  *launch (may be NULL) receives how to launch the
- * kernel.  Float dtypes only: FSL_ERR_UNSUPPORTED otherwise.
+ * fsl_codegen_matmul.  A depthwise convolution in C runs row by row
+ * instead (fsl_codegen_conv_rows).  *launch (may be NULL) receives how to
+ * launch the kernel.  Float dtypes only: FSL_ERR_UNSUPPORTED otherwise.
  */
 fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, const fsl_cg_epilogue *epi, fsl_sbuf *b,
                             fsl_cg_launch *launch);
+
+/**
+ * Whether fsl_codegen_conv computes conv node cv row by row in dialect d:
+ * a 2-D depthwise convolution (x [N, C, H, W], w [M, 1, KH, KW], group =
+ * C, any strides, dilations and pads, no lhs_dilation, at most 4096 output
+ * columns) in a dialect whose threads work alone (C: par_min > 0, no
+ * work-groups).  There each PARALLEL iteration is one output row, kept in
+ * a local array of the element type (not double; float's rounding, as in
+ * oneDNN), one SIMD pass along it per window tap over the columns whose
+ * input lies inside the image, then stored through the epilogue: no
+ * branch or division per element.
+ */
+bool fsl_codegen_conv_rows(const fsl_dialect *d, const fsl_node *cv);
 
 #endif

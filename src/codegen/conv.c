@@ -3,7 +3,8 @@
  * PARALLEL iteration per output element, the input channels of its group
  * and the kernel window as serial loops, accumulated in double
  * (docs/primitives.md, "conv"); in a dialect with matmul tiles, an
- * implicit matmul through local tiles (tiled_conv).
+ * implicit matmul through local tiles (tiled_conv); a depthwise one in C,
+ * row by row (dw_rows, fsl_codegen_conv_rows).
  */
 #include "codegen/cg.h"
 
@@ -67,14 +68,14 @@ static void conv_load(em *e, const void *ctx) {
   fsl_cg_line(e, "}");
 }
 
-/* y[idx] = s (or the epilogue's value there) at output coordinates y<axis>. */
-static void conv_store(em *e, const fsl_value *Y, const char *T, const char *idx) {
+/* y[idx] = acc (or the epilogue's value there) at output coordinates y<axis>. */
+static void conv_store(em *e, const fsl_value *Y, const char *T, const char *acc, const char *idx) {
   coords c = {.rank = Y->rank};
   for (int i = 0; i < Y->rank; i++) {
     if (Y->dims[i] == 1) snprintf(c.c[i], CLEN, "0");
     else snprintf(c.c[i], CLEN, "y%d", i);
   }
-  fsl_cg_epi_store(e, T, "s", &c, "y", idx);
+  fsl_cg_epi_store(e, T, acc, &c, "y", idx);
 }
 
 /* The convolution as an implicit matmul per image and group (a dialect
@@ -98,11 +99,216 @@ static void tiled_conv(em *e, const conv_dims *c) {
   fsl_cg_line(e, "const int64_t y0 = n_, y1 = g_ * %lld + mm_;", (long long)c->Mg);
   char idx[96];
   snprintf(idx, sizeof idx, "(y0 * %lld + y1) * %lld + p", (long long)c->M, (long long)c->P);
-  conv_store(e, c->Y, c->T, idx);
+  conv_store(e, c->Y, c->T, "s", idx);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
+}
+
+/* Opens the SIMD loop "for (int64_t y3 = lo; y3 < hi; y3++)" over one
+ * output row of dw_rows (red: a reduction it carries, or NULL). */
+static void row_loop(em *e, const char *lo, const char *hi, const char *red) {
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "y3", .lo = lo, .hi = hi, .n_red = red ? 1 : 0,
+                                     .red = {red}});
+  fsl_cg_open_scope(e);
+}
+
+static void loop_close(em *e) {
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
+/* The geometry of a 2-D depthwise convolution (dw_rows). */
+typedef struct dw_geom {
+  long long H, W, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
+  long long yl, yh, xl, xh; /* output rows and columns whose whole window lies inside the input */
+} dw_geom;
+
+static dw_geom dw_geometry(const conv_dims *c) {
+  dw_geom g = {.H = c->X->dims[2], .W = c->X->dims[3], .OH = c->Y->dims[2], .OW = c->Y->dims[3],
+               .KH = c->W->dims[2], .KW = c->W->dims[3], .sh = c->st[0], .sw = c->st[1], .dh = c->dl[0],
+               .dw = c->dl[1], .ph = c->pads[0], .pw = c->pads[1]};
+  /* y * s - p >= 0 and y * s + (K - 1) * d - p <= len - 1 */
+  long long last_h = g.H - 1 + g.ph - (g.KH - 1) * g.dh, last_w = g.W - 1 + g.pw - (g.KW - 1) * g.dw;
+  g.yl = (g.ph + g.sh - 1) / g.sh;
+  g.yh = last_h < 0 ? 0 : last_h / g.sh + 1;
+  g.xl = (g.pw + g.sw - 1) / g.sw;
+  g.xh = last_w < 0 ? 0 : last_w / g.sw + 1;
+  if (g.yh > g.OH) g.yh = g.OH;
+  if (g.xh > g.OW) g.xh = g.OW;
+  if (g.yh < g.yl) g.yh = g.yl;
+  if (g.xh < g.xl) g.xh = g.xl;
+  return g;
+}
+
+/* Output row y2 through the local row a_: one SIMD pass per window tap
+ * over the columns whose input lies inside the image (the padding adds
+ * nothing), then the row stored. */
+static void dw_row_passes(em *e, const conv_dims *c, const dw_geom *g, const char *idx) {
+  char ow[32];
+  snprintf(ow, sizeof ow, "%lld", g->OW);
+  fsl_cg_line(e, "%s a_[%lld];", c->T, g->OW);
+  row_loop(e, "0", ow, NULL);
+  fsl_cg_line(e, "a_[y3] = (%s)0;", c->T);
+  loop_close(e);
+  fsl_cg_line(e, "for (int64_t k0 = 0; k0 < %lld; k0++) {", g->KH);
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "const int64_t iy_ = y2 * %lld + k0 * %lld - %lld;", g->sh, g->dh, g->ph);
+  fsl_cg_line(e, "if (iy_ < 0 || iy_ >= %lld) continue;", g->H);
+  fsl_cg_line(e, "const %s *xr_ = xc_ + iy_ * %lld;", c->T, g->W);
+  fsl_cg_line(e, "for (int64_t k1 = 0; k1 < %lld; k1++) {", g->KW);
+  fsl_cg_open_scope(e);
+  /* input column y3 * sw + o_ lies in [0, W) for y3 in [lo_, hi_) */
+  fsl_cg_line(e, "const %s w_ = wc_[k0 * %lld + k1];", c->T, g->KW);
+  fsl_cg_line(e, "const int64_t o_ = k1 * %lld - %lld;", g->dw, g->pw);
+  fsl_cg_line(e, "const int64_t lo_ = o_ >= 0 ? 0 : (%lld - o_) / %lld;", g->sw - 1, g->sw);
+  fsl_cg_line(e, "int64_t hi_ = %lld - o_ <= 0 ? 0 : (%lld - o_) / %lld;", g->W, g->W + g->sw - 1, g->sw);
+  fsl_cg_line(e, "if (hi_ > %lld) hi_ = %lld;", g->OW, g->OW);
+  row_loop(e, "lo_", "hi_", NULL);
+  fsl_cg_line(e, "a_[y3] += w_ * xr_[y3 * %lld + o_];", g->sw);
+  loop_close(e);
+  loop_close(e);
+  loop_close(e);
+  row_loop(e, "0", ow, "|:e_");
+  conv_store(e, c->Y, c->T, "a_[y3]", idx);
+  loop_close(e);
+}
+
+/* Columns [lo, hi) of an output row whose window rows all lie inside the
+ * image, one by one, each tap checked against the row's ends. */
+static void dw_edge_cols(em *e, const conv_dims *c, const dw_geom *g, long long lo, long long hi, const char *idx) {
+  if (lo >= hi) return;
+  fsl_cg_line(e, "for (int64_t y3 = %lld; y3 < %lld; y3++) {", lo, hi);
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "%s s_ = (%s)0;", c->T, c->T);
+  for (long long k0 = 0; k0 < g->KH; k0++)
+    for (long long k1 = 0; k1 < g->KW; k1++) {
+      fsl_cg_line(e, "{");
+      fsl_cg_open_scope(e);
+      fsl_cg_line(e, "const int64_t ix_ = y3 * %lld + %lld;", g->sw, k1 * g->dw - g->pw);
+      fsl_cg_line(e, "if (ix_ >= 0 && ix_ < %lld) s_ += wc_[%lld] * x%lld_[ix_];", g->W, k0 * g->KW + k1, k0);
+      loop_close(e);
+    }
+  conv_store(e, c->Y, c->T, "s_", idx);
+  loop_close(e);
+}
+
+#define DW_FUSED_TAPS 49 /* windows up to 7x7 sum every tap in one pass */
+
+/* Output row y2 (r_ = the row's index over all images and channels; x<k0>_
+ * declared here) of a row whose window rows all lie inside the image: its
+ * columns [xl, xh) summing every tap in one SIMD pass (one load per tap, no
+ * branch per element) unless `interior` is false (done already), the few
+ * columns at its ends one by one. */
+static void dw_inner_row(em *e, const conv_dims *c, const dw_geom *g, const char *idx, bool interior) {
+  for (long long k0 = 0; k0 < g->KH; k0++)
+    fsl_cg_line(e, "const %s *x%lld_ = xc_ + (y2 * %lld + %lld) * %lld;", c->T, k0, g->sh, k0 * g->dh - g->ph, g->W);
+  dw_edge_cols(e, c, g, 0, g->xl, idx);
+  if (interior) {
+    char lo[32], xh[32];
+    snprintf(lo, sizeof lo, "%lld", g->xl);
+    snprintf(xh, sizeof xh, "%lld", g->xh);
+    row_loop(e, lo, xh, "|:e_");
+    fsl_cg_line(e, "%s s_ = (%s)0;", c->T, c->T);
+    for (long long k0 = 0; k0 < g->KH; k0++)
+      for (long long k1 = 0; k1 < g->KW; k1++)
+        fsl_cg_line(e, "s_ += wc_[%lld] * x%lld_[y3 * %lld + %lld];", k0 * g->KW + k1, k0, g->sw, k1 * g->dw - g->pw);
+    conv_store(e, c->Y, c->T, "s_", idx);
+    loop_close(e);
+  }
+  dw_edge_cols(e, c, g, g->xh, g->OW, idx);
+}
+
+/* Whether epilogue node n may raise error bits (a gather's index check). */
+static bool epi_checks(const em *e) {
+  for (int i = 0; e->epi && i < e->epi->n_nodes; i++)
+    if (fsl_op_get(e->epi->nodes[i]->op)->kind == FSL_KIND_GATHER) return true;
+  return false;
+}
+
+/* A 2-D depthwise convolution (one input channel per group) in a dialect
+ * whose threads work alone (C), every tap of a window summed in one SIMD
+ * pass where the window lies inside the image, the taps in the direct
+ * convolution's order:
+ * - stride 1 along the rows and as many output columns as input ones
+ *   ("same" padding; not with an epilogue that checks gather indices): one
+ *   PARALLEL iteration per image and channel, whose rows yl..yh-1 are one
+ *   flat SIMD loop (input element = output element + a constant per tap;
+ *   the end columns it computes from the neighbouring row are then
+ *   written again one by one), the other rows through dw_row_passes;
+ * - otherwise one PARALLEL iteration per output row (image y0, channel y1,
+ *   row y2): dw_inner_row where its window rows lie inside the image,
+ *   else (and for windows over 49 taps) dw_row_passes. */
+static void dw_rows(em *e, const conv_dims *c) {
+  dw_geom g = dw_geometry(c);
+  long long N = c->X->dims[0], M = c->M;
+  bool fused = g.yl < g.yh && g.xl < g.xh && g.KH * g.KW <= DW_FUSED_TAPS;
+  bool flat = fused && g.sw == 1 && g.OW == g.W && !epi_checks(e);
+  char hi[32], idx[64];
+  if (!e->epi) fsl_cg_line(e, "int err_ = 0; /* no epilogue: no error bits */"); /* else fsl_cg_epi_open's */
+  snprintf(hi, sizeof hi, "%lld", flat ? N * M : N * M * g.OH);
+  snprintf(idx, sizeof idx, "r_ * %lld + y3", g.OW);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = fsl_value_numel(c->Y) * c->KS > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+                                     .var = flat ? "p_" : "r_", .lo = "0", .hi = hi, .n_red = 1, .red = {"|:err_"}});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "int e_ = 0;");
+  if (flat) fsl_cg_line(e, "const int64_t y0 = p_ / %lld, y1 = p_ %% %lld;", M, M);
+  else fsl_cg_line(e, "const int64_t y0 = r_ / %lld, y1 = r_ / %lld %% %lld, y2 = r_ %% %lld;", M * g.OH, g.OH, M, g.OH);
+  fsl_cg_line(e, "const %s *xc_ = x + (y0 * %lld + y1 / %lld) * %lld, *wc_ = w + y1 * %lld;", c->T, (long long)c->C,
+              (long long)c->Mg, g.H * g.W, g.KH * g.KW);
+  if (flat) {
+    char lo[32], qh[32], fidx[64];
+    snprintf(lo, sizeof lo, "%lld", g.yl * g.OW + g.xl);
+    snprintf(qh, sizeof qh, "%lld", (g.yh - 1) * g.OW + g.xh);
+    snprintf(fidx, sizeof fidx, "p_ * %lld + q_", g.OH * g.OW);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "q_", .lo = lo, .hi = qh, .n_red = 1, .red = {"|:e_"}});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "const int64_t y2 = q_ / %lld, y3 = q_ %% %lld;", g.OW, g.OW);
+    fsl_cg_line(e, "%s s_ = (%s)0;", c->T, c->T);
+    for (long long k0 = 0; k0 < g.KH; k0++)
+      for (long long k1 = 0; k1 < g.KW; k1++)
+        fsl_cg_line(e, "s_ += wc_[%lld] * xc_[q_ + %lld];", k0 * g.KW + k1,
+                    (k0 * g.dh - g.ph) * g.W + k1 * g.dw - g.pw);
+    conv_store(e, c->Y, c->T, "s_", fidx);
+    loop_close(e);
+    fsl_cg_line(e, "for (int64_t y2 = %lld; y2 < %lld; y2++) {", g.yl, g.yh);
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "const int64_t r_ = p_ * %lld + y2;", g.OH);
+    dw_inner_row(e, c, &g, idx, false);
+    loop_close(e);
+    fsl_cg_line(e, "for (int64_t y2 = 0; y2 < %lld; y2++) {", g.OH);
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "if (y2 == %lld) y2 = %lld;", g.yl, g.yh);
+    fsl_cg_line(e, "if (y2 >= %lld) break;", g.OH);
+    fsl_cg_line(e, "const int64_t r_ = p_ * %lld + y2;", g.OH);
+    dw_row_passes(e, c, &g, idx);
+    loop_close(e);
+  } else if (fused) {
+    fsl_cg_line(e, "if (y2 >= %lld && y2 < %lld) {", g.yl, g.yh);
+    fsl_cg_open_scope(e);
+    dw_inner_row(e, c, &g, idx, true);
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "} else {");
+    fsl_cg_open_scope(e);
+    dw_row_passes(e, c, &g, idx);
+    loop_close(e);
+  } else {
+    dw_row_passes(e, c, &g, idx);
+  }
+  fsl_cg_line(e, "err_ |= e_;");
+  loop_close(e);
+  if (!e->epi) fsl_cg_line(e, "(void)err_;");
+}
+
+bool fsl_codegen_conv_rows(const fsl_dialect *d, const fsl_node *cv) {
+  if (!d || !cv || cv->op != FSL_OP_conv || cv->n_in < 2 || !cv->out[0] || d->par_min <= 0 || d->group) return false;
+  const fsl_value *X = cv->in[0], *W = cv->in[1], *Y = cv->out[0];
+  int64_t ld[2];
+  conv_attr(cv, "lhs_dilation", 2, 1, ld);
+  return X->rank == 4 && W->rank == 4 && Y->rank == 4 && is_f(X->dtype) && W->dtype == X->dtype &&
+         Y->dtype == X->dtype && fsl_cg_ctype(d, X->dtype) && W->dims[1] == 1 &&
+         fsl_attr_int(cv, "group", 1) == X->dims[1] && ld[0] == 1 && ld[1] == 1 && Y->dims[3] <= 4096;
 }
 
 fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, const fsl_cg_epilogue *epi, fsl_sbuf *b,
@@ -132,14 +338,19 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
   if (!fsl_cg_epi_open(&e, epi, cv)) return fsl_cg_kernel_close(&e, &body, b);
   const char *TO = fsl_cg_ctype(d, epi ? epi->out->dtype : dt);
   fsl_cg_line(&e, "%s%s *y = (%s%s *)out[0];", S, TO, S, TO);
+  conv_dims c = {.X = X, .W = W, .Y = Y, .T = T, .k = k, .C = C, .M = M, .Cg = Cg, .Mg = Mg,
+                 .KS = fsl_numel(k, W->dims + 2), .P = fsl_numel(k, Y->dims + 2)};
+  c.R = Cg * c.KS;
+  memcpy(c.st, st, sizeof st);
+  memcpy(c.dl, dl, sizeof dl);
+  memcpy(c.ld, ld, sizeof ld);
+  memcpy(c.pads, pads, sizeof pads);
+  if (fsl_codegen_conv_rows(d, cv)) {
+    dw_rows(&e, &c);
+    if (launch) *launch = (fsl_cg_launch){0};
+    return fsl_cg_kernel_close(&e, &body, b);
+  }
   if (fsl_cg_tiles_fit(d, dt)) {
-    conv_dims c = {.X = X, .W = W, .Y = Y, .T = T, .k = k, .C = C, .M = M, .Cg = Cg, .Mg = Mg,
-                   .KS = fsl_numel(k, W->dims + 2), .P = fsl_numel(k, Y->dims + 2)};
-    c.R = Cg * c.KS;
-    memcpy(c.st, st, sizeof st);
-    memcpy(c.dl, dl, sizeof dl);
-    memcpy(c.ld, ld, sizeof ld);
-    memcpy(c.pads, pads, sizeof pads);
     tiled_conv(&e, &c);
     fsl_cg_launch L = e.launch;
     fsl_status s2 = fsl_cg_kernel_close(&e, &body, b);
@@ -192,7 +403,7 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");
   }
-  conv_store(&e, Y, T, "i_");
+  conv_store(&e, Y, T, "s", "i_");
   fsl_cg_close_scope(&e);
   fsl_cg_line(&e, "}");
   if (launch) *launch = (fsl_cg_launch){0};

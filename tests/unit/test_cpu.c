@@ -440,6 +440,65 @@ static void test_conv_bias(void **state) {
   fsl_graph_free(g);
 }
 
+/* Depthwise convolutions that oneDNN would run between two reorders are
+ * generated row by row (fsl_cpu_lower_depthwise, fsl_codegen_conv_rows):
+ * the flat pass over "same"-padded rows (3x3, 5x5, dilated, a channel
+ * multiplier), the per-row pass (stride 2, asymmetric and no padding,
+ * rows too short for any interior row) and the per-tap passes (a 9x9
+ * window), each with a bias and HardSwish epilogue, against the reference
+ * under every plan, with inputs of odd sizes; the one-kernel plan of one
+ * channel per group runs no oneDNN primitive. */
+static void test_depthwise_rows(void **state) {
+  (void)state;
+  static const struct {
+    int64_t c, mult, h, w, k, s, d, pads[4];
+  } cases[] = {
+      {8, 1, 13, 13, 3, 1, 1, {1, 1, 1, 1}}, {3, 2, 9, 11, 5, 1, 1, {2, 2, 2, 2}}, {4, 1, 9, 9, 3, 1, 2, {2, 2, 2, 2}},
+      {8, 1, 12, 10, 3, 2, 1, {1, 1, 1, 1}}, {5, 1, 7, 9, 3, 1, 1, {0, 1, 1, 0}},  {6, 1, 8, 8, 3, 1, 1, {0, 0, 0, 0}},
+      {4, 1, 2, 5, 3, 1, 1, {1, 1, 1, 1}},   {4, 1, 11, 12, 9, 1, 1, {4, 4, 4, 4}},
+  };
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t m = cases[t].c * cases[t].mult;
+    int64_t dx[] = {2, cases[t].c, cases[t].h, cases[t].w}, dw[] = {m, 1, cases[t].k, cases[t].k}, db[] = {m},
+            rb[] = {1, m, 1, 1};
+    int64_t st[] = {cases[t].s, cases[t].s}, dl[] = {cases[t].d, cases[t].d};
+    fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
+    fsl_value *bias = input_dt(g, FSL_DT_F32, 1, db);
+    fsl_value *c = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w, st, dl, cases[t].pads, cases[t].c, NULL),
+                                fsl_b_reshape(&b, bias, 4, rb));
+    fsl_value *hs = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary_scalar(&b, FSL_OP_min,
+                    fsl_b_binary_scalar(&b, FSL_OP_add, fsl_b_binary_scalar(&b, FSL_OP_mul, c, 1.0 / 6.0), 0.5), 1.0), 0.0);
+    fsl_value *z = fsl_b_binary(&b, FSL_OP_mul, c, hs);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, z);
+    void *in[] = {random_data(x, -1, 1), random_data(w, -1, 1), random_data(bias, -1, 1)};
+    char what[64];
+    snprintf(what, sizeof what, "depthwise-%zu", t);
+    check_graph(g, in, 1e-4, what);
+    fsl_node **all = g->nodes;
+    int na = g->n_nodes;
+    fsl_plan p;
+    assert_true(hand_plan(g, &p, &all, &na, 1));
+    void *exe = NULL;
+    assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+    fsl_cpu_stats stats;
+    fsl_cpu_exe_stats(exe, &stats);
+    /* oneDNN may run a channel multiplier's convolution on the plain data
+     * (its gemm), with no reorder to save */
+    assert_int_equal(stats.n_fallback, 0);
+    if (cases[t].mult == 1) {
+      assert_int_equal(stats.n_onednn, 0);
+      assert_int_equal(stats.n_generated, 1);
+    }
+    fsl_backend_cpu.free_exe(exe);
+    fsl_plan_free(&p);
+    free_inputs(in, 3);
+    fsl_graph_free(g);
+  }
+}
+
 /* conv -> conv chains (fsl_cpu_chain_layouts): a SiLU and a HardSwish
  * absorbed as post-ops, a value read by two convs and by nothing else, and
  * one also read by generated code (kept row-major).  Every plan matches the
@@ -1121,6 +1180,7 @@ int main(void) {
       cmocka_unit_test(test_maxpool_separable),
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
+      cmocka_unit_test(test_depthwise_rows),
       cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_residual_kept_for_epilogue), cmocka_unit_test(test_attention_concat_chain),
       cmocka_unit_test(test_reduce_chain),
       cmocka_unit_test(test_gather_ints),

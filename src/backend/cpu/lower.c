@@ -151,7 +151,8 @@ static bool keep_residual(const void *ctx, const fsl_onednn_linear *op, int node
 }
 
 /* The linear op itself: oneDNN with the longest usable epilogue chain, else
- * a generated matmul, else the reference interpreter.  *z receives the
+ * a generated matmul or depthwise convolution, else the reference
+ * interpreter.  *z receives the
  * value it writes, *n_abs the absorbed chain length.  FSL_NO_ONEDNN (set)
  * keeps oneDNN out (docs/cli.md). */
 static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_node *lin,
@@ -172,7 +173,11 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
     s->dnn = op;
     s->in = malloc(sizeof(fsl_value *) * (size_t)(2 + na));
     s->out = malloc(sizeof(fsl_value *));
-    if (!s->in || !s->out) return oom();
+    s->nodes = malloc(sizeof(fsl_node *) * (size_t)(1 + na));
+    if (!s->in || !s->out || !s->nodes) return oom();
+    s->nodes[0] = lin;
+    for (int i = 0; i < na; i++) s->nodes[1 + i] = chain[i];
+    s->n_nodes = 1 + na;
     s->n_in = 2 + na;
     s->in[0] = lin_in[0];
     s->in[1] = lin_in[1];
@@ -187,10 +192,13 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
   }
   if (st != FSL_ERR_UNSUPPORTED && st != FSL_ERR_SHAPE && st != FSL_ERR_RUNTIME) return st;
   fsl_error_clear();
-  /* generated matmul over the (view-resolved) operands */
-  if (lin->op == FSL_OP_matmul) {
+  /* generated matmul over the (view-resolved) operands, or depthwise convolution */
+  bool rows = fsl_codegen_conv_rows(&fsl_dialect_c, lin) && lin_in[0] == lin->in[0] && lin_in[1] == lin->in[1];
+  if (lin->op == FSL_OP_matmul || rows) {
     fsl_sbuf tmp = {0};
-    if (fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, NULL, &tmp, NULL) == FSL_OK && !tmp.oom) {
+    fsl_status gs = rows ? fsl_codegen_conv(&fsl_dialect_c, L->next_fn, lin, NULL, &tmp, NULL)
+                         : fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, NULL, &tmp, NULL);
+    if (gs == FSL_OK && !tmp.oom) {
       fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
       /* lin_in: the operands, or the values they are reshapes of (same bytes) */
       fsl_status fs = fill_step(L, s, lin_in, 2, lin->out, 1, NULL, 0);
@@ -479,6 +487,71 @@ static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *m
   for (int j = 0; j < L->n_steps; j++)
     if (how[j] == READ_ONEDNN || how[j] == READ_POST) chain_reads(&L->steps[j], z);
   return true;
+}
+
+/* ONEDNN step s of kernel k, when it is a depthwise convolution that
+ * reorders its source and its result (fsl_onednn_linear_reorders_both),
+ * becomes a GEN step computing the convolution and the nodes oneDNN
+ * absorbed (with the side nodes computing their operands), row by row on
+ * the row-major data (fsl_codegen_conv_rows): two passes over its input
+ * and output fewer.  False (s unchanged) otherwise, or when the code
+ * generator would absorb another part of the epilogue than oneDNN did
+ * (the GEN step after s reads what s writes). */
+static bool depthwise_rows(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_kernel *k) {
+  if (s->kind != FSL_CPU_STEP_ONEDNN || s->n_nodes < 1 || s->n_in < 2 || !k ||
+      !fsl_codegen_conv_rows(&fsl_dialect_c, s->nodes[0]) || !fsl_onednn_linear_reorders_both(s->dnn))
+    return false;
+  fsl_node *cv = s->nodes[0];
+  if (s->in[0] != cv->in[0] || s->in[1] != cv->in[1]) return false;
+  fsl_linear_split sp;
+  fsl_vlist nodes = {0}, ins = {0};
+  fsl_sbuf code = {0};
+  int n_abs = -1;
+  fsl_status st = fsl_linear_split_make(k, &sp);
+  if (st == FSL_OK && sp.lin == cv)
+    st = fsl_codegen_linear(&fsl_dialect_c, L->next_fn, L->g, k, &sp, &n_abs, &nodes, &ins, &code, NULL);
+  fsl_linear_split_free(&sp);
+  fsl_node **sn = NULL;
+  fsl_value **si = NULL;
+  bool ok = st == FSL_OK && !code.oom && n_abs == s->n_nodes - 1 && (n_abs == 0 || nodes.n >= n_abs) &&
+            (sn = malloc(sizeof *sn * (size_t)(1 + nodes.n))) && (si = malloc(sizeof *si * (size_t)(2 + ins.n)));
+  if (ok) {
+    sn[0] = cv;
+    memcpy(sn + 1, nodes.p, sizeof *sn * (size_t)nodes.n);
+    si[0] = cv->in[0];
+    si[1] = cv->in[1];
+    memcpy(si + 2, ins.p, sizeof *si * (size_t)ins.n);
+    fsl_onednn_linear_free(s->dnn);
+    s->dnn = NULL;
+    free(s->in);
+    free(s->nodes);
+    s->in = si;
+    s->n_in = 2 + ins.n;
+    s->nodes = sn;
+    s->n_nodes = 1 + nodes.n;
+    s->kind = FSL_CPU_STEP_GEN;
+    s->fn_id = L->next_fn++;
+    s->code = code.p;
+    code.p = NULL;
+    L->n_onednn--;
+    L->n_generated++;
+  } else {
+    free(sn);
+    fsl_error_clear();
+  }
+  fsl_sbuf_free(&code);
+  free(nodes.p);
+  free(ins.p);
+  return ok;
+}
+
+int fsl_cpu_lower_depthwise(fsl_cpu_lowering *L, fsl_kernel *const *ks, int n_kernels) {
+  int n = 0;
+  for (int i = 0; i < L->n_steps; i++) {
+    fsl_cpu_step *s = &L->steps[i];
+    n += s->kernel >= 0 && s->kernel < n_kernels && depthwise_rows(L, s, ks[s->kernel]);
+  }
+  return n;
 }
 
 int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp) {

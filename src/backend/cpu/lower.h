@@ -43,7 +43,8 @@ typedef struct fsl_cpu_step {
                                   post-op operands, NULL for unary post-ops) */
   int n_nodes;
   fsl_node **nodes;            /* REF: evaluated in this order; GEN: the nodes it computes, in
-                                  order (run again by the reference to diagnose an error) */
+                                  order (run again by the reference to diagnose an error);
+                                  ONEDNN: the linear node, then the epilogue nodes it absorbed */
   bool fallback;               /* REF standing in for code the backend could not make */
 } fsl_cpu_step;
 
@@ -96,6 +97,19 @@ fsl_status fsl_cpu_lowering_source(fsl_cpu_lowering *L);
  *  no readers to chain to), before fsl_cpu_lowering_source.  Returns the
  *  number of values chained (L->n_chained). */
 int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp);
+
+/** Each ONEDNN step of a 2-D depthwise convolution that still reorders
+ *  both its source from row-major and its result back (nothing chained:
+ *  fsl_onednn_linear_reorders_both) becomes a GEN step: the convolution
+ *  and the epilogue oneDNN absorbed, generated row by row over the
+ *  row-major data (fsl_codegen_conv_rows).  oneDNN's depthwise kernels run
+ *  on nhwc or nChw8c/16c only, so there the reorders cost more than the
+ *  convolution (dwconv_hardswish 64_56: about 60%).  Call after
+ *  fsl_cpu_chain_layouts (or on kernels lowered alone), before
+ *  fsl_cpu_lowering_source; ks[0..n_kernels) are the kernels lowered, by
+ *  the index given to fsl_cpu_lower_kernel.  Returns the number of steps
+ *  replaced. */
+int fsl_cpu_lower_depthwise(fsl_cpu_lowering *L, fsl_kernel *const *ks, int n_kernels);
 
 /** Frees the steps (and their oneDNN primitives), the source and the
  *  availability map. */

@@ -1573,6 +1573,13 @@ void fsl_onednn_linear_chain_src(fsl_onednn_linear *cons) {
 }
 
 
+bool fsl_onednn_linear_reorders_both(const fsl_onednn_linear *op) {
+  if (!op || !op->src_reorder || op->src_chained || op->src_const || !op->dst_reorder || op->dst_chained) return false;
+  for (int i = 0; i < MAX_POST; i++)
+    if (op->post_chained[i]) return false;
+  return true;
+}
+
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op) { return op ? op->desc : ""; }
 
 /* Whether oneDNN's implementation name for pd contains word. */

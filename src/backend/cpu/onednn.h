@@ -126,6 +126,11 @@ bool fsl_onednn_linear_post_layout(const fsl_onednn_linear *op, int node, const 
  *  the reorder buffer no longer needed. */
 void fsl_onednn_linear_chain_post(fsl_onednn_linear *cons, int node);
 
+/** True when `op` reorders both its source from row-major and its result
+ *  back at every run (no activation chained, no constant source): around
+ *  the primitive it moves its input and output twice more. */
+bool fsl_onednn_linear_reorders_both(const fsl_onednn_linear *op);
+
 /** One line naming what oneDNN runs, for profiles and tests: the primitive
  *  kind, oneDNN's implementation, the dims of its src, weights and dst
  *  descriptors, and "plain" or "reordered" (whether the activations are
