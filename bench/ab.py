@@ -70,6 +70,9 @@ def main() -> int:
         line = [f"{key}: kernels {O[0]['k']} -> {N[0]['k']}, gen steps {O[0]['ngen']} -> {N[0]['ngen']}"]
         for f in ("t", "gen", "dnn"):
             rs = sorted(y[f] / x[f] for x, y in zip(O, N) if x[f] > 0)
+            if not rs:  # no such steps in the old plan (e.g. gen 0 -> 0.05 ms)
+                line.append(f"{f} {st.median(x[f] for x in O):.3f} -> {st.median(y[f] for y in N):.3f} ms")
+                continue
             line.append(f"{f} {st.median(x[f] for x in O):.3f} -> {st.median(y[f] for y in N):.3f} ms, "
                         f"new/old {st.median(rs):.3f} ({rs[0]:.2f}-{rs[-1]:.2f})")
         print("; ".join(line) + f"; {pairs} pairs", flush=True)
