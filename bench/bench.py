@@ -1,6 +1,6 @@
 """CPU benchmark: every fusion strategy of fissile against ONNX Runtime, in one run.
 
-    .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 3] [--rounds N]
+    .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 20] [--rounds N]
                                     [--cases a,b | --no-cases] [--models a,b | --no-models]
                                     [--strategies unfused,opfuse,greedy,optimal,optimal-norewrite]
                                     [--out bench/results] [--timeout 1800] [--hide-avx512]
@@ -547,7 +547,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
+    # 20, not 3: on a KVM guest the first ~100 runs of a 0.4 ms model in a new
+    # process ran 20-30% slower than the rest (Zen 5, 2026-12-01); 20 covers
+    # most of that for fissile and ORT alike at little cost on large models
+    ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=None,
                     help="rounds per entry: each strategy and ORT back to back, in a balanced order (ratios per "
                          "round); default: one full design (round_orders), a multiple of it keeps the balance")
