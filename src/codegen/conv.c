@@ -231,7 +231,7 @@ static bool epi_checks(const em *e) {
  * whose threads work alone (C), every tap of a window summed in one SIMD
  * pass where the window lies inside the image, the taps in the direct
  * convolution's order:
- * - stride 1 along the rows and as many output columns as input ones
+ * - stride 1 and as many output columns as input ones
  *   ("same" padding; not with an epilogue that checks gather indices): one
  *   PARALLEL iteration per image and channel, whose rows yl..yh-1 are one
  *   flat SIMD loop (input element = output element + a constant per tap;
@@ -244,7 +244,7 @@ static void dw_rows(em *e, const conv_dims *c) {
   dw_geom g = dw_geometry(c);
   long long N = c->X->dims[0], M = c->M;
   bool fused = g.yl < g.yh && g.xl < g.xh && g.KH * g.KW <= DW_FUSED_TAPS;
-  bool flat = fused && g.sw == 1 && g.OW == g.W && !epi_checks(e);
+  bool flat = fused && g.sh == 1 && g.sw == 1 && g.OW == g.W && !epi_checks(e);
   char hi[32], idx[64];
   if (!e->epi) fsl_cg_line(e, "int err_ = 0; /* no epilogue: no error bits */"); /* else fsl_cg_epi_open's */
   snprintf(hi, sizeof hi, "%lld", flat ? N * M : N * M * g.OH);

@@ -443,7 +443,8 @@ static void test_conv_bias(void **state) {
 /* Depthwise convolutions that oneDNN would run between two reorders are
  * generated row by row (fsl_cpu_lower_depthwise, fsl_codegen_conv_rows):
  * the flat pass over "same"-padded rows (3x3, 5x5, dilated, a channel
- * multiplier), the per-row pass (stride 2, asymmetric and no padding,
+ * multiplier), the per-row pass (stride 2, stride 2 along the rows only
+ * with as many output columns as input ones, asymmetric and no padding,
  * rows too short for any interior row) and the per-tap passes (a 9x9
  * window), each with a bias and HardSwish epilogue, against the reference
  * under every plan, with inputs of odd sizes; the one-kernel plan of one
@@ -451,11 +452,13 @@ static void test_conv_bias(void **state) {
 static void test_depthwise_rows(void **state) {
   (void)state;
   static const struct {
-    int64_t c, mult, h, w, k, s, d, pads[4];
+    int64_t c, mult, h, w, k, sh, sw, d, pads[4];
   } cases[] = {
-      {8, 1, 13, 13, 3, 1, 1, {1, 1, 1, 1}}, {3, 2, 9, 11, 5, 1, 1, {2, 2, 2, 2}}, {4, 1, 9, 9, 3, 1, 2, {2, 2, 2, 2}},
-      {8, 1, 12, 10, 3, 2, 1, {1, 1, 1, 1}}, {5, 1, 7, 9, 3, 1, 1, {0, 1, 1, 0}},  {6, 1, 8, 8, 3, 1, 1, {0, 0, 0, 0}},
-      {4, 1, 2, 5, 3, 1, 1, {1, 1, 1, 1}},   {4, 1, 11, 12, 9, 1, 1, {4, 4, 4, 4}},
+      {8, 1, 13, 13, 3, 1, 1, 1, {1, 1, 1, 1}}, {3, 2, 9, 11, 5, 1, 1, 1, {2, 2, 2, 2}},
+      {4, 1, 9, 9, 3, 1, 1, 2, {2, 2, 2, 2}},   {8, 1, 12, 10, 3, 2, 2, 1, {1, 1, 1, 1}},
+      {4, 1, 10, 9, 3, 2, 1, 1, {1, 1, 1, 1}},  {5, 1, 7, 9, 3, 1, 1, 1, {0, 1, 1, 0}},
+      {6, 1, 8, 8, 3, 1, 1, 1, {0, 0, 0, 0}},   {4, 1, 2, 5, 3, 1, 1, 1, {1, 1, 1, 1}},
+      {4, 1, 11, 12, 9, 1, 1, 1, {4, 4, 4, 4}},
   };
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     fsl_graph *g = fsl_graph_new();
@@ -463,7 +466,7 @@ static void test_depthwise_rows(void **state) {
     int64_t m = cases[t].c * cases[t].mult;
     int64_t dx[] = {2, cases[t].c, cases[t].h, cases[t].w}, dw[] = {m, 1, cases[t].k, cases[t].k}, db[] = {m},
             rb[] = {1, m, 1, 1};
-    int64_t st[] = {cases[t].s, cases[t].s}, dl[] = {cases[t].d, cases[t].d};
+    int64_t st[] = {cases[t].sh, cases[t].sw}, dl[] = {cases[t].d, cases[t].d};
     fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
     fsl_value *bias = input_dt(g, FSL_DT_F32, 1, db);
     fsl_value *c = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w, st, dl, cases[t].pads, cases[t].c, NULL),
