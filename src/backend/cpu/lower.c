@@ -517,10 +517,10 @@ static bool depthwise_rows(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_kerne
             (sn = malloc(sizeof *sn * (size_t)(1 + nodes.n))) && (si = malloc(sizeof *si * (size_t)(2 + ins.n)));
   if (ok) {
     sn[0] = cv;
-    memcpy(sn + 1, nodes.p, sizeof *sn * (size_t)nodes.n);
+    for (int i = 0; i < nodes.n; i++) sn[1 + i] = nodes.p[i]; /* nodes.p NULL when empty */
     si[0] = cv->in[0];
     si[1] = cv->in[1];
-    memcpy(si + 2, ins.p, sizeof *si * (size_t)ins.n);
+    for (int i = 0; i < ins.n; i++) si[2 + i] = ins.p[i];
     fsl_onednn_linear_free(s->dnn);
     s->dnn = NULL;
     free(s->in);
