@@ -220,7 +220,7 @@ static void dw_inner_row(em *e, const conv_dims *c, const dw_geom *g, const char
   dw_edge_cols(e, c, g, g->xh, g->OW, idx);
 }
 
-/* Whether epilogue node n may raise error bits (a gather's index check). */
+/* Whether the epilogue may raise error bits (a gather node checks its indices). */
 static bool epi_checks(const em *e) {
   for (int i = 0; e->epi && i < e->epi->n_nodes; i++)
     if (fsl_op_get(e->epi->nodes[i]->op)->kind == FSL_KIND_GATHER) return true;
