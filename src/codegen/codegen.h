@@ -183,4 +183,15 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
  */
 bool fsl_codegen_conv_rows(const fsl_dialect *d, const fsl_node *cv);
 
+/**
+ * Whether fsl_codegen_conv computes conv node cv as dot products in
+ * dialect d: a pointwise convolution at a single position (x [N, C, 1..],
+ * w [M, C, 1..], y [N, M, 1..], one group: the fully connected layers of
+ * squeeze-and-excitation blocks) in a dialect whose threads work alone
+ * (C).  There y[n, m] is the dot product of x's row n and w's row m, four
+ * output channels per PARALLEL iteration, summed in the element type with
+ * SIMD reductions (reassociated, as oneDNN's GEMV).
+ */
+bool fsl_codegen_conv_dot(const fsl_dialect *d, const fsl_node *cv);
+
 #endif

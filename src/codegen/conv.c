@@ -311,6 +311,82 @@ bool fsl_codegen_conv_rows(const fsl_dialect *d, const fsl_node *cv) {
          fsl_attr_int(cv, "group", 1) == X->dims[1] && ld[0] == 1 && ld[1] == 1 && Y->dims[3] <= 4096;
 }
 
+bool fsl_codegen_conv_dot(const fsl_dialect *d, const fsl_node *cv) {
+  if (!d || !cv || cv->op != FSL_OP_conv || cv->n_in < 2 || !cv->out[0] || d->par_min <= 0 || d->group) return false;
+  const fsl_value *X = cv->in[0], *W = cv->in[1], *Y = cv->out[0];
+  int k = X->rank - 2;
+  return k >= 1 && W->rank == X->rank && Y->rank == X->rank && is_f(X->dtype) && W->dtype == X->dtype &&
+         Y->dtype == X->dtype && fsl_cg_ctype(d, X->dtype) && fsl_attr_int(cv, "group", 1) == 1 &&
+         W->dims[1] == X->dims[1] && fsl_numel(k, X->dims + 2) == 1 && fsl_numel(k, W->dims + 2) == 1 &&
+         fsl_numel(k, Y->dims + 2) == 1;
+}
+
+/* y[n, m] = the dot product of x's row n and w's row m, four output
+ * channels per iteration (four SIMD sums over the input channels in one
+ * pass over x's row; the last channels one by one), in the element type
+ * (as oneDNN; the sums reassociated), stored through the epilogue. */
+static void dot_rows(em *e, const conv_dims *c) {
+  long long N = (long long)c->X->dims[0], C = (long long)c->C, M = (long long)c->M, nrb = (M + 3) / 4;
+  const char *T = c->T, *S = e->d->buf_space;
+  char nt[32], nc[32], idx[64];
+  snprintf(nt, sizeof nt, "%lld", N * nrb);
+  snprintf(nc, sizeof nc, "%lld", C);
+  snprintf(idx, sizeof idx, "y0 * %lld + y1", M);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = N * M * C > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "t_",
+                                     .lo = "0", .hi = nt});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "const int64_t y0 = t_ / %lld, m0_ = t_ %% %lld * 4;", nrb, nrb);
+  fsl_cg_line(e, "const %s%s *xr_ = x + y0 * %lld;", S, T, C);
+  if (M >= 4) {
+    if (M % 4) fsl_cg_line(e, "if (m0_ + 4 <= %lld) {", M);
+    if (M % 4) fsl_cg_open_scope(e);
+    fsl_cg_line(e, "const %s%s *w0_ = w + m0_ * %lld, *w1_ = w0_ + %lld, *w2_ = w1_ + %lld, *w3_ = w2_ + %lld;", S, T, C,
+                C, C, C);
+    fsl_cg_line(e, "%s s0 = 0, s1 = 0, s2 = 0, s3 = 0;", T);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "c_", .lo = "0", .hi = nc, .n_red = 4,
+                                       .red = {"+:s0", "+:s1", "+:s2", "+:s3"}});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "const %s xv_ = xr_[c_];", T);
+    fsl_cg_line(e, "s0 += xv_ * w0_[c_]; s1 += xv_ * w1_[c_]; s2 += xv_ * w2_[c_]; s3 += xv_ * w3_[c_];");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    for (int q = 0; q < 4; q++) {
+      char sq[8];
+      snprintf(sq, sizeof sq, "s%d", q);
+      fsl_cg_line(e, "{");
+      fsl_cg_open_scope(e);
+      fsl_cg_line(e, "const int64_t y1 = m0_ + %d;", q);
+      conv_store(e, c->Y, T, sq, idx);
+      fsl_cg_close_scope(e);
+      fsl_cg_line(e, "}");
+    }
+    if (M % 4) fsl_cg_close_scope(e);
+  }
+  if (M % 4) {
+    if (M >= 4) fsl_cg_line(e, "} else {");
+    if (M >= 4) fsl_cg_open_scope(e);
+    char mlo[8], mhi[32];
+    snprintf(mlo, sizeof mlo, "m0_");
+    snprintf(mhi, sizeof mhi, "%lld", M);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "y1", .lo = mlo, .hi = mhi});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "const %s%s *wr_ = w + y1 * %lld;", S, T, C);
+    fsl_cg_line(e, "%s s = 0;", T);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "c_", .lo = "0", .hi = nc, .n_red = 1, .red = {"+:s"}});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "s += xr_[c_] * wr_[c_];");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    conv_store(e, c->Y, T, "s", idx);
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    if (M >= 4) fsl_cg_close_scope(e);
+    if (M >= 4) fsl_cg_line(e, "}");
+  }
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
 fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, const fsl_cg_epilogue *epi, fsl_sbuf *b,
                             fsl_cg_launch *launch) {
   if (!d || !cv || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_conv: NULL argument");
@@ -345,8 +421,9 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
   memcpy(c.dl, dl, sizeof dl);
   memcpy(c.ld, ld, sizeof ld);
   memcpy(c.pads, pads, sizeof pads);
-  if (fsl_codegen_conv_rows(d, cv)) {
-    dw_rows(&e, &c);
+  if (fsl_codegen_conv_dot(d, cv) || fsl_codegen_conv_rows(d, cv)) {
+    if (fsl_codegen_conv_dot(d, cv)) dot_rows(&e, &c);
+    else dw_rows(&e, &c);
     if (launch) *launch = (fsl_cg_launch){0};
     return fsl_cg_kernel_close(&e, &body, b);
   }

@@ -286,6 +286,71 @@ static void tiled_matmul(em *e, const fsl_node *mm, const char *T, const char *a
   fsl_cg_line(e, "}");
 }
 
+/* The matmul in a dialect whose threads work alone (C): one iteration per
+ * block of columns of c and row of c (batch and rows collapsed, the block
+ * outermost so that consecutive iterations reuse w's block), in parallel
+ * when the work is large enough.  Blocks are at most MM_BLOCK columns, an
+ * even number of them where there is more than one (two threads share
+ * them evenly), a multiple of 8 wide but the last.  The block's sums lie
+ * in a local array of type acc; over k in order, each k adds a[m, k]
+ * times w's row k across the block, one SIMD pass over contiguous
+ * columns of a constant width (it unrolls into vector registers: a GEMV
+ * streams w once, at memory speed); then the block is stored through the
+ * epilogue. */
+#define MM_BLOCK 64
+static void column_blocks(em *e, const char *S, const char *T, const char *acc, int64_t batch, int64_t M, int64_t K,
+                          int64_t N) {
+  long long n = (long long)N, nblk = (n + MM_BLOCK - 1) / MM_BLOCK;
+  if (nblk > 1 && nblk % 2) nblk++;
+  long long nb = (n + nblk - 1) / nblk;
+  if (nb < n) nb = (nb + 7) / 8 * 8;
+  nblk = (n + nb - 1) / nb;
+  long long last = n - (nblk - 1) * nb; /* the last block's width */
+  long long rows = (long long)(batch * M);
+  char nt[32], nk[32];
+  snprintf(nt, sizeof nt, "%lld", rows * nblk);
+  snprintf(nk, sizeof nk, "%lld", (long long)K);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = batch * M * N * K > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
+                                     .var = "t_", .lo = "0", .hi = nt});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "const int64_t r_ = t_ %% %lld, n0_ = t_ / %lld * %lld, b_ = r_ / %lld, m = r_ %% %lld;", rows, rows,
+              nb, (long long)M, (long long)M);
+  row_pointers(e, S, T, M, K, N);
+  fsl_cg_line(e, "%s acc_[%lld];", acc, nb);
+  for (int part = 0; part < (last < nb ? 2 : 1); part++) {
+    char w[32];
+    snprintf(w, sizeof w, "%lld", part == 0 ? nb : last);
+    if (last < nb) fsl_cg_line(e, part == 0 ? "if (n0_ < %lld) {" : "} else {", (nblk - 1) * nb);
+    if (last < nb) fsl_cg_open_scope(e);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "j_", .lo = "0", .hi = w});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "acc_[j_] = 0;");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "k", .lo = "0", .hi = nk});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "const %s av_ = (%s)ar[k]; const %s%s *wr_ = wb + k * %lld + n0_;", acc, acc, S, T, n);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = "j_", .lo = "0", .hi = w});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "acc_[j_] += av_ * (%s)wr_[j_];", acc);
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "j_", .lo = "0", .hi = w});
+    fsl_cg_open_scope(e);
+    fsl_cg_line(e, "const int64_t n = n0_ + j_;");
+    fsl_cg_line(e, "const %s s = acc_[j_];", acc);
+    mm_store(e, e->lin_out, T);
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    if (last < nb) fsl_cg_close_scope(e);
+  }
+  if (last < nb) fsl_cg_line(e, "}");
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+}
+
 fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, const fsl_cg_epilogue *epi, fsl_sbuf *b,
                               fsl_cg_launch *launch) {
   if (!d || !mm || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_matmul: NULL argument");
@@ -311,17 +376,13 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   if (!fsl_cg_epi_open(&e, epi, mm)) return fsl_cg_kernel_close(&e, &body, b);
   const char *TO = fsl_cg_ctype(d, epi ? epi->out->dtype : dt);
   fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, TO, S, TO);
-  char nb[32], nm[32], nn[32], nk[32];
-  snprintf(nb, sizeof nb, "%lld", (long long)batch);
-  snprintf(nm, sizeof nm, "%lld", (long long)M);
-  snprintf(nn, sizeof nn, "%lld", (long long)N);
-  snprintf(nk, sizeof nk, "%lld", (long long)K);
   if (fsl_cg_tiles_fit(d, dt)) {
     tiled_matmul(&e, mm, T, acc, batch, M, K, N);
   } else if (d->par_min == 0) {
     /* every thread runs the kernel (GPU dialects): one thread per element of c */
-    char nt[32];
+    char nt[32], nk[32];
     snprintf(nt, sizeof nt, "%lld", (long long)(batch * M * N));
+    snprintf(nk, sizeof nk, "%lld", (long long)K);
     fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_PARALLEL, .var = "i_", .lo = "0", .hi = nt});
     fsl_cg_open_scope(&e);
     fsl_cg_line(&e, "const int64_t b_ = i_ / %lld, m = (i_ / %lld) %% %lld, n = i_ %% %lld;", (long long)(M * N),
@@ -332,21 +393,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");
   } else {
-    /* batch and rows in parallel (collapsed), columns, then the dot product */
-    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = batch * M * N * K > d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL,
-                                        .var = "b_", .lo = "0", .hi = nb, .collapse = 2});
-    fsl_cg_open_scope(&e);
-    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "m", .lo = "0", .hi = nm});
-    fsl_cg_open_scope(&e);
-    row_pointers(&e, S, T, M, K, N);
-    fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "n", .lo = "0", .hi = nn});
-    fsl_cg_open_scope(&e);
-    dot_product(&e, acc, nk, N);
-    mm_store(&e, C, T);
-    for (int i = 0; i < 3; i++) {
-      fsl_cg_close_scope(&e);
-      fsl_cg_line(&e, "}");
-    }
+    column_blocks(&e, S, T, is_f(dt) ? T : acc, batch, M, K, N);
   }
   fsl_cg_launch L = e.launch;
   fsl_status st = fsl_cg_kernel_close(&e, &body, b);

@@ -441,7 +441,7 @@ static void test_conv_bias(void **state) {
 }
 
 /* Depthwise convolutions that oneDNN would run between two reorders are
- * generated row by row (fsl_cpu_lower_depthwise, fsl_codegen_conv_rows):
+ * generated row by row (fsl_cpu_lower_generated, fsl_codegen_conv_rows):
  * the flat pass over "same"-padded rows (3x3, 5x5, dilated, a channel
  * multiplier), the per-row pass (stride 2, stride 2 along the rows only
  * with as many output columns as input ones, asymmetric and no padding,
@@ -499,6 +499,92 @@ static void test_depthwise_rows(void **state) {
     fsl_plan_free(&p);
     free_inputs(in, 3);
     fsl_graph_free(g);
+  }
+}
+
+/* A constant of floats uniform in [-1, 1) (a model's initializer). */
+static fsl_value *random_const(fsl_builder *b, int rank, const int64_t *dims) {
+  int64_t n = fsl_numel(rank, dims);
+  float *p = malloc(sizeof *p * (size_t)n);
+  assert_non_null(p);
+  for (int64_t i = 0; i < n; i++) p[i] = (float)(2.0 * test_rnd() - 1.0);
+  fsl_value *v = fsl_b_const(b, FSL_DT_F32, rank, dims, p);
+  free(p);
+  return v;
+}
+
+/* y = HardSigmoid(lin + bias) for lin a matmul of x [rows, K] by w [K, N]
+ * (conv false) or a pointwise convolution of x [rows, K, 1, 1] by w
+ * [N, K, 1, 1] at its single position (conv true), w and bias constants;
+ * returns x, the graph's input. */
+static fsl_value *gemv_graph(fsl_graph *g, bool conv, int64_t rows, int64_t K, int64_t N) {
+  fsl_builder b = B_INIT(g);
+  int64_t dxm[] = {rows, K}, dwm[] = {K, N}, dxc[] = {rows, K, 1, 1}, dwc[] = {N, K, 1, 1}, db[] = {N},
+          rb[] = {1, N, 1, 1};
+  int64_t st[] = {1, 1}, dl[] = {1, 1}, pads[] = {0, 0, 0, 0};
+  fsl_value *x = input_dt(g, FSL_DT_F32, conv ? 4 : 2, conv ? dxc : dxm);
+  fsl_value *w = random_const(&b, conv ? 4 : 2, conv ? dwc : dwm), *bias = random_const(&b, 1, db);
+  fsl_value *lin = conv ? fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL),
+                                       fsl_b_reshape(&b, bias, 4, rb))
+                        : fsl_b_binary(&b, FSL_OP_add, fsl_b_matmul(&b, x, w), bias);
+  fsl_value *y = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary_scalar(&b, FSL_OP_min,
+                 fsl_b_binary_scalar(&b, FSL_OP_add, fsl_b_binary_scalar(&b, FSL_OP_mul, lin, 0.2), 0.5), 1.0), 0.0);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  return x;
+}
+
+/* One-row matmuls and pointwise convolutions at one position (GEMVs: the
+ * fully connected layers of squeeze-and-excitation) run as generated code
+ * with the epilogue oneDNN would absorb (fsl_cpu_lower_generated): column
+ * blocks of a matmul (block widths with a narrower last one, fewer
+ * columns than a block) and dot products of a convolution (four output
+ * channels at a time and the rest one by one), against the reference
+ * under every plan; the one-kernel plan runs no oneDNN primitive.  Near
+ * misses keep oneDNN: two rows, and weights over 1 MiB.  With oneDNN
+ * kept out (FSL_NO_ONEDNN) the same code runs those as well. */
+static void test_gemv_generated(void **state) {
+  (void)state;
+  static const struct {
+    bool conv;
+    int64_t rows, K, N;
+    int generated; /* 1: the one-kernel plan runs generated code only; 0: oneDNN */
+  } cases[] = {
+      {false, 1, 37, 144, 1}, {false, 1, 64, 77, 1}, {false, 1, 576, 8, 1}, {false, 1, 5, 3, 1},
+      {true, 1, 37, 11, 1},   {true, 1, 96, 24, 1},  {true, 1, 16, 3, 1},   {false, 2, 37, 144, 0},
+      {true, 2, 37, 11, 0},   {false, 1, 1024, 300, 0},
+  };
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    for (int no_dnn = 0; no_dnn < 2; no_dnn++) {
+      if (no_dnn && cases[t].generated) continue;
+      if (no_dnn) setenv("FSL_NO_ONEDNN", "1", 1);
+      fsl_graph *g = fsl_graph_new();
+      fsl_value *x = gemv_graph(g, cases[t].conv, cases[t].rows, cases[t].K, cases[t].N);
+      void *in[] = {random_data(x, -1, 1)};
+      char what[64];
+      snprintf(what, sizeof what, "gemv-%zu%s", t, no_dnn ? "-no-onednn" : "");
+      check_graph(g, in, 1e-4, what);
+      fsl_node **all = g->nodes;
+      int na = g->n_nodes;
+      fsl_plan p;
+      assert_true(hand_plan(g, &p, &all, &na, 1));
+      void *exe = NULL;
+      assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+      fsl_cpu_stats stats;
+      fsl_cpu_exe_stats(exe, &stats);
+      assert_int_equal(stats.n_fallback, 0);
+      if (cases[t].generated || no_dnn) {
+        assert_int_equal(stats.n_onednn, 0);
+        assert_int_equal(stats.n_generated, 1);
+      } else if (!getenv("FSL_NO_ONEDNN")) {
+        assert_int_equal(stats.n_onednn, 1);
+      }
+      fsl_backend_cpu.free_exe(exe);
+      fsl_plan_free(&p);
+      free_inputs(in, 1);
+      fsl_graph_free(g);
+      if (no_dnn) unsetenv("FSL_NO_ONEDNN");
+    }
   }
 }
 
@@ -1184,6 +1270,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
       cmocka_unit_test(test_depthwise_rows),
+      cmocka_unit_test(test_gemv_generated),
       cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_residual_kept_for_epilogue), cmocka_unit_test(test_attention_concat_chain),
       cmocka_unit_test(test_reduce_chain),
       cmocka_unit_test(test_gather_ints),

@@ -158,7 +158,7 @@ static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe
     if (st != FSL_OK) fsl_error_context(st, "cpu backend, kernel %d", ki);
   }
   if (st == FSL_OK) fsl_cpu_chain_layouts(&x->low, &x->mem);
-  if (st == FSL_OK) fsl_cpu_lower_depthwise(&x->low, p->kernels.k, p->kernels.n);
+  if (st == FSL_OK) fsl_cpu_lower_generated(&x->low, p->kernels.k, p->kernels.n);
   if (st == FSL_OK) st = fsl_cpu_lowering_source(&x->low);
   const fsl_cpu_lowering *L = &x->low;
   x->stats.n_kernels = p->kernels.n;

@@ -151,12 +151,16 @@ static bool keep_residual(const void *ctx, const fsl_onednn_linear *op, int node
 }
 
 /* The linear op itself: oneDNN with the longest usable epilogue chain, else
- * a generated matmul or depthwise convolution, else the reference
- * interpreter.  *z receives the
+ * a generated matmul or convolution (depthwise, or pointwise at one
+ * position) with the longest epilogue the generator takes, else the
+ * reference interpreter.  *z receives the
  * value it writes, *n_abs the absorbed chain length.  FSL_NO_ONEDNN (set)
  * keeps oneDNN out (docs/cli.md). */
-static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, fsl_node *lin,
-                             fsl_value *const *lin_in, fsl_node *const *chain, int n_chain, fsl_value **z, int *n_abs) {
+static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp,
+                             fsl_value **z, int *n_abs) {
+  fsl_node *lin = sp->lin, *const *chain = sp->chain;
+  fsl_value *const *lin_in = sp->lin_in;
+  int n_chain = sp->n_chain;
   *z = lin->out[0];
   *n_abs = 0;
   fsl_onednn_linear *op = NULL;
@@ -192,26 +196,38 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, f
   }
   if (st != FSL_ERR_UNSUPPORTED && st != FSL_ERR_SHAPE && st != FSL_ERR_RUNTIME) return st;
   fsl_error_clear();
-  /* generated matmul over the (view-resolved) operands, or depthwise convolution */
-  bool rows = fsl_codegen_conv_rows(&fsl_dialect_c, lin) && lin_in[0] == lin->in[0] && lin_in[1] == lin->in[1];
-  if (lin->op == FSL_OP_matmul || rows) {
-    fsl_sbuf tmp = {0};
-    fsl_status gs = rows ? fsl_codegen_conv(&fsl_dialect_c, L->next_fn, lin, NULL, &tmp, NULL)
-                         : fsl_codegen_matmul(&fsl_dialect_c, L->next_fn, lin, NULL, &tmp, NULL);
-    if (gs == FSL_OK && !tmp.oom) {
+  /* a generated matmul or convolution over the (view-resolved) operands,
+   * with the epilogue the generator takes; the step keeps no node list (its
+   * layouts are not chained: fsl_cpu_chain_layouts regenerates loop kernels) */
+  if (lin->op == FSL_OP_matmul || fsl_codegen_conv_rows(&fsl_dialect_c, lin) || fsl_codegen_conv_dot(&fsl_dialect_c, lin)) {
+    fsl_vlist nodes = {0}, ins = {0};
+    fsl_sbuf code = {0};
+    int na_gen = 0;
+    fsl_status gs = fsl_codegen_linear(&fsl_dialect_c, L->next_fn, L->g, k, sp, &na_gen, &nodes, &ins, &code, NULL);
+    fsl_value **gin = gs == FSL_OK && !code.oom ? malloc(sizeof *gin * (size_t)(2 + ins.n)) : NULL;
+    free(nodes.p);
+    if (gin) {
+      gin[0] = sp->lin_in[0];
+      gin[1] = sp->lin_in[1];
+      for (int i = 0; i < ins.n; i++) gin[2 + i] = ins.p[i];
+      *z = fsl_linear_split_out(sp, na_gen);
       fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
-      /* lin_in: the operands, or the values they are reshapes of (same bytes) */
-      fsl_status fs = fill_step(L, s, lin_in, 2, lin->out, 1, NULL, 0);
+      fsl_status fs = fill_step(L, s, gin, 2 + ins.n, z, 1, NULL, 0);
+      free(gin);
+      free(ins.p);
       if (fs != FSL_OK) {
-        fsl_sbuf_free(&tmp);
+        fsl_sbuf_free(&code);
         return fs;
       }
-      s->code = tmp.p;
+      *n_abs = na_gen;
+      s->code = code.p;
       s->fn_id = L->next_fn++;
       L->n_generated++;
       return FSL_OK;
     }
-    fsl_sbuf_free(&tmp);
+    free(ins.p);
+    fsl_sbuf_free(&code);
+    if (gs == FSL_ERR_NOMEM || (gs == FSL_OK && !gin)) return oom();
     fsl_error_clear();
   }
   char why[160];
@@ -240,7 +256,7 @@ static fsl_status lower_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k)
     st = add_gen(L, ki, k, (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p, sp.pre_out.n);
   fsl_value *z = NULL;
   int n_abs = 0;
-  if (st == FSL_OK) st = add_linear(L, ki, k, sp.lin, sp.lin_in, sp.chain, sp.n_chain, &z, &n_abs);
+  if (st == FSL_OK) st = add_linear(L, ki, k, &sp, &z, &n_abs);
   /* epilogue: the rest, reading z */
   fsl_vlist post = {0}, post_out = {0};
   if (st == FSL_OK) st = fsl_linear_split_epilogue(k, &sp, n_abs, z, was_written, L, &post, &post_out);
@@ -489,26 +505,45 @@ static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *m
   return true;
 }
 
-/* ONEDNN step s of kernel k, when it is a depthwise convolution that
- * reorders its source and its result (fsl_onednn_linear_reorders_both),
- * becomes a GEN step computing the convolution and the nodes oneDNN
- * absorbed (with the side nodes computing their operands), row by row on
- * the row-major data (fsl_codegen_conv_rows): two passes over its input
- * and output fewer.  False (s unchanged) otherwise, or when the code
+/* The largest weights [K, N] (bytes) of a one-row matmul that the
+ * generated column blocks run in place of oneDNN (fsl_codegen_matmul):
+ * below it oneDNN's fixed cost per call (about 4 us on the 2-vCPU guests
+ * here) is most of a squeeze-and-excitation FC's time; above it both
+ * stream the weights at the same speed (bench/results/gemv-generated.md). */
+#define GEMV_MAX_BYTES (1 << 20)
+
+/* Whether oneDNN step s of linear op lin is better generated: a 2-D
+ * depthwise convolution that reorders its source and its result
+ * (fsl_onednn_linear_reorders_both: two passes over its input and output
+ * fewer, fsl_codegen_conv_rows), or a one-row f32 matmul (batch 1, M 1) on
+ * plain operands with at most GEMV_MAX_BYTES of weights. */
+static bool better_generated(const fsl_cpu_step *s, const fsl_node *lin) {
+  if (fsl_codegen_conv_rows(&fsl_dialect_c, lin)) return fsl_onednn_linear_reorders_both(s->dnn);
+  const fsl_value *a = lin->in[0], *w = lin->in[1];
+  bool gemv = lin->op == FSL_OP_matmul ? fsl_numel(a->rank - 1, a->dims) == 1
+                                       : fsl_codegen_conv_dot(&fsl_dialect_c, lin) && a->dims[0] == 1;
+  return gemv && a->dtype == FSL_DT_F32 && fsl_value_nbytes(w) <= GEMV_MAX_BYTES && fsl_onednn_linear_plain(s->dnn);
+}
+
+/* ONEDNN step s of kernel k, when its linear op is better generated
+ * (better_generated), becomes a GEN step computing the linear op and the
+ * nodes oneDNN absorbed (with the side nodes computing their operands) on
+ * the row-major data.  False (s unchanged) otherwise, or when the code
  * generator would absorb another part of the epilogue than oneDNN did
  * (the GEN step after s reads what s writes). */
-static bool depthwise_rows(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_kernel *k) {
-  if (s->kind != FSL_CPU_STEP_ONEDNN || s->n_nodes < 1 || s->n_in < 2 || !k ||
-      !fsl_codegen_conv_rows(&fsl_dialect_c, s->nodes[0]) || !fsl_onednn_linear_reorders_both(s->dnn))
+static bool generate_linear(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_kernel *k) {
+  if (s->kind != FSL_CPU_STEP_ONEDNN || s->n_nodes < 1 || s->n_in < 2 || !k || !better_generated(s, s->nodes[0]))
     return false;
-  fsl_node *cv = s->nodes[0];
-  if (s->in[0] != cv->in[0] || s->in[1] != cv->in[1]) return false;
+  fsl_node *lin = s->nodes[0];
   fsl_linear_split sp;
   fsl_vlist nodes = {0}, ins = {0};
   fsl_sbuf code = {0};
   int n_abs = -1;
   fsl_status st = fsl_linear_split_make(k, &sp);
-  if (st == FSL_OK && sp.lin == cv)
+  /* the same operands as oneDNN's: the linear op's, or the values they are reshapes of */
+  fsl_value *lin_in[2] = {sp.lin_in[0], sp.lin_in[1]};
+  if (st == FSL_OK && (sp.lin != lin || s->in[0] != lin_in[0] || s->in[1] != lin_in[1])) st = FSL_ERR_UNSUPPORTED;
+  if (st == FSL_OK)
     st = fsl_codegen_linear(&fsl_dialect_c, L->next_fn, L->g, k, &sp, &n_abs, &nodes, &ins, &code, NULL);
   fsl_linear_split_free(&sp);
   fsl_node **sn = NULL;
@@ -516,10 +551,10 @@ static bool depthwise_rows(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_kerne
   bool ok = st == FSL_OK && !code.oom && n_abs == s->n_nodes - 1 && (n_abs == 0 || nodes.n >= n_abs) &&
             (sn = malloc(sizeof *sn * (size_t)(1 + nodes.n))) && (si = malloc(sizeof *si * (size_t)(2 + ins.n)));
   if (ok) {
-    sn[0] = cv;
+    sn[0] = lin;
     for (int i = 0; i < nodes.n; i++) sn[1 + i] = nodes.p[i]; /* nodes.p NULL when empty */
-    si[0] = cv->in[0];
-    si[1] = cv->in[1];
+    si[0] = lin_in[0];
+    si[1] = lin_in[1];
     for (int i = 0; i < ins.n; i++) si[2 + i] = ins.p[i];
     fsl_onednn_linear_free(s->dnn);
     s->dnn = NULL;
@@ -545,11 +580,11 @@ static bool depthwise_rows(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_kerne
   return ok;
 }
 
-int fsl_cpu_lower_depthwise(fsl_cpu_lowering *L, fsl_kernel *const *ks, int n_kernels) {
+int fsl_cpu_lower_generated(fsl_cpu_lowering *L, fsl_kernel *const *ks, int n_kernels) {
   int n = 0;
   for (int i = 0; i < L->n_steps; i++) {
     fsl_cpu_step *s = &L->steps[i];
-    n += s->kernel >= 0 && s->kernel < n_kernels && depthwise_rows(L, s, ks[s->kernel]);
+    n += s->kernel >= 0 && s->kernel < n_kernels && generate_linear(L, s, ks[s->kernel]);
   }
   return n;
 }

@@ -98,18 +98,24 @@ fsl_status fsl_cpu_lowering_source(fsl_cpu_lowering *L);
  *  number of values chained (L->n_chained). */
 int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp);
 
-/** Each ONEDNN step of a 2-D depthwise convolution that still reorders
- *  both its source from row-major and its result back (nothing chained:
- *  fsl_onednn_linear_reorders_both) becomes a GEN step: the convolution
- *  and the epilogue oneDNN absorbed, generated row by row over the
- *  row-major data (fsl_codegen_conv_rows).  oneDNN's depthwise kernels run
- *  on nhwc or nChw8c/16c only, so there the reorders cost more than the
- *  convolution (dwconv_hardswish 64_56: about 60%).  Call after
- *  fsl_cpu_chain_layouts (or on kernels lowered alone), before
+/** Each ONEDNN step whose linear op generated code runs faster becomes a
+ *  GEN step computing the linear op and the epilogue oneDNN absorbed, on
+ *  the row-major data (fsl_codegen_linear):
+ *  - a 2-D depthwise convolution that still reorders both its source from
+ *    row-major and its result back (nothing chained:
+ *    fsl_onednn_linear_reorders_both), generated row by row
+ *    (fsl_codegen_conv_rows).  oneDNN's depthwise kernels run on nhwc or
+ *    nChw8c/16c only, so there the reorders cost more than the
+ *    convolution (dwconv_hardswish 64_56: about 60%);
+ *  - a one-row f32 matmul (a GEMV: batch 1, M 1, such as a
+ *    squeeze-and-excitation FC) on plain operands with at most 1 MiB of
+ *    weights, generated as column blocks (fsl_codegen_matmul), which
+ *    saves oneDNN's fixed cost per call.
+ *  Call after fsl_cpu_chain_layouts (or on kernels lowered alone), before
  *  fsl_cpu_lowering_source; ks[0..n_kernels) are the kernels lowered, by
  *  the index given to fsl_cpu_lower_kernel.  Returns the number of steps
  *  replaced. */
-int fsl_cpu_lower_depthwise(fsl_cpu_lowering *L, fsl_kernel *const *ks, int n_kernels);
+int fsl_cpu_lower_generated(fsl_cpu_lowering *L, fsl_kernel *const *ks, int n_kernels);
 
 /** Frees the steps (and their oneDNN primitives), the source and the
  *  availability map. */

@@ -1580,6 +1580,13 @@ bool fsl_onednn_linear_reorders_both(const fsl_onednn_linear *op) {
   return true;
 }
 
+bool fsl_onednn_linear_plain(const fsl_onednn_linear *op) {
+  if (!op || op->src_reorder || op->src_chained || op->src_const || op->dst_reorder || op->dst_chained) return false;
+  for (int i = 0; i < MAX_POST; i++)
+    if (op->post_chained[i] || op->post_reorder[i]) return false;
+  return true;
+}
+
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op) { return op ? op->desc : ""; }
 
 /* Whether oneDNN's implementation name for pd contains word. */

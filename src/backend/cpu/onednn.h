@@ -131,6 +131,11 @@ void fsl_onednn_linear_chain_post(fsl_onednn_linear *cons, int node);
  *  the primitive it moves its input and output twice more. */
 bool fsl_onednn_linear_reorders_both(const fsl_onednn_linear *op);
 
+/** True when `op` reads its source and absorbed operands and writes its
+ *  result in the caller's row-major layout (no reorder, nothing chained):
+ *  generated code can take its place on the same buffers. */
+bool fsl_onednn_linear_plain(const fsl_onednn_linear *op);
+
 /** One line naming what oneDNN runs, for profiles and tests: the primitive
  *  kind, oneDNN's implementation, the dims of its src, weights and dst
  *  descriptors, and "plain" or "reordered" (whether the activations are

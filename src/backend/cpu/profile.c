@@ -217,7 +217,7 @@ static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n
     pk[i].ok = st == FSL_OK && pk[i].n_steps > 0;
     for (int j = 0; j < pk[i].n_steps; j++) pk[i].ok = pk[i].ok && L.steps[pk[i].first + j].kind != FSL_CPU_STEP_REF;
   }
-  if (st == FSL_OK) fsl_cpu_lower_depthwise(&L, ks, n);
+  if (st == FSL_OK) fsl_cpu_lower_generated(&L, ks, n);
   if (st == FSL_OK) st = fsl_cpu_lowering_source(&L);
   fsl_cpu_so so = {0};
   bool loaded = false;
