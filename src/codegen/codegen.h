@@ -135,9 +135,15 @@ typedef struct fsl_cg_epilogue {
 
 /**
  * Appends fsl_k<id>(in = {a, b}, out = {c}) computing the matmul node mm
- * (docs/primitives.md: [batch.., M, K] x [batch.., K, N]) as a plain loop
- * nest: floats accumulate in double, integers in 64 bits (wrapping), over k
- * in order.  In a dialect with matmul tiles (d->group->tile = TL > 0, and
+ * (docs/primitives.md: [batch.., M, K] x [batch.., K, N]), over k in
+ * order.  In a dialect whose threads work alone (C: par_min > 0) as column
+ * blocks: one PARALLEL iteration per row of c and block of at most 64
+ * columns (an even number of blocks where more than one), the block's sums
+ * in a local array (floats in their own type, as oneDNN; integers in 64
+ * bits, wrapping), each k one SIMD pass over w's row k across the block:
+ * a GEMV (M = 1) streams w once.  In a dialect whose every thread runs
+ * the kernel (par_min = 0, no tiles) one thread per element of c, floats
+ * accumulated in double.  In a dialect with matmul tiles (d->group->tile = TL > 0, and
  * two TL x TL tiles of the element type within d->group->local_bytes) it is
  * tiled instead: one work-group of TL*TL work-items per TL x TL tile of c,
  * the K axis in steps of TL through two local-memory tiles of a and b
