@@ -440,6 +440,21 @@ static void test_conv_bias(void **state) {
   fsl_graph_free(g);
 }
 
+/* The CPU backend's counts for graph g compiled as one kernel. */
+static fsl_cpu_stats one_kernel_stats(const fsl_graph *g) {
+  fsl_node **all = g->nodes;
+  int na = g->n_nodes;
+  fsl_plan p;
+  assert_true(hand_plan(g, &p, &all, &na, 1));
+  void *exe = NULL;
+  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  fsl_cpu_stats stats;
+  fsl_cpu_exe_stats(exe, &stats);
+  fsl_backend_cpu.free_exe(exe);
+  fsl_plan_free(&p);
+  return stats;
+}
+
 /* Depthwise convolutions that oneDNN would run between two reorders are
  * generated row by row (fsl_cpu_lower_generated, fsl_codegen_conv_rows):
  * the flat pass over "same"-padded rows (3x3, 5x5, dilated, a channel
@@ -480,14 +495,7 @@ static void test_depthwise_rows(void **state) {
     char what[64];
     snprintf(what, sizeof what, "depthwise-%zu", t);
     check_graph(g, in, 1e-4, what);
-    fsl_node **all = g->nodes;
-    int na = g->n_nodes;
-    fsl_plan p;
-    assert_true(hand_plan(g, &p, &all, &na, 1));
-    void *exe = NULL;
-    assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
-    fsl_cpu_stats stats;
-    fsl_cpu_exe_stats(exe, &stats);
+    fsl_cpu_stats stats = one_kernel_stats(g);
     /* oneDNN may run a channel multiplier's convolution on the plain data
      * (its gemm), with no reorder to save */
     assert_int_equal(stats.n_fallback, 0);
@@ -495,8 +503,6 @@ static void test_depthwise_rows(void **state) {
       assert_int_equal(stats.n_onednn, 0);
       assert_int_equal(stats.n_generated, 1);
     }
-    fsl_backend_cpu.free_exe(exe);
-    fsl_plan_free(&p);
     free_inputs(in, 3);
     fsl_graph_free(g);
   }
@@ -534,6 +540,14 @@ static fsl_value *gemv_graph(fsl_graph *g, bool conv, int64_t rows, int64_t K, i
   return x;
 }
 
+/* Teardown: a failed assertion inside test_gemv_generated's FSL_NO_ONEDNN
+ * part must not leave oneDNN off for the tests after it. */
+static int unset_no_onednn(void **state) {
+  (void)state;
+  unsetenv("FSL_NO_ONEDNN");
+  return 0;
+}
+
 /* One-row matmuls and pointwise convolutions at one position (GEMVs: the
  * fully connected layers of squeeze-and-excitation) run as generated code
  * with the epilogue oneDNN would absorb (fsl_cpu_lower_generated): column
@@ -564,14 +578,7 @@ static void test_gemv_generated(void **state) {
       char what[64];
       snprintf(what, sizeof what, "gemv-%zu%s", t, no_dnn ? "-no-onednn" : "");
       check_graph(g, in, 1e-4, what);
-      fsl_node **all = g->nodes;
-      int na = g->n_nodes;
-      fsl_plan p;
-      assert_true(hand_plan(g, &p, &all, &na, 1));
-      void *exe = NULL;
-      assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
-      fsl_cpu_stats stats;
-      fsl_cpu_exe_stats(exe, &stats);
+      fsl_cpu_stats stats = one_kernel_stats(g);
       assert_int_equal(stats.n_fallback, 0);
       if (cases[t].generated || no_dnn) {
         assert_int_equal(stats.n_onednn, 0);
@@ -579,8 +586,6 @@ static void test_gemv_generated(void **state) {
       } else if (!getenv("FSL_NO_ONEDNN")) {
         assert_int_equal(stats.n_onednn, 1);
       }
-      fsl_backend_cpu.free_exe(exe);
-      fsl_plan_free(&p);
       free_inputs(in, 1);
       fsl_graph_free(g);
       if (no_dnn) unsetenv("FSL_NO_ONEDNN");
@@ -1270,7 +1275,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_bias_relu),
       cmocka_unit_test(test_conv_bias),
       cmocka_unit_test(test_depthwise_rows),
-      cmocka_unit_test(test_gemv_generated),
+      cmocka_unit_test_teardown(test_gemv_generated, unset_no_onednn),
       cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_residual_kept_for_epilogue), cmocka_unit_test(test_attention_concat_chain),
       cmocka_unit_test(test_reduce_chain),
       cmocka_unit_test(test_gather_ints),
