@@ -365,10 +365,9 @@ static void dot_rows(em *e, const conv_dims *c) {
   if (M % 4) {
     if (M >= 4) fsl_cg_line(e, "} else {");
     if (M >= 4) fsl_cg_open_scope(e);
-    char mlo[8], mhi[32];
-    snprintf(mlo, sizeof mlo, "m0_");
+    char mhi[32];
     snprintf(mhi, sizeof mhi, "%lld", M);
-    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "y1", .lo = mlo, .hi = mhi});
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "y1", .lo = "m0_", .hi = mhi});
     fsl_cg_open_scope(e);
     fsl_cg_line(e, "const %s%s *wr_ = w + y1 * %lld;", S, T, C);
     fsl_cg_line(e, "%s s = 0;", T);
@@ -421,8 +420,9 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
   memcpy(c.dl, dl, sizeof dl);
   memcpy(c.ld, ld, sizeof ld);
   memcpy(c.pads, pads, sizeof pads);
-  if (fsl_codegen_conv_dot(d, cv) || fsl_codegen_conv_rows(d, cv)) {
-    if (fsl_codegen_conv_dot(d, cv)) dot_rows(&e, &c);
+  bool dot = fsl_codegen_conv_dot(d, cv);
+  if (dot || fsl_codegen_conv_rows(d, cv)) {
+    if (dot) dot_rows(&e, &c);
     else dw_rows(&e, &c);
     if (launch) *launch = (fsl_cg_launch){0};
     return fsl_cg_kernel_close(&e, &body, b);

@@ -150,6 +150,17 @@ static bool keep_residual(const void *ctx, const fsl_onednn_linear *op, int node
   return true;
 }
 
+/* The inputs of a generated linear step (fsl_codegen_linear): its
+ * operands lin_in, then the epilogue's inputs ins; malloc'd, NULL on OOM. */
+static fsl_value **linear_inputs(fsl_value *const *lin_in, const fsl_vlist *ins) {
+  fsl_value **v = malloc(sizeof *v * (size_t)(2 + ins->n));
+  if (!v) return NULL;
+  v[0] = lin_in[0];
+  v[1] = lin_in[1];
+  for (int i = 0; i < ins->n; i++) v[2 + i] = ins->p[i];
+  return v;
+}
+
 /* The linear op itself: oneDNN with the longest usable epilogue chain, else
  * a generated matmul or convolution (depthwise, or pointwise at one
  * position) with the longest epilogue the generator takes, else the
@@ -204,12 +215,9 @@ static fsl_status add_linear(fsl_cpu_lowering *L, int ki, const fsl_kernel *k, c
     fsl_sbuf code = {0};
     int na_gen = 0;
     fsl_status gs = fsl_codegen_linear(&fsl_dialect_c, L->next_fn, L->g, k, sp, &na_gen, &nodes, &ins, &code, NULL);
-    fsl_value **gin = gs == FSL_OK && !code.oom ? malloc(sizeof *gin * (size_t)(2 + ins.n)) : NULL;
+    fsl_value **gin = gs == FSL_OK && !code.oom ? linear_inputs(sp->lin_in, &ins) : NULL;
     free(nodes.p);
     if (gin) {
-      gin[0] = sp->lin_in[0];
-      gin[1] = sp->lin_in[1];
-      for (int i = 0; i < ins.n; i++) gin[2 + i] = ins.p[i];
       *z = fsl_linear_split_out(sp, na_gen);
       fsl_cpu_step *s = new_step(L, FSL_CPU_STEP_GEN, ki);
       fsl_status fs = fill_step(L, s, gin, 2 + ins.n, z, 1, NULL, 0);
@@ -505,8 +513,9 @@ static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *m
   return true;
 }
 
-/* The largest weights [K, N] (bytes) of a one-row matmul that the
- * generated column blocks run in place of oneDNN (fsl_codegen_matmul):
+/* The largest weights (bytes) of a GEMV that generated code runs in place
+ * of oneDNN (column blocks, fsl_codegen_matmul; dot products,
+ * fsl_codegen_conv_dot):
  * below it oneDNN's fixed cost per call (about 4 us on the 2-vCPU guests
  * here) is most of a squeeze-and-excitation FC's time; above it both
  * stream the weights at the same speed (bench/results/gemv-generated.md). */
@@ -515,8 +524,10 @@ static bool chain_onednn_output(fsl_cpu_lowering *L, int i, const fsl_memplan *m
 /* Whether oneDNN step s of linear op lin is better generated: a 2-D
  * depthwise convolution that reorders its source and its result
  * (fsl_onednn_linear_reorders_both: two passes over its input and output
- * fewer, fsl_codegen_conv_rows), or a one-row f32 matmul (batch 1, M 1) on
- * plain operands with at most GEMV_MAX_BYTES of weights. */
+ * fewer, fsl_codegen_conv_rows), or a GEMV on plain operands with at most
+ * GEMV_MAX_BYTES of weights: a one-row f32 matmul (batch 1, M 1) or an
+ * f32 pointwise convolution of one image at a single position
+ * (fsl_codegen_conv_dot). */
 static bool better_generated(const fsl_cpu_step *s, const fsl_node *lin) {
   if (fsl_codegen_conv_rows(&fsl_dialect_c, lin)) return fsl_onednn_linear_reorders_both(s->dnn);
   const fsl_value *a = lin->in[0], *w = lin->in[1];
@@ -549,13 +560,10 @@ static bool generate_linear(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_kern
   fsl_node **sn = NULL;
   fsl_value **si = NULL;
   bool ok = st == FSL_OK && !code.oom && n_abs == s->n_nodes - 1 && (n_abs == 0 || nodes.n >= n_abs) &&
-            (sn = malloc(sizeof *sn * (size_t)(1 + nodes.n))) && (si = malloc(sizeof *si * (size_t)(2 + ins.n)));
+            (sn = malloc(sizeof *sn * (size_t)(1 + nodes.n))) && (si = linear_inputs(lin_in, &ins));
   if (ok) {
     sn[0] = lin;
     for (int i = 0; i < nodes.n; i++) sn[1 + i] = nodes.p[i]; /* nodes.p NULL when empty */
-    si[0] = lin_in[0];
-    si[1] = lin_in[1];
-    for (int i = 0; i < ins.n; i++) si[2 + i] = ins.p[i];
     fsl_onednn_linear_free(s->dnn);
     s->dnn = NULL;
     free(s->in);

@@ -107,10 +107,12 @@ int fsl_cpu_chain_layouts(fsl_cpu_lowering *L, const fsl_memplan *mp);
  *    (fsl_codegen_conv_rows).  oneDNN's depthwise kernels run on nhwc or
  *    nChw8c/16c only, so there the reorders cost more than the
  *    convolution (dwconv_hardswish 64_56: about 60%);
- *  - a one-row f32 matmul (a GEMV: batch 1, M 1, such as a
- *    squeeze-and-excitation FC) on plain operands with at most 1 MiB of
- *    weights, generated as column blocks (fsl_codegen_matmul), which
- *    saves oneDNN's fixed cost per call.
+ *  - a GEMV on plain operands with at most 1 MiB of weights (the fully
+ *    connected layers of squeeze-and-excitation blocks): a one-row f32
+ *    matmul (batch 1, M 1), generated as column blocks
+ *    (fsl_codegen_matmul), or an f32 pointwise convolution of one image
+ *    at a single position, generated as dot products
+ *    (fsl_codegen_conv_dot); both save oneDNN's fixed cost per call.
  *  Call after fsl_cpu_chain_layouts (or on kernels lowered alone), before
  *  fsl_cpu_lowering_source; ks[0..n_kernels) are the kernels lowered, by
  *  the index given to fsl_cpu_lower_kernel.  Returns the number of steps
