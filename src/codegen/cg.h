@@ -283,7 +283,8 @@ void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner);
  * movement nodes.  win_plan: whether reduce node n (reduced axes `axes`,
  * na of them; the row's kept coordinates oc) reads a window view and runs
  * as a window row: nested loops, one per reduced axis of more than one
- * element, outermost first.  Where it reads window(pad(X)) and the pad's
+ * element, outermost first (two or more; one is enough where the caller
+ * runs a SIMD loop, simd_axis >= 0).  Where it reads window(pad(X)) and the pad's
  * constant is the reduction's identity, the loops are clamped to the
  * window positions inside X (their bounds declared at the current
  * position) and w->src is X; then win_ev reads X at the row's coordinates

@@ -71,7 +71,7 @@ static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w,
   char olo[CLEN], ohi[CLEN];
   snprintf(olo, CLEN, "%s", lo);
   snprintf(ohi, CLEN, "%s", hi);
-  if (w) fsl_cg_win_simd_range(e, w, L, olo, ohi); /* nch is 1 */
+  if (w && w->simd_q >= 0) fsl_cg_win_simd_range(e, w, L, olo, ohi); /* nch is 1 */
   fsl_cg_loop l = {.kind = FSL_CG_SIMD, .var = o, .lo = olo, .hi = ohi, .n_red = 1, .red = {"|:e_"}};
   if (mode == UPD_ROW_FLAG) l.red[l.n_red++] = "|:rn_";
   fsl_cg_loop_open(e, &l);
@@ -273,7 +273,10 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   /* every reduction reading window(pad(X)) with the identity as padding
    * (MaxPool, AveragePool counting the pads): the window loops and the
    * SIMD loop are clamped to the positions inside X, which is read with no
-   * bounds test */
+   * bounds test.  A window row with one loop, over the SIMD axis (the W
+   * pass of a pool split per axis), keeps the bounds test: a clamped SIMD
+   * range per window position measured slower on 10-column rows
+   * (bench/results/spp-maxpool-zen5.md) */
   fsl_cg_win_row w = {.src = NULL};
   bool same = true;
   for (int k = 1; k < nr; k++) same = same && red[k]->in[0] == x0 && red[k]->op == red[0]->op;
@@ -281,14 +284,14 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
     int ax[FSL_MAX_RANK], na = 0;
     for (int i = 0; i < r; i++)
       if (m0 & (1u << i)) ax[na++] = i;
-    if (!fsl_cg_win_plan(e, red[0], ax, na, &c, la, &w) || w.simd_q < 0) w.src = NULL;
+    if (!fsl_cg_win_plan(e, red[0], ax, na, &c, la, &w) || (w.nn == 1 && w.simd_q >= 0)) w.src = NULL;
   }
   /* one max/min over a window is separable (separable) where that reads
    * no more taps: other * Lin column taps and K * L window taps against
    * other * K * L, with its buffer of Lin columns in L1 */
   int64_t Lin = 0;
   bool sep = false;
-  if (w.src && nr == 1 && nj == w.nn && (red[0]->op == FSL_OP_reduce_max || red[0]->op == FSL_OP_reduce_min)) {
+  if (w.src && w.simd_q >= 0 && nr == 1 && nj == w.nn && (red[0]->op == FSL_OP_reduce_max || red[0]->op == FSL_OP_reduce_min)) {
     int qs = w.simd_q, R = w.src->rank;
     Lin = w.src->dims[w.lead + w.axis[qs] - R];
     int64_t other = 1, K = x0->dims[w.axis[qs]];

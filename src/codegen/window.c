@@ -60,7 +60,7 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
   w->simd_q = -1;
   for (int q = 0; q < na; q++)
     if (x->dims[axes[q]] > 1) w->axis[w->nn++] = axes[q];
-  if (e->grp || w->nn < 2 || n->op == FSL_OP_argmax || n->op == FSL_OP_argmin || !fsl_cg_windowed(e, x, 0)) return false;
+  if (e->grp || w->nn < (simd_axis >= 0 ? 1 : 2) || n->op == FSL_OP_argmax || n->op == FSL_OP_argmin || !fsl_cg_windowed(e, x, 0)) return false;
   for (int q = 0; q < w->nn; q++) {
     snprintf(w->var[q], CLEN, "j%d", w->axis[q]);
     snprintf(w->lo[q], CLEN, "0");
@@ -76,6 +76,10 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
     if (i < lead && (pads[i] != 0 || pads[R + i] != 0)) return true;
   for (int q = 0; q < w->nn; q++)
     if (w->axis[q] < R) return true;
+  /* an axis whose window has one element is read at o*stride - pad with no
+   * loop to clamp: it must have no padding */
+  for (int i = 0; i < k; i++)
+    if (x->dims[R + i] == 1 && (pads[lead + i] != 0 || pads[R + lead + i] != 0)) return true;
   const int64_t *st = NULL, *dl = NULL;
   bool has_st = fsl_attr_ints(win, "strides", &st) == k, has_dl = fsl_attr_ints(win, "dilations", &dl) == k;
   const fsl_value *X = pad->in[0];

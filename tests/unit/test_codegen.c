@@ -525,6 +525,29 @@ static void test_window_chain(void **state) {
   fsl_graph_free(g);
 }
 
+/* A max pool over H only (5x1, pads 2 on H), as the fission leaves a
+ * pool split per axis: the window loop is clamped to the input (its
+ * bounds do not depend on the SIMD loop over W) and X is read with no
+ * bounds test; with stride 2 on H as well. */
+static void axis_pool(const int64_t *pads, int64_t stride, const char *must, const char *what) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {1, 2, 12, 10}, k[2] = {5, 1}, one[2] = {1, 1}, st[2] = {stride, 1}, axes[2] = {4, 5};
+  fsl_value *x = fsl_b_pad(&b, input_dt(g, FSL_DT_F32, 4, d), pads, 0, -INFINITY);
+  fsl_value *y = fsl_b_reduce(&b, FSL_OP_reduce_max, fsl_b_window(&b, x, 2, k, st, one), axes, 2, false);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -5, 5, must, what);
+  fsl_graph_free(g);
+}
+
+static void test_window_axis_pool(void **state) {
+  (void)state;
+  int64_t ph[8] = {0, 0, 2, 0, 0, 0, 2, 0};
+  axis_pool(ph, 1, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "H-only max pool (clamped window loop)");
+  axis_pool(ph, 2, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "strided H-only max pool (clamped window loop)");
+}
+
 static void test_window_pool(void **state) {
   (void)state;
   int64_t d0[] = {1, 3, 12, 12}, d1[] = {2, 2, 9, 9}, d2[] = {1, 2, 21, 21}, d3[] = {1, 2, 20, 20};
@@ -734,7 +757,7 @@ static void test_unsupported_dtype(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
-      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_pad_interior), cmocka_unit_test(test_window_chain),
+      cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_axis_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_pad_interior), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };

@@ -349,7 +349,8 @@ static fsl_value *pool_of(fsl_builder *b, fsl_value *x, fsl_op op, const int64_t
  * outputs whose windows hold one: short rows carry NaN flags per column,
  * rows of 64 or more (a 3x3/2 and a 2x2/2 pool over 150 columns, one
  * separable, one direct) note a NaN per row and run that row again for
- * the per-column flags. */
+ * the per-column flags.  A pool over H only (5x1, the H pass of a pool
+ * split per axis) clamps its window loop. */
 static void test_maxpool_separable(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -357,6 +358,7 @@ static void test_maxpool_separable(void **state) {
   int64_t d2[] = {1, 3, 21, 23}, d3[] = {1, 2, 5, 6, 20}, p1[] = {0, 0, 1, 1, 0, 0, 1, 1},
           p2[] = {0, 0, 2, 2, 0, 0, 2, 2}, pa[] = {0, 0, 0, 1, 0, 0, 2, 0}, p3[] = {0, 0, 1, 1, 1, 0, 0, 1, 1, 1};
   int64_t k3[] = {3, 3, 3}, k32[] = {3, 2}, s1[] = {1, 1, 1}, s2[] = {2, 2}, s12[] = {1, 2}, dl2[] = {2, 2};
+  int64_t k51[] = {5, 1}, ph[] = {0, 0, 2, 0, 0, 0, 2, 0};
   fsl_value *x = input_dt(g, FSL_DT_F32, 4, d2), *x3 = input_dt(g, FSL_DT_F32, 5, d3);
   fsl_value *xi = input_dt(g, FSL_DT_I32, 4, d2);
   int64_t dl[] = {1, 2, 9, 150}, p0[] = {0, 0, 0, 0, 0, 0, 0, 0}, k2[] = {2, 2};
@@ -369,9 +371,10 @@ static void test_maxpool_separable(void **state) {
       pool_of(&b, xi, FSL_OP_reduce_max, p1, k3, s2, s1, (double)INT32_MIN),
       pool_of(&b, xl, FSL_OP_reduce_max, p1, k3, s2, s1, -INFINITY),
       pool_of(&b, xl, FSL_OP_reduce_max, p0, k2, s2, s1, -INFINITY),
+      pool_of(&b, x, FSL_OP_reduce_max, ph, k51, s1, s1, -INFINITY),
   };
   assert_int_equal(b.st, FSL_OK);
-  for (int i = 0; i < 7; i++) fsl_graph_add_output(g, outs[i]);
+  for (int i = 0; i < 8; i++) fsl_graph_add_output(g, outs[i]);
   void *in[] = {random_data(x, -3, 3), random_data(x3, -3, 3), random_data(xi, -1000, 1000), random_data(xl, -3, 3)};
   float *xf = in[0], *x3f = in[1], *xlf = in[3];
   xf[5 * 23 + 7] = NAN, xf[21 * 23 + 40] = NAN, xf[2 * 21 * 23 + 20 * 23 + 22] = NAN;
