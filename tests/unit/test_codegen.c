@@ -494,17 +494,23 @@ static void test_concat_innermost(void **state) {
  * separable, each input row's columns first); a 3x3 sum pool
  * with stride 2 (pad 1 with 0) over [2, 2, 9, 9], 5 output columns, as
  * window rows clamped to the input. */
-static void pool_graph(fsl_op op, const int64_t *dims, int64_t stride, int64_t dil, double fill, const char *must,
-                       const char *what) {
+static void pool_window(fsl_op op, const int64_t *dims, const int64_t *pads, const int64_t *k, const int64_t *st,
+                        const int64_t *dl, double fill, const char *must, const char *what) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
-  int64_t pads[8] = {0, 0, 1, 1, 0, 0, 1, 1}, k[2] = {3, 3}, st[2] = {stride, stride}, dl[2] = {dil, dil}, axes[2] = {4, 5};
+  int64_t axes[2] = {4, 5};
   fsl_value *x = fsl_b_pad(&b, input_dt(g, FSL_DT_F32, 4, dims), pads, 0, fill);
   fsl_value *y = fsl_b_reduce(&b, op, fsl_b_window(&b, x, 2, k, st, dl), axes, 2, false);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
   check_kernel(g, -5, 5, must, what);
   fsl_graph_free(g);
+}
+
+static void pool_graph(fsl_op op, const int64_t *dims, int64_t stride, int64_t dil, double fill, const char *must,
+                       const char *what) {
+  int64_t pads[8] = {0, 0, 1, 1, 0, 0, 1, 1}, k[2] = {3, 3}, st[2] = {stride, stride}, dl[2] = {dil, dil};
+  pool_window(op, dims, pads, k, st, dl, fill, must, what);
 }
 
 /* Two reductions of one window row where the second reads the first
@@ -529,23 +535,12 @@ static void test_window_chain(void **state) {
  * pool split per axis: the window loop is clamped to the input (its
  * bounds do not depend on the SIMD loop over W) and X is read with no
  * bounds test; with stride 2 on H as well. */
-static void axis_pool(const int64_t *pads, int64_t stride, const char *must, const char *what) {
-  fsl_graph *g = fsl_graph_new();
-  fsl_builder b = B_INIT(g);
-  int64_t d[] = {1, 2, 12, 10}, k[2] = {5, 1}, one[2] = {1, 1}, st[2] = {stride, 1}, axes[2] = {4, 5};
-  fsl_value *x = fsl_b_pad(&b, input_dt(g, FSL_DT_F32, 4, d), pads, 0, -INFINITY);
-  fsl_value *y = fsl_b_reduce(&b, FSL_OP_reduce_max, fsl_b_window(&b, x, 2, k, st, one), axes, 2, false);
-  assert_int_equal(b.st, FSL_OK);
-  fsl_graph_add_output(g, y);
-  check_kernel(g, -5, 5, must, what);
-  fsl_graph_free(g);
-}
-
 static void test_window_axis_pool(void **state) {
   (void)state;
-  int64_t ph[8] = {0, 0, 2, 0, 0, 0, 2, 0};
-  axis_pool(ph, 1, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "H-only max pool (clamped window loop)");
-  axis_pool(ph, 2, "for (int64_t j4 = jl4_; j4 < jh4_; j4++)", "strided H-only max pool (clamped window loop)");
+  int64_t d[] = {1, 2, 12, 10}, ph[8] = {0, 0, 2, 0, 0, 0, 2, 0}, k[2] = {5, 1}, one[2] = {1, 1}, st[2] = {2, 1};
+  const char *clamped = "for (int64_t j4 = jl4_; j4 < jh4_; j4++)";
+  pool_window(FSL_OP_reduce_max, d, ph, k, one, one, -INFINITY, clamped, "H-only max pool (clamped window loop)");
+  pool_window(FSL_OP_reduce_max, d, ph, k, st, one, -INFINITY, clamped, "strided H-only max pool (clamped window loop)");
 }
 
 static void test_window_pool(void **state) {
