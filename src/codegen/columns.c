@@ -291,7 +291,8 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
    * other * K * L, with its buffer of Lin columns in L1 */
   int64_t Lin = 0;
   bool sep = false;
-  if (w.src && w.simd_q >= 0 && nr == 1 && nj == w.nn && (red[0]->op == FSL_OP_reduce_max || red[0]->op == FSL_OP_reduce_min)) {
+  if (w.src && w.simd_q >= 0 && nr == 1 && nj == w.nn &&
+      (red[0]->op == FSL_OP_reduce_max || red[0]->op == FSL_OP_reduce_min)) {
     int qs = w.simd_q, R = w.src->rank;
     Lin = w.src->dims[w.lead + w.axis[qs] - R];
     int64_t other = 1, K = x0->dims[w.axis[qs]];

@@ -60,7 +60,9 @@ bool fsl_cg_win_plan(em *e, const fsl_node *n, const int *axes, int na, const co
   w->simd_q = -1;
   for (int q = 0; q < na; q++)
     if (x->dims[axes[q]] > 1) w->axis[w->nn++] = axes[q];
-  if (e->grp || w->nn < (simd_axis >= 0 ? 1 : 2) || n->op == FSL_OP_argmax || n->op == FSL_OP_argmin || !fsl_cg_windowed(e, x, 0)) return false;
+  if (e->grp || w->nn < (simd_axis >= 0 ? 1 : 2) || n->op == FSL_OP_argmax || n->op == FSL_OP_argmin ||
+      !fsl_cg_windowed(e, x, 0))
+    return false;
   for (int q = 0; q < w->nn; q++) {
     snprintf(w->var[q], CLEN, "j%d", w->axis[q]);
     snprintf(w->lo[q], CLEN, "0");

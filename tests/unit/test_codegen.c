@@ -540,7 +540,8 @@ static void test_window_axis_pool(void **state) {
   int64_t d[] = {1, 2, 12, 10}, ph[8] = {0, 0, 2, 0, 0, 0, 2, 0}, k[2] = {5, 1}, one[2] = {1, 1}, st[2] = {2, 1};
   const char *clamped = "for (int64_t j4 = jl4_; j4 < jh4_; j4++)";
   pool_window(FSL_OP_reduce_max, d, ph, k, one, one, -INFINITY, clamped, "H-only max pool (clamped window loop)");
-  pool_window(FSL_OP_reduce_max, d, ph, k, st, one, -INFINITY, clamped, "strided H-only max pool (clamped window loop)");
+  pool_window(FSL_OP_reduce_max, d, ph, k, st, one, -INFINITY, clamped,
+              "strided H-only max pool (clamped window loop)");
 }
 
 static void test_window_pool(void **state) {
