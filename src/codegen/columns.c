@@ -271,9 +271,9 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   fsl_cg_decompose(e, row, nk, kept, x0->dims, "o", &c);
   snprintf(c.c[la], CLEN, "%s", o);
   /* every reduction reading window(pad(X)) with the identity as padding
-   * (MaxPool, AveragePool counting the pads): the window loops and the
-   * SIMD loop are clamped to the positions inside X, which is read with no
-   * bounds test.  A window row with one loop, over the SIMD axis (the W
+   * (MaxPool, AveragePool counting the pads): the window loops and, where
+   * the SIMD axis is a window axis, the SIMD loop are clamped to the
+   * positions inside X, which is read with no bounds test.  A window row with one loop, over the SIMD axis (the W
    * pass of a pool split per axis), keeps the bounds test: a clamped SIMD
    * range per window position measured slower on 10-column rows
    * (bench/results/spp-maxpool-zen5.md) */
