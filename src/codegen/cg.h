@@ -142,6 +142,7 @@ typedef struct em {
   char lin_var[CLEN];   /* lin_out at the element being stored ("" outside the store) */
   fsl_cg_spec epi_spec;
   fsl_value **epi_in;
+  int lay_windows;      /* window reductions read as columns along their source's layout (fsl_cg_layout_window) */
   fsl_status st;
 } em;
 
@@ -314,6 +315,14 @@ bool fsl_cg_win_ev(em *e, const fsl_cg_win_row *w, const coords *c, char *v);
  * it. */
 bool fsl_cg_win_ev_col(em *e, const fsl_cg_win_row *w, const coords *c, const char *col, char *v);
 bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth);
+/* For x, a window node's output inside the kernel over a kernel input X
+ * (or over a pad of X) that the kernel reads in a layout (a oneDNN
+ * convolution's channels-last result): the axis of x that is X's innermost
+ * axis in memory, when that is a leading (unwindowed) axis, else -1.  A
+ * SIMD loop along it reads each window tap contiguously.  NULL x: the
+ * number of window nodes in the kernel over such an X (each must be read
+ * that way, fsl_codegen_kernel). */
+int fsl_cg_layout_window(const em *e, const fsl_value *x);
 
 /* columns.c — REDUCE kernels as columns on dialects with SIMD loops
  * (par_min > 0): per row of the kept space without its innermost axis, an

@@ -20,6 +20,30 @@ bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth) {
   return false;
 }
 
+/* X of window node w (the value under a pad inside the kernel) and its
+ * layout among the kernel's inputs, or NULL. */
+static const fsl_cg_layout *window_source_layout(const em *e, const fsl_node *w, const fsl_value **X) {
+  *X = w->in[0];
+  if (e->inside[(*X)->id] && (*X)->producer->op == FSL_OP_pad) *X = (*X)->producer->in[0];
+  return e->inside[(*X)->id] ? NULL : fsl_cg_in_layout(e, *X);
+}
+
+int fsl_cg_layout_window(const em *e, const fsl_value *x) {
+  const fsl_value *X;
+  if (!x) {
+    int n = 0;
+    for (int i = 0; i < e->s->n_nodes; i++)
+      n += e->s->nodes[i]->op == FSL_OP_window && window_source_layout(e, e->s->nodes[i], &X);
+    return n;
+  }
+  if (!e->inside[x->id] || x->producer->op != FSL_OP_window) return -1;
+  const fsl_cg_layout *lay = window_source_layout(e, x->producer, &X);
+  int R = X->rank, lead = 2 * R - x->rank;
+  if (!lay || R < 1) return -1;
+  int inner = lay->order[R - 1];
+  return inner >= 0 && inner < lead && X->dims[inner] > 1 ? inner : -1;
+}
+
 /* Whether a constant pad before the window adds only the reduction's
  * identity (-inf for max, +inf for min, 0 for sum, 1 for product). */
 static bool pad_is_identity(const fsl_node *pad, fsl_op op) {

@@ -878,6 +878,68 @@ static void test_reduce_chain(void **state) {
   assert_int_equal(across, 0); /* ... which the H,W reduction does not read */
 }
 
+/* A 3 -> 16 channel convolution (channels-last, as in reduce_chain_run)
+ * and then, in a generated kernel, a pool of its output (pads, k, st, fill,
+ * reduce op): the kernel reads the conv's layout as columns along the
+ * channels (fsl_cg_layout_window), the taps contiguous and clamped, and
+ * writes row-major.  A NaN in x reaches every channel of the conv output
+ * at the pixels it touches, so the pool's NaN flags run along the
+ * channels.  `twice`: the kernel then sums each window minus its max, a
+ * reduction reading another, which the columns form does not take, so the
+ * kernel cannot read the layout (the code generator refuses it rather than
+ * stride along the channels) and the conv output is reordered to plain.
+ * Returns the values chained. */
+static int pool_chain_run(fsl_op op, const int64_t *pads, const int64_t *k, const int64_t *st, double fill, bool twice,
+                          const char *what) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {1, 3, 20, 17}, dw[] = {16, 3, 3, 3}, s1[] = {1, 1}, dl[] = {1, 1}, cp[] = {1, 1, 1, 1};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
+  fsl_value *h = fsl_b_conv(&b, x, w, s1, dl, cp, 1, NULL);
+  fsl_value *z = NULL;
+  if (twice) {
+    int64_t wa[] = {4, 5};
+    fsl_value *win = fsl_b_window(&b, fsl_b_pad(&b, h, pads, 0, fill), 2, k, st, dl);
+    fsl_value *m = fsl_b_reduce(&b, op, win, wa, 2, true);
+    z = fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_binary(&b, FSL_OP_sub, win, m), wa, 2, false);
+  } else {
+    z = pool_of(&b, h, op, pads, k, st, dl, fill);
+  }
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, z);
+  void *in[] = {random_data(x, -1, 1), random_data(w, -0.3, 0.3)};
+  ((float *)in[0])[7 * 17 + 5] = NAN;
+  assert_int_equal(g->nodes[0]->op, FSL_OP_conv);
+  fsl_node **sets[2] = {&g->nodes[0], &g->nodes[1]};
+  int sizes[2] = {1, g->n_nodes - 1};
+  int chained = run_hand_plan(g, sets, sizes, 2, in, z, what);
+  free_inputs(in, 2);
+  fsl_graph_free(g);
+  return chained;
+}
+
+/* Pools of a channels-last convolution output read it in place: ResNet's
+ * stem pool (3x3 stride 2, pad 1), an SPP pool (5x5 stride 1, pad 2), a
+ * min pool and a sum (AveragePool counting the pads) with asymmetric
+ * pads and strides; not a kernel that reduces its windows twice. */
+static void test_pool_chain(void **state) {
+  (void)state;
+  int64_t p1[] = {0, 0, 1, 1, 0, 0, 1, 1}, p2[] = {0, 0, 2, 2, 0, 0, 2, 2}, pa[] = {0, 0, 0, 1, 0, 0, 2, 0};
+  int64_t k3[] = {3, 3}, k5[] = {5, 5}, k32[] = {3, 2}, s1[] = {1, 1}, s2[] = {2, 2}, s12[] = {1, 2};
+  int stem = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, false, "pool-chain stem");
+  int spp = pool_chain_run(FSL_OP_reduce_max, p2, k5, s1, -INFINITY, false, "pool-chain spp");
+  int mn = pool_chain_run(FSL_OP_reduce_min, pa, k32, s12, INFINITY, false, "pool-chain min");
+  int sum = pool_chain_run(FSL_OP_reduce_sum, pa, k32, s12, 0.0, false, "pool-chain sum");
+  int twice = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, true, "pool-chain twice");
+  if (getenv("FSL_TEST_VERBOSE"))
+    fprintf(stderr, "pool-chain: %d %d %d %d values chained, %d reducing twice\n", stem, spp, mn, sum, twice);
+  assert_int_equal(stem, 1);
+  assert_int_equal(spp, 1);
+  assert_int_equal(mn, 1);
+  assert_int_equal(sum, 1);
+  assert_int_equal(twice, 0);
+}
+
 /* EfficientViT's attention (LiteMLA): qkv = 1x1 conv, a depthwise 3x3 and
  * a grouped 1x1 conv aggregate it, and q (the first half of each head) is
  * split out of concat(qkv, agg) along channels through a reshape, then
@@ -1281,6 +1343,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_gemv_generated, unset_no_onednn),
       cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_residual_kept_for_epilogue), cmocka_unit_test(test_attention_concat_chain),
       cmocka_unit_test(test_reduce_chain),
+      cmocka_unit_test(test_pool_chain),
       cmocka_unit_test(test_gather_ints),
       cmocka_unit_test(test_gather_error),
       cmocka_unit_test(test_large_parallel),

@@ -322,9 +322,12 @@ static bool concat_innermost(const fsl_cpu_step *s, const fsl_node *n, int o, co
 /* Whether generated step s does elementwise work over broadcast views
  * only (`reduce` true: reductions too): a nest along another layout keeps it
  * vectorized; a slice is an affine index too (YOLOX's Focus stem: four
- * strided slices concatenated along channels).  A gather or window kernel
+ * strided slices concatenated along channels).  A gather kernel
  * (segformer_b0's Resize + Concat head) reads or writes channels-innermost
  * with strided loads and branches per element: 3.7 -> 7.0 ms there.  A
+ * reader's pooling windows (pad, window) qualify: the code generator reads
+ * them as columns along the layout's innermost axis, the taps contiguous
+ * and clamped (fsl_cg_layout_window), or refuses the layout.  A
  * concat qualifies where it is the output and lies along the innermost
  * axis of the output's layout (concat_innermost: lay, for output o, the
  * layout considered; NULL: s's out_layout), and anywhere in a step that
@@ -336,8 +339,9 @@ static bool layout_friendly(const fsl_cpu_step *s, bool reduce, int o, const fsl
     const fsl_node *n = s->nodes[k];
     fsl_kind kind = fsl_op_get(n->op)->kind;
     if (n->op == FSL_OP_concat && (concat_innermost(s, n, o, lay) || (o < 0 && !s->out_layout))) continue;
+    bool win = o < 0 && reduce && (n->op == FSL_OP_window || n->op == FSL_OP_pad);
     if (kind != FSL_KIND_ELEMENTWISE && !(reduce && kind == FSL_KIND_REDUCE) && n->op != FSL_OP_reshape &&
-        n->op != FSL_OP_expand && n->op != FSL_OP_slice)
+        n->op != FSL_OP_expand && n->op != FSL_OP_slice && !win)
       return false;
   }
   return s->n_nodes > 0;
