@@ -42,6 +42,9 @@ static void compare(const fsl_value *v, const void *got, const void *want, doubl
   assert_int_equal(bad, 0);
 }
 
+/* The most outputs a graph of check_graph and check_plan may have. */
+#define MAX_OUTPUTS 8
+
 /* Runs plan p on the CPU backend and compares with ref outputs. */
 static void check_plan(const fsl_plan *p, void **inputs, void **want, double tol, const char *what) {
   const fsl_graph *g = p->g;
@@ -49,7 +52,8 @@ static void check_plan(const fsl_plan *p, void **inputs, void **want, double tol
   fsl_status st = fsl_backend_cpu.compile(p, &exe);
   if (st != FSL_OK) fprintf(stderr, "%s: compile: %s\n", what, fsl_last_error());
   assert_int_equal(st, FSL_OK);
-  void *got[8] = {0};
+  void *got[MAX_OUTPUTS] = {0};
+  assert_true(g->n_outputs <= MAX_OUTPUTS);
   st = fsl_backend_cpu.run(exe, (const void *const *)inputs, got);
   if (st != FSL_OK) fprintf(stderr, "%s: run: %s\n", what, fsl_last_error());
   assert_int_equal(st, FSL_OK);
@@ -112,7 +116,8 @@ static bool hand_plan(const fsl_graph *g, fsl_plan *p, fsl_node ***sets, const i
 static void check_graph(fsl_graph *g, void **inputs, double tol, const char *name) {
   assert_int_equal(fsl_graph_verify(g), FSL_OK);
   if (getenv("FSL_TEST_VERBOSE")) fsl_graph_print(g, stderr);
-  void *want[8] = {0};
+  void *want[MAX_OUTPUTS] = {0};
+  assert_true(g->n_outputs <= MAX_OUTPUTS);
   fsl_status st = fsl_ref_run(g, (const void *const *)inputs, want);
   if (st != FSL_OK) fprintf(stderr, "%s: ref: %s\n", name, fsl_last_error());
   assert_int_equal(st, FSL_OK);
