@@ -320,8 +320,9 @@ bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth);
  * convolution's channels-last result): the axis of x that is X's innermost
  * axis in memory, when that is a leading (unwindowed) axis, else -1.  A
  * SIMD loop along it reads each window tap contiguously.  NULL x: the
- * number of window nodes in the kernel over such an X (each must be read
- * that way, fsl_codegen_kernel). */
+ * number of window nodes in the kernel that read an input in a layout
+ * through any of its nodes (each must be read that way, else
+ * fsl_codegen_kernel refuses the kernel). */
 int fsl_cg_layout_window(const em *e, const fsl_value *x);
 
 /* columns.c — REDUCE kernels as columns on dialects with SIMD loops

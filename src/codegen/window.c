@@ -28,12 +28,22 @@ static const fsl_cg_layout *window_source_layout(const em *e, const fsl_node *w,
   return e->inside[(*X)->id] ? NULL : fsl_cg_in_layout(e, *X);
 }
 
+/* Whether v reads, through the kernel's nodes, an input in a layout. */
+static bool reads_layout(const em *e, const fsl_value *v, int depth) {
+  if (!e->inside[v->id]) return fsl_cg_in_layout(e, v) != NULL;
+  if (depth > 16) return true;
+  const fsl_node *n = v->producer;
+  for (int i = 0; i < n->n_in; i++)
+    if (reads_layout(e, n->in[i], depth + 1)) return true;
+  return false;
+}
+
 int fsl_cg_layout_window(const em *e, const fsl_value *x) {
   const fsl_value *X;
   if (!x) {
     int n = 0;
     for (int i = 0; i < e->s->n_nodes; i++)
-      n += e->s->nodes[i]->op == FSL_OP_window && window_source_layout(e, e->s->nodes[i], &X);
+      n += e->s->nodes[i]->op == FSL_OP_window && reads_layout(e, e->s->nodes[i]->in[0], 0);
     return n;
   }
   if (!e->inside[x->id] || x->producer->op != FSL_OP_window) return -1;

@@ -889,12 +889,14 @@ static void test_reduce_chain(void **state) {
  * channels (fsl_cg_layout_window), the taps contiguous and clamped, and
  * writes row-major.  A NaN in x reaches every channel of the conv output
  * at the pixels it touches, so the pool's NaN flags run along the
- * channels.  `twice`: the kernel then sums each window minus its max, a
- * reduction reading another, which the columns form does not take, so the
- * kernel cannot read the layout (the code generator refuses it rather than
- * stride along the channels) and the conv output is reordered to plain.
- * Returns the values chained. */
-static int pool_chain_run(fsl_op op, const int64_t *pads, const int64_t *k, const int64_t *st, double fill, bool twice,
+ * channels.  Two kernels cannot read the layout, so the code generator
+ * refuses it rather than stride along the channels, and the conv output is
+ * reordered to plain: POOL_TWICE sums each window minus its max (a
+ * reduction reading another, which the columns form does not take), and
+ * POOL_ABS pools the conv output's absolute value (the window's source is not
+ * the input itself).  Returns the values chained. */
+enum { POOL_ONCE, POOL_TWICE, POOL_ABS };
+static int pool_chain_run(fsl_op op, const int64_t *pads, const int64_t *k, const int64_t *st, double fill, int form,
                           const char *what) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
@@ -902,7 +904,8 @@ static int pool_chain_run(fsl_op op, const int64_t *pads, const int64_t *k, cons
   fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
   fsl_value *h = fsl_b_conv(&b, x, w, s1, dl, cp, 1, NULL);
   fsl_value *z = NULL;
-  if (twice) {
+  if (form == POOL_ABS) h = fsl_b_unary(&b, FSL_OP_abs, h);
+  if (form == POOL_TWICE) {
     int64_t wa[] = {4, 5};
     fsl_value *win = fsl_b_window(&b, fsl_b_pad(&b, h, pads, 0, fill), 2, k, st, dl);
     fsl_value *m = fsl_b_reduce(&b, op, win, wa, 2, true);
@@ -926,23 +929,27 @@ static int pool_chain_run(fsl_op op, const int64_t *pads, const int64_t *k, cons
 /* Pools of a channels-last convolution output read it in place: ResNet's
  * stem pool (3x3 stride 2, pad 1), an SPP pool (5x5 stride 1, pad 2), a
  * min pool and a sum (AveragePool counting the pads) with asymmetric
- * pads and strides; not a kernel that reduces its windows twice. */
+ * pads and strides; not a kernel that reduces its windows twice or pools
+ * the conv output's absolute value. */
 static void test_pool_chain(void **state) {
   (void)state;
   int64_t p1[] = {0, 0, 1, 1, 0, 0, 1, 1}, p2[] = {0, 0, 2, 2, 0, 0, 2, 2}, pa[] = {0, 0, 0, 1, 0, 0, 2, 0};
   int64_t k3[] = {3, 3}, k5[] = {5, 5}, k32[] = {3, 2}, s1[] = {1, 1}, s2[] = {2, 2}, s12[] = {1, 2};
-  int stem = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, false, "pool-chain stem");
-  int spp = pool_chain_run(FSL_OP_reduce_max, p2, k5, s1, -INFINITY, false, "pool-chain spp");
-  int mn = pool_chain_run(FSL_OP_reduce_min, pa, k32, s12, INFINITY, false, "pool-chain min");
-  int sum = pool_chain_run(FSL_OP_reduce_sum, pa, k32, s12, 0.0, false, "pool-chain sum");
-  int twice = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, true, "pool-chain twice");
+  int stem = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, POOL_ONCE, "pool-chain stem");
+  int spp = pool_chain_run(FSL_OP_reduce_max, p2, k5, s1, -INFINITY, POOL_ONCE, "pool-chain spp");
+  int mn = pool_chain_run(FSL_OP_reduce_min, pa, k32, s12, INFINITY, POOL_ONCE, "pool-chain min");
+  int sum = pool_chain_run(FSL_OP_reduce_sum, pa, k32, s12, 0.0, POOL_ONCE, "pool-chain sum");
+  int twice = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, POOL_TWICE, "pool-chain twice");
+  int absv = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, POOL_ABS, "pool-chain abs");
   if (getenv("FSL_TEST_VERBOSE"))
-    fprintf(stderr, "pool-chain: %d %d %d %d values chained, %d reducing twice\n", stem, spp, mn, sum, twice);
+    fprintf(stderr, "pool-chain: %d %d %d %d values chained, %d reducing twice, %d over an abs\n", stem, spp, mn, sum,
+            twice, absv);
   assert_int_equal(stem, 1);
   assert_int_equal(spp, 1);
   assert_int_equal(mn, 1);
   assert_int_equal(sum, 1);
   assert_int_equal(twice, 0);
+  assert_int_equal(absv, 0);
 }
 
 /* EfficientViT's attention (LiteMLA): qkv = 1x1 conv, a depthwise 3x3 and
