@@ -142,7 +142,7 @@ typedef struct em {
   char lin_var[CLEN];   /* lin_out at the element being stored ("" outside the store) */
   fsl_cg_spec epi_spec;
   fsl_value **epi_in;
-  int lay_windows;      /* window reductions read as columns along their source's layout (fsl_cg_layout_window) */
+  int lay_windows;      /* window reductions read as columns along their source's layout (fsl_cg_layout_window_axis) */
   fsl_status st;
 } em;
 
@@ -319,11 +319,13 @@ bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth);
  * (or over a pad of X) that the kernel reads in a layout (a oneDNN
  * convolution's channels-last result): the axis of x that is X's innermost
  * axis in memory, when that is a leading (unwindowed) axis, else -1.  A
- * SIMD loop along it reads each window tap contiguously.  NULL x: the
- * number of window nodes in the kernel that read an input in a layout
- * through any of its nodes (each must be read that way, else
- * fsl_codegen_kernel refuses the kernel). */
-int fsl_cg_layout_window(const em *e, const fsl_value *x);
+ * SIMD loop along it reads each window tap contiguously. */
+int fsl_cg_layout_window_axis(const em *e, const fsl_value *x);
+/* The number of window nodes in the kernel that read an input in a layout
+ * through any of its nodes.  Each must be read as columns along
+ * fsl_cg_layout_window_axis (counted in em.lay_windows), else
+ * fsl_codegen_kernel refuses the kernel. */
+int fsl_cg_layout_windows(const em *e);
 
 /* columns.c — REDUCE kernels as columns on dialects with SIMD loops
  * (par_min > 0): per row of the kept space without its innermost axis, an

@@ -220,7 +220,7 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
    * runs along the layout's innermost axis, so each tap reads a contiguous
    * row of X; in the fused body only (a pass's scratch is flat over the
    * kept space in its logical order) */
-  int lw = cls ? fsl_cg_layout_window(e, x0) : -1;
+  int lw = cls ? fsl_cg_layout_window_axis(e, x0) : -1;
   if (lw >= 0 && !(m0 & (1u << lw))) la = lw;
   if (la < 0 || x0->dims[la] < COL_MIN) return true;
   int64_t L = x0->dims[la];
@@ -241,7 +241,7 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   for (int k = 0; k < nr && la == lw; k++) { /* each window node read along the layout, once */
     bool seen = false;
     for (int j = 0; j < k; j++) seen = seen || red[j]->in[0]->producer == red[k]->in[0]->producer;
-    if (!seen && fsl_cg_layout_window(e, red[k]->in[0]) == la) e->lay_windows++;
+    if (!seen && fsl_cg_layout_window_axis(e, red[k]->in[0]) == la) e->lay_windows++;
   }
   int kept[FSL_MAX_RANK], nk = 0, ja[FSL_MAX_RANK], nj = 0;
   int64_t rows = 1, inner = 1;

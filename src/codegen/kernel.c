@@ -98,7 +98,7 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
     /* a window over an input in a layout is read only as columns along
      * that layout's innermost axis: any other loop order would read it
      * with a stride per element */
-    if (e.st == FSL_OK && fsl_cg_layout_window(&e, NULL) > e.lay_windows)
+    if (e.st == FSL_OK && fsl_cg_layout_windows(&e) > e.lay_windows)
       fsl_cg_fail(&e, FSL_ERR_UNSUPPORTED, "a window over an input in a layout, not read along its innermost axis");
   }
   *fused_fail = e.fused_fail;

@@ -38,15 +38,16 @@ static bool reads_layout(const em *e, const fsl_value *v, int depth) {
   return false;
 }
 
-int fsl_cg_layout_window(const em *e, const fsl_value *x) {
-  const fsl_value *X;
-  if (!x) {
-    int n = 0;
-    for (int i = 0; i < e->s->n_nodes; i++)
-      n += e->s->nodes[i]->op == FSL_OP_window && reads_layout(e, e->s->nodes[i]->in[0], 0);
-    return n;
-  }
+int fsl_cg_layout_windows(const em *e) {
+  int n = 0;
+  for (int i = 0; i < e->s->n_nodes; i++)
+    n += e->s->nodes[i]->op == FSL_OP_window && reads_layout(e, e->s->nodes[i]->in[0], 0);
+  return n;
+}
+
+int fsl_cg_layout_window_axis(const em *e, const fsl_value *x) {
   if (!e->inside[x->id] || x->producer->op != FSL_OP_window) return -1;
+  const fsl_value *X;
   const fsl_cg_layout *lay = window_source_layout(e, x->producer, &X);
   int R = X->rank, lead = 2 * R - x->rank;
   if (!lay || R < 1) return -1;

@@ -327,7 +327,7 @@ static bool concat_innermost(const fsl_cpu_step *s, const fsl_node *n, int o, co
  * with strided loads and branches per element: 3.7 -> 7.0 ms there.  A
  * reader's pooling windows (pad, window) qualify: the code generator reads
  * them as columns along the layout's innermost axis, the taps contiguous
- * and clamped (fsl_cg_layout_window), or refuses the layout.  A
+ * and clamped (fsl_cg_layout_window_axis), or refuses the layout.  A
  * concat qualifies where it is the output and lies along the innermost
  * axis of the output's layout (concat_innermost: lay, for output o, the
  * layout considered; NULL: s's out_layout), and anywhere in a step that
