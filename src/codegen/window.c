@@ -5,7 +5,9 @@
  */
 #include "codegen/cg.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 
 /* Whether v reads a window view (pooling's sliding windows) through the
  * kernel's elementwise and movement nodes. */
@@ -28,21 +30,35 @@ static const fsl_cg_layout *window_source_layout(const em *e, const fsl_node *w,
   return e->inside[(*X)->id] ? NULL : fsl_cg_in_layout(e, *X);
 }
 
-/* Whether v reads, through the kernel's nodes, an input in a layout. */
-static bool reads_layout(const em *e, const fsl_value *v, int depth) {
-  if (!e->inside[v->id]) return fsl_cg_in_layout(e, v) != NULL;
-  if (depth > 16) return true;
-  const fsl_node *n = v->producer;
-  for (int i = 0; i < n->n_in; i++)
-    if (reads_layout(e, n->in[i], depth + 1)) return true;
-  return false;
+/* Whether kernel input or value v is read in a layout or depends, through
+ * the kernel's nodes, on an input read in a layout (dep: per value id). */
+static bool from_layout(const em *e, const bool *dep, const fsl_value *v) {
+  return v->id < e->nv && (dep[v->id] || (!e->inside[v->id] && fsl_cg_in_layout(e, v)));
 }
 
 int fsl_cg_layout_windows(const em *e) {
-  int n = 0;
+  if (!e->s->in_layout) return 0;
+  /* propagated forward until nothing changes, with no depth limit: a chain
+   * of pools (SPP's three 5x5 max pools in one kernel) is deeper than the
+   * 16 nodes a recursive walk stopped at, and a walk that assumed a layout
+   * there refused such kernels over plain inputs */
+  bool *dep = calloc((size_t)(e->nv > 0 ? e->nv : 1), sizeof *dep);
+  if (!dep) return INT_MAX; /* refuses the kernel rather than guess */
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < e->s->n_nodes; i++) {
+      const fsl_node *n = e->s->nodes[i];
+      bool d = false;
+      for (int k = 0; k < n->n_in && !d; k++) d = from_layout(e, dep, n->in[k]);
+      for (int k = 0; k < n->n_out && d; k++)
+        if (n->out[k]->id < e->nv && !dep[n->out[k]->id]) changed = dep[n->out[k]->id] = true;
+    }
+  }
+  int count = 0;
   for (int i = 0; i < e->s->n_nodes; i++)
-    n += e->s->nodes[i]->op == FSL_OP_window && reads_layout(e, e->s->nodes[i]->in[0], 0);
-  return n;
+    count += e->s->nodes[i]->op == FSL_OP_window && from_layout(e, dep, e->s->nodes[i]->in[0]);
+  free(dep);
+  return count;
 }
 
 int fsl_cg_layout_window_axis(const em *e, const fsl_value *x) {

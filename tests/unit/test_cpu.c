@@ -675,6 +675,7 @@ static int run_hand_plan(const fsl_graph *g, fsl_node ***sets, const int *sizes,
   assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
   fsl_cpu_stats stats;
   fsl_cpu_exe_stats(exe, &stats);
+  assert_int_equal(stats.n_fallback, 0); /* every kernel generated or run by oneDNN */
   void *got[1] = {0}, *want[1] = {0};
   assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
   assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
@@ -886,7 +887,7 @@ static void test_reduce_chain(void **state) {
 /* A 3 -> 16 channel convolution (channels-last, as in reduce_chain_run)
  * and then, in a generated kernel, a pool of its output (pads, k, st, fill,
  * reduce op): the kernel reads the conv's layout as columns along the
- * channels (fsl_cg_layout_window), the taps contiguous and clamped, and
+ * channels (fsl_cg_layout_window_axis), the taps contiguous and clamped, and
  * writes row-major.  A NaN in x reaches every channel of the conv output
  * at the pixels it touches, so the pool's NaN flags run along the
  * channels.  Two kernels cannot read the layout, so the code generator
@@ -894,8 +895,12 @@ static void test_reduce_chain(void **state) {
  * reordered to plain: POOL_TWICE sums each window minus its max (a
  * reduction reading another, which the columns form does not take), and
  * POOL_ABS pools the conv output's absolute value (the window's source is not
- * the input itself).  Returns the values chained. */
-enum { POOL_ONCE, POOL_TWICE, POOL_ABS };
+ * the input itself).  POOL_DEEP chains six pools in the kernel (an SPP
+ * block's, deeper than 16 nodes): only the first could read the layout, so
+ * the conv output is reordered, and the kernel is still generated, not run
+ * by the reference interpreter (run_hand_plan asserts no fallback).
+ * Returns the values chained. */
+enum { POOL_ONCE, POOL_TWICE, POOL_ABS, POOL_DEEP };
 static int pool_chain_run(fsl_op op, const int64_t *pads, const int64_t *k, const int64_t *st, double fill, int form,
                           const char *what) {
   fsl_graph *g = fsl_graph_new();
@@ -912,6 +917,7 @@ static int pool_chain_run(fsl_op op, const int64_t *pads, const int64_t *k, cons
     z = fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_binary(&b, FSL_OP_sub, win, m), wa, 2, false);
   } else {
     z = pool_of(&b, h, op, pads, k, st, dl, fill);
+    for (int i = 1; i < (form == POOL_DEEP ? 6 : 1); i++) z = pool_of(&b, z, op, pads, k, st, dl, fill);
   }
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, z);
@@ -929,8 +935,8 @@ static int pool_chain_run(fsl_op op, const int64_t *pads, const int64_t *k, cons
 /* Pools of a channels-last convolution output read it in place: ResNet's
  * stem pool (3x3 stride 2, pad 1), an SPP pool (5x5 stride 1, pad 2), a
  * min pool and a sum (AveragePool counting the pads) with asymmetric
- * pads and strides; not a kernel that reduces its windows twice or pools
- * the conv output's absolute value. */
+ * pads and strides; not a kernel that reduces its windows twice, pools
+ * the conv output's absolute value or chains six pools. */
 static void test_pool_chain(void **state) {
   (void)state;
   int64_t p1[] = {0, 0, 1, 1, 0, 0, 1, 1}, p2[] = {0, 0, 2, 2, 0, 0, 2, 2}, pa[] = {0, 0, 0, 1, 0, 0, 2, 0};
@@ -941,15 +947,17 @@ static void test_pool_chain(void **state) {
   int sum = pool_chain_run(FSL_OP_reduce_sum, pa, k32, s12, 0.0, POOL_ONCE, "pool-chain sum");
   int twice = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, POOL_TWICE, "pool-chain twice");
   int absv = pool_chain_run(FSL_OP_reduce_max, p1, k3, s2, -INFINITY, POOL_ABS, "pool-chain abs");
+  int deep = pool_chain_run(FSL_OP_reduce_max, p1, k3, s1, -INFINITY, POOL_DEEP, "pool-chain deep");
   if (getenv("FSL_TEST_VERBOSE"))
-    fprintf(stderr, "pool-chain: %d %d %d %d values chained, %d reducing twice, %d over an abs\n", stem, spp, mn, sum,
-            twice, absv);
+    fprintf(stderr, "pool-chain: %d %d %d %d values chained, %d reducing twice, %d over an abs, %d six pools deep\n",
+            stem, spp, mn, sum, twice, absv, deep);
   assert_int_equal(stem, 1);
   assert_int_equal(spp, 1);
   assert_int_equal(mn, 1);
   assert_int_equal(sum, 1);
   assert_int_equal(twice, 0);
   assert_int_equal(absv, 0);
+  assert_int_equal(deep, 0);
 }
 
 /* EfficientViT's attention (LiteMLA): qkv = 1x1 conv, a depthwise 3x3 and
