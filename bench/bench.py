@@ -539,6 +539,13 @@ def markdown(result: dict, args) -> str:
                          f"{', '.join(lost) or 'none'}")
             lines.append(f"- {kind}s where a baseline built optimal's very plan (*opt/base* marked `=`, the "
                          f"same plan_hash; its ratio is the machine's drift): {', '.join(same) or 'none'}")
+        # a kernel in the reference interpreter is a missing path in a backend,
+        # not a measurement: name it beside the numbers it slows
+        fell = [f"{r['name']} {s['name']} {s['fallback']} ({s.get("fallback_why", "")[:160]})".replace("|", "/")
+                for r in rows for s in r["fissile"].get("strategies", []) if s.get("fallback")]
+        if rows:
+            lines.append(f"- {kind}s where a strategy ran kernels in the reference interpreter (fallback): "
+                         f"{'; '.join(fell) or 'none'}")
     lines.append("")
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ merging helpers are checked on hand-made rounds where the answer is known.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -123,6 +124,24 @@ def test_bench_script_two_rounds(tmp_path, fissile):
     assert "2 rounds" in md and "opt/base" in md
     assert "where optimal is slower than ORT" in md
     assert " =opfuse,greedy |" in md and "built optimal's very plan" in md
+    assert "ran kernels in the reference interpreter (fallback): none" in md
+
+
+def test_markdown_names_a_fallback():
+    """A strategy whose plan ran kernels in the reference interpreter is named
+    in the summary with the count and the reason (nudenet_320n's optimal once
+    hid one behind a slow median)."""
+    fs = {"strategy": "optimal", "name": "optimal", "status": "ok", "median_s": 2e-3, "times_s": [2e-3],
+          "kernels": 3, "fallback": 1, "fallback_why": "kernel 34 (MaxPool 'pool'): c codegen: unsupported"}
+    row = {"kind": "model", "name": "m", "shape": "x 1", "description": "", "ratios": {"optimal": 1.2},
+           "ratio_range": {"optimal": [1.1, 1.3]}, "ort": {"status": "ok", "median_s": 1e-3},
+           "fissile": {"status": "ok", "strategies": [fs]}}
+    result = {"date": "d", "note": "", "machine": {}, "versions": {}, "isa": "native", "threads": 1, "repeats": 1,
+              "rounds": 1, "warmup": 0, "backend": "cpu", "strategies": ["optimal"], "rows": [row]}
+    args = argparse.Namespace(strategies=["optimal"], backend="cpu", threads=1, rounds=1, warmup=0, repeats=1,
+                              note="")
+    md = bench.markdown(result, args)
+    assert "(fallback): m optimal 1 (kernel 34 (MaxPool 'pool')" in md, md
 
 
 def test_combine_calls_one_call_per_strategy():
