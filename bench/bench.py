@@ -541,7 +541,7 @@ def markdown(result: dict, args) -> str:
                          f"same plan_hash; its ratio is the machine's drift): {', '.join(same) or 'none'}")
         # a kernel in the reference interpreter is a missing path in a backend,
         # not a measurement: name it beside the numbers it slows
-        fell = [f"{r['name']} {s['name']} {s['fallback']} ({s.get("fallback_why", "")[:160]})".replace("|", "/")
+        fell = [f"{r['name']} {s['name']} {s['fallback']} ({s.get('fallback_why', '')[:160]})".replace("|", "/")
                 for r in rows for s in r["fissile"].get("strategies", []) if s.get("fallback")]
         if rows:
             lines.append(f"- {kind}s where a strategy ran kernels in the reference interpreter (fallback): "
