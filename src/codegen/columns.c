@@ -40,10 +40,13 @@ static void col_update(em *e, const fsl_node *n, int k, const char *o, const cha
   }
 }
 
-/* Whether v depends on value y through the kernel's nodes. */
+/* Whether v depends on value y through the kernel's nodes; true past 64
+ * nodes deep, where it cannot tell (the caller then keeps the row form,
+ * which is correct for any dependence). */
 static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int depth) {
   if (v == y) return true;
-  if (!e->inside[v->id] || depth > 64) return false;
+  if (!e->inside[v->id]) return false;
+  if (depth > 64) return true;
   const fsl_node *n = v->producer;
   for (int i = 0; i < n->n_in; i++)
     if (depends(e, n->in[i], y, depth + 1)) return true;
