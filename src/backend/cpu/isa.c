@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <strings.h>
 
-#include <oneapi/dnnl/dnnl.h>
+#include "backend/cpu/dnnl_api.h"
 
 typedef struct isa_row {
   const char *name, *march;
@@ -28,7 +28,7 @@ static bool have_avx512(void) {
 }
 
 static const isa_row k_isas[] = {
-    {"native", "-march=native", dnnl_cpu_isa_all, have_any},
+    {"native", "-march=native", FSL_CPU_ISA_ALL, have_any},
     {"avx2", "-march=haswell", dnnl_cpu_isa_avx2, have_avx2},
     {"avx512", "-march=skylake-avx512", dnnl_cpu_isa_avx512_core, have_avx512},
 };
@@ -55,7 +55,7 @@ static void resolve(void) {
              r->name);
     return;
   }
-  if (r->dnnl != dnnl_cpu_isa_all) {
+  if (r->dnnl != FSL_CPU_ISA_ALL) {
     dnnl_status_t ds = dnnl_set_max_cpu_isa(r->dnnl);
     if (ds != dnnl_success) {
       g_status = FSL_ERR_UNSUPPORTED;

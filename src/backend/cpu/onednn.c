@@ -61,8 +61,9 @@
 #include <math.h>
 #include <pthread.h>
 
-#include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
+
+#include "backend/cpu/dnnl_api.h"
 
 #define MAX_POST 64  /* post-op entries per primitive */
 
@@ -170,14 +171,14 @@ static void *thread_scratch(size_t n) {
 
 /* A reorder primitive from -> to that needs no scratchpad (dnnl_unimplemented
  * if it would need one; see user_scratchpad_attr). */
-static dnnl_status_t reorder_create(dnnl_primitive_t *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to) {
+static dnnl_status_t reorder_create(dnnl_primitive_t *r, fsl_cmd from, fsl_cmd to) {
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t rpd = NULL;
   dnnl_status_t s = user_scratchpad_attr(&attr);
   if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&rpd, from, g_engine, to, g_engine, attr);
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (s != dnnl_success) return s;
-  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
+  fsl_cmd smd = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
   s = smd && dnnl_memory_desc_get_size(smd) > 0 ? dnnl_unimplemented : dnnl_primitive_create(r, rpd);
   dnnl_primitive_desc_destroy(rpd);
   return s;
@@ -625,12 +626,12 @@ static bool merge_dims(int n, const int64_t *full, const int64_t *bd, const int6
 
 /* Memory descriptor over (nd, dims) with explicit strides; strides of
  * extent-1 dims are replaced by the row-major ones (they are never used). */
-static dnnl_status_t md_strided(dnnl_memory_desc_t *md, int nd, const int64_t *dims, const int64_t *st) {
-  dnnl_dims_t d, s;
-  int64_t rm[FSL_MAX_RANK];
+static dnnl_status_t md_strided(md_arena *a, fsl_md *md, int nd, const int64_t *dims, const int64_t *st) {
+  int64_t s[DNNL_MAX_NDIMS], rm[DNNL_MAX_NDIMS];
+  if (nd < 1 || nd > DNNL_MAX_NDIMS) return dnnl_invalid_arguments;
   rm_strides(nd, dims, rm);
-  for (int i = 0; i < nd; i++) d[i] = dims[i], s[i] = st && dims[i] != 1 ? st[i] : rm[i];
-  return dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s);
+  for (int i = 0; i < nd; i++) s[i] = st && dims[i] != 1 ? st[i] : rm[i];
+  return md_make_strides(a, md, nd, dims, s);
 }
 
 /* Shape of the chain value after the first n entries (the last reshape's). */
@@ -792,15 +793,13 @@ static int bias_entry(const geom *g, const fsl_value *y, const post_entry *e, in
 }
 
 /* A descriptor of dims (rank r) in whatever layout the primitive prefers. */
-static dnnl_status_t md_any(dnnl_memory_desc_t *md, int r, const int64_t *dims) {
-  dnnl_dims_t d;
-  for (int i = 0; i < r; i++) d[i] = dims[i];
-  return dnnl_memory_desc_init_by_tag(md, r, d, dnnl_f32, dnnl_format_tag_any);
+static dnnl_status_t md_any(md_arena *a, fsl_md *md, int r, const int64_t *dims) {
+  return md_make_tag(a, md, r, dims, dnnl_format_tag_any);
 }
 
 /* A descriptor of dims (rank r) with axis 1 innermost and the others in
  * their order. */
-static dnnl_status_t md_channels_last(dnnl_memory_desc_t *md, int r, const int64_t *dims) {
+static dnnl_status_t md_channels_last(md_arena *a, fsl_md *md, int r, const int64_t *dims) {
   int64_t st[FSL_MAX_RANK], acc = dims[1];
   st[1] = 1;
   for (int i = r - 1; i >= 0; i--) {
@@ -808,7 +807,7 @@ static dnnl_status_t md_channels_last(dnnl_memory_desc_t *md, int r, const int64
     st[i] = acc;
     acc *= dims[i];
   }
-  return md_strided(md, r, dims, st);
+  return md_strided(a, md, r, dims, st);
 }
 
 static bool impl_is_ref(const_dnnl_primitive_desc_t pd);
@@ -817,29 +816,25 @@ static bool impl_has(const_dnnl_primitive_desc_t pd, const char *word);
 /* The primitive descriptor of direct convolution g over the given
  * activation and weight descriptors (a format_tag_any one lets oneDNN
  * choose). */
-static dnnl_status_t conv_pd(const geom *g, const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
-                             const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst,
+static dnnl_status_t conv_pd(const geom *g, fsl_cmd src, fsl_cmd wei, fsl_cmd bias, fsl_cmd dst,
                              const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
-  dnnl_convolution_desc_t d;
   dnnl_alg_kind_t alg = g->wino ? dnnl_convolution_winograd : dnnl_convolution_direct;
-  dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, alg, src, wei, bias, dst,
-                                                               g->strides, g->dil, g->pl, g->pr);
-  return s != dnnl_success ? s : dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+  return pd_convolution(pd, g_engine, alg, src, wei, bias, dst, g->strides, g->dil, g->pl, g->pr, attr);
 }
 
 /* conv_pd of x -> dst over the activation descriptors *src and *dst (the
  * channels-last ones when chan_last: channels_last_pays), and where oneDNN
  * has only its reference code for those, over the layouts it chooses
  * (*src and *dst become format_tag_any ones). */
-static dnnl_status_t direct_conv_pd(const geom *g, const fsl_value *x, const fsl_value *y, dnnl_memory_desc_t *src,
-                                    const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
-                                    dnnl_memory_desc_t *dst, bool chan_last, const_dnnl_primitive_attr_t attr,
-                                    dnnl_primitive_desc_t *pd) {
-  dnnl_status_t s = conv_pd(g, src, wei, bias, dst, attr, pd);
+static dnnl_status_t direct_conv_pd(md_arena *a, const geom *g, const fsl_value *x, const fsl_value *y, fsl_md *src,
+                                    fsl_cmd wei, fsl_cmd bias, fsl_md *dst, bool chan_last,
+                                    const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
+  dnnl_status_t s = conv_pd(g, FSL_MD(*src), wei, bias, FSL_MD(*dst), attr, pd);
   if (!chan_last || (s == dnnl_success && !impl_is_ref(*pd))) return s;
   if (s == dnnl_success) dnnl_primitive_desc_destroy(*pd), *pd = NULL;
-  if ((s = md_any(src, g->r, x->dims)) != dnnl_success || (s = md_any(dst, g->r, y->dims)) != dnnl_success) return s;
-  return conv_pd(g, src, wei, bias, dst, attr, pd);
+  if ((s = md_any(a, src, g->r, x->dims)) != dnnl_success || (s = md_any(a, dst, g->r, y->dims)) != dnnl_success)
+    return s;
+  return conv_pd(g, FSL_MD(*src), wei, bias, FSL_MD(*dst), attr, pd);
 }
 
 /* A 2-D GEMM operand view md ([rows, cols], strides (sr, sc)) as the 4-D
@@ -848,30 +843,37 @@ static dnnl_status_t direct_conv_pd(const geom *g, const fsl_value *x, const fsl
  * pixels and K channels, and a per-column operand is per channel.  md
  * comes from md_strided (its unit dims carry row-major strides); a post-op
  * operand's view may be strided or broadcast. */
-static dnnl_status_t md_gemm_act_as_conv(dnnl_memory_desc_t *md) {
-  if (md->ndims != 2 || md->format_kind != dnnl_blocked) return dnnl_unimplemented;
-  const dnnl_dims_t *st = &md->format_desc.blocking.strides;
+static dnnl_status_t md_gemm_act_as_conv(md_arena *a, fsl_md *md) {
+  int64_t dm[DNNL_MAX_NDIMS], st[DNNL_MAX_NDIMS];
+  if (md_ndims(FSL_MD(*md)) != 2 || !md_query_dims(FSL_MD(*md), MD_DIMS, dm) ||
+      !md_query_dims(FSL_MD(*md), MD_STRIDES, st))
+    return dnnl_unimplemented;
   /* the unit dims get the outermost stride, as oneDNN's nhwc tag has it
    * (its implementations match layouts by tag) */
-  int64_t outer = md->dims[0] * (*st)[0];
-  dnnl_dims_t d = {1, md->dims[1], 1, md->dims[0]}, s = {outer, (*st)[1], outer, (*st)[0]};
-  return dnnl_memory_desc_init_by_strides(md, 4, d, dnnl_f32, s);
+  int64_t outer = dm[0] * st[0];
+  int64_t d[4] = {1, dm[1], 1, dm[0]}, s[4] = {outer, st[1], outer, st[0]};
+  return md_make_strides(a, md, 4, d, s);
 }
 
 /* A 2-D GEMM weights view md ([K, N], strides (sk, sn)) as 1x1 convolution
  * weights [N, K, 1, 1], strides (sn, sk, 1, 1). */
-static dnnl_status_t md_gemm_wei_as_conv(dnnl_memory_desc_t *md) {
-  if (md->ndims != 2 || md->format_kind != dnnl_blocked) return dnnl_unimplemented;
-  const dnnl_dims_t *st = &md->format_desc.blocking.strides;
-  int64_t d[4] = {md->dims[1], md->dims[0], 1, 1}, s[4] = {(*st)[1], (*st)[0], 1, 1};
-  return md_strided(md, 4, d, s);
+static dnnl_status_t md_gemm_wei_as_conv(md_arena *a, fsl_md *md) {
+  int64_t dm[DNNL_MAX_NDIMS], st[DNNL_MAX_NDIMS];
+  if (md_ndims(FSL_MD(*md)) != 2 || !md_query_dims(FSL_MD(*md), MD_DIMS, dm) ||
+      !md_query_dims(FSL_MD(*md), MD_STRIDES, st))
+    return dnnl_unimplemented;
+  int64_t d[4] = {dm[1], dm[0], 1, 1}, s[4] = {st[1], st[0], 1, 1};
+  return md_strided(a, md, 4, d, s);
 }
 
 typedef struct pd_mds {
-  dnnl_memory_desc_t src, wei_user, dst;
-  dnnl_memory_desc_t post[MAX_POST];  /* binary entries' operands */
-  bool no_sum;                        /* a post_entry.sum runs as a binary add post-op (make_pd) */
+  fsl_md src, wei_user, dst;
+  fsl_md post[MAX_POST];  /* binary entries' operands */
+  bool no_sum;            /* a post_entry.sum runs as a binary add post-op (make_pd) */
+  md_arena arena;         /* the descriptors above and make_pd's own (oneDNN 3.x; pd_mds_free) */
 } pd_mds;
+
+static void pd_mds_free(pd_mds *m) { md_arena_free(&m->arena); }
 
 /* Creates the primitive descriptor with the first n entries as post-ops
  * (dnnl_unimplemented when an operand view cannot be expressed). */
@@ -879,7 +881,8 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
                              dnnl_primitive_desc_t *pd) {
   const fsl_value *x = lin->in[0], *dst = lin->out[0];
   dnnl_status_t s;
-  dnnl_memory_desc_t wei_any, src_any, dst_any;
+  fsl_md wei_any, src_any, dst_any;
+  md_arena *A = &m->arena;
   bool chan_last = g->conv && !g->wino && channels_last_pays(g, x, lin->in[1]);
   int64_t fd[FSL_MAX_RANK];
   int fr = prefix_space(lin, e, n, fd);
@@ -923,12 +926,11 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
     wd[lead] = g->K, wd[lead + 1] = g->N;
     rm_strides(nd, wd, ws);
     ws[lead] = g->wstr[g->wnd - 2], ws[lead + 1] = g->wstr[g->wnd - 1];
-    if ((s = md_strided(&m->src, nd, sd, NULL)) != dnnl_success) return s;
-    if ((s = md_strided(&m->dst, nd, dd, NULL)) != dnnl_success) return s;
-    if ((s = md_strided(&m->wei_user, nd, wd, ws)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->src, nd, sd, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->dst, nd, dd, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->wei_user, nd, wd, ws)) != dnnl_success) return s;
     if (g->wdata) {
-      if ((s = dnnl_memory_desc_init_by_tag(&wei_any, nd, wd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
-        return s;
+      if ((s = md_any(A, &wei_any, nd, wd)) != dnnl_success) return s;
     } else {
       wei_any = m->wei_user;
     }
@@ -940,26 +942,23 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
     } else {
       sd[0] = dd[0] = dst->dims[1], sd[1] = x->dims[1], dd[1] = g->wdims[1];
     }
-    if ((s = md_strided(&m->src, 2, sd, NULL)) != dnnl_success) return s;
-    if ((s = md_strided(&m->dst, 2, dd, NULL)) != dnnl_success) return s;
-    if ((s = md_strided(&m->wei_user, 2, g->wdims, g->wstr)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->src, 2, sd, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->dst, 2, dd, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->wei_user, 2, g->wdims, g->wstr)) != dnnl_success) return s;
     if (g->wdata) {
-      if ((s = dnnl_memory_desc_init_by_tag(&wei_any, 2, g->wdims, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
-        return s;
+      if ((s = md_any(A, &wei_any, 2, g->wdims)) != dnnl_success) return s;
     } else {
       wei_any = m->wei_user;
     }
   } else {
-    if ((s = md_strided(&m->src, g->r, x->dims, NULL)) != dnnl_success) return s;
-    if ((s = md_strided(&m->dst, g->r, dst->dims, NULL)) != dnnl_success) return s;
-    if ((s = md_strided(&m->wei_user, g->wnd, g->wdims, g->wstr)) != dnnl_success) return s;
-    dnnl_dims_t wd;
-    for (int i = 0; i < g->wnd; i++) wd[i] = g->wdims[i];
-    if ((s = dnnl_memory_desc_init_by_tag(&wei_any, g->wnd, wd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success)
-      return s;
+    if ((s = md_strided(A, &m->src, g->r, x->dims, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->dst, g->r, dst->dims, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->wei_user, g->wnd, g->wdims, g->wstr)) != dnnl_success) return s;
+    if ((s = md_any(A, &wei_any, g->wnd, g->wdims)) != dnnl_success) return s;
     /* activations in the layout oneDNN prefers (blocked nChw16c-style:
      * its direct jit convolutions), reordered from/to plain at run time */
-    if ((s = md_any(&src_any, g->r, x->dims)) != dnnl_success || (s = md_any(&dst_any, g->r, dst->dims)) != dnnl_success)
+    if ((s = md_any(A, &src_any, g->r, x->dims)) != dnnl_success ||
+        (s = md_any(A, &dst_any, g->r, dst->dims)) != dnnl_success)
       return s;
     /* A deconvolution to fewer than 8 channels stays on plain nchw (no
      * reorders): the blocked jit pads the channels to 16.  Measured on
@@ -968,8 +967,8 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
      * 0.055 ms; M = 4: 0.34 / 0.19 ms; M = 8: 0.34 / 0.43 ms. */
     if (g->deconv && dst->dims[1] < 8) src_any = m->src, dst_any = m->dst;
     if (chan_last &&
-        ((s = md_channels_last(&src_any, g->r, x->dims)) != dnnl_success ||
-         (s = md_channels_last(&dst_any, g->r, dst->dims)) != dnnl_success))
+        ((s = md_channels_last(A, &src_any, g->r, x->dims)) != dnnl_success ||
+         (s = md_channels_last(A, &dst_any, g->r, dst->dims)) != dnnl_success))
       return s;
   }
   /* a leading constant add, per channel or per column, is the op's own bias (below) */
@@ -981,40 +980,42 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
     if (g->mm != CONV_DIRECT) {
       int64_t d2[2], s2[2];
       if (!conv_mm_view(g, dst, vbd, vst, d2, s2)) return dnnl_unimplemented;
-      s = md_strided(&m->post[i], 2, d2, s2);
+      s = md_strided(A, &m->post[i], 2, d2, s2);
     } else if (fold) {
       int64_t d2[2] = {1, 1}, s2[2] = {0, 0};
       fold_m(fr, fd, vbd, vst, d2, s2);
-      s = md_strided(&m->post[i], 2, d2, s2);
+      s = md_strided(A, &m->post[i], 2, d2, s2);
     } else if (flat) {
       int64_t d3[3], s3[3];
       merge_dims(fr - 2, fd, vbd, vst, &d3[0], &s3[0]);
       d3[1] = vbd[fr - 2], s3[1] = vst[fr - 2];
       d3[2] = vbd[fr - 1], s3[2] = vst[fr - 1];
-      s = md_strided(&m->post[i], 3, d3, s3);
+      s = md_strided(A, &m->post[i], 3, d3, s3);
     } else {
-      s = md_strided(&m->post[i], fr, vbd, vst);
+      s = md_strided(A, &m->post[i], fr, vbd, vst);
     }
     if (s != dnnl_success) return s;
   }
   if (g->mm_conv) {
     /* the 2-D GEMM as a 1x1 convolution over M pixels (mm_conv_pays) */
-    if (!g->wdata || m->src.ndims != 2) return dnnl_unimplemented;
-    if ((s = md_gemm_act_as_conv(&m->src)) != dnnl_success || (s = md_gemm_act_as_conv(&m->dst)) != dnnl_success ||
-        (s = md_gemm_wei_as_conv(&m->wei_user)) != dnnl_success ||
-        (s = md_any(&wei_any, 4, m->wei_user.dims)) != dnnl_success)
+    int64_t wud[DNNL_MAX_NDIMS];
+    if (!g->wdata || md_ndims(FSL_MD(m->src)) != 2) return dnnl_unimplemented;
+    if ((s = md_gemm_act_as_conv(A, &m->src)) != dnnl_success || (s = md_gemm_act_as_conv(A, &m->dst)) != dnnl_success ||
+        (s = md_gemm_wei_as_conv(A, &m->wei_user)) != dnnl_success)
       return s;
+    if (!md_query_dims(FSL_MD(m->wei_user), MD_DIMS, wud)) return dnnl_unimplemented;
+    if ((s = md_any(A, &wei_any, 4, wud)) != dnnl_success) return s;
     for (int i = 0; i < n; i++)
-      if (e[i].binary && i != bi && (s = md_gemm_act_as_conv(&m->post[i])) != dnnl_success) return s;
+      if (e[i].binary && i != bi && (s = md_gemm_act_as_conv(A, &m->post[i])) != dnnl_success) return s;
   }
   if (bias) {
     /* the bias argument: [C_out] for a convolution and for the 1x1
      * convolution of a GEMM, [1..., N] (dst's rank, row-major) for a matmul */
     int64_t bd[DNNL_MAX_NDIMS];
-    int nd = g->conv || g->mm_conv ? 1 : m->dst.ndims;
+    int nd = g->conv || g->mm_conv ? 1 : md_ndims(FSL_MD(m->dst));
     for (int i = 0; i < nd; i++) bd[i] = 1;
     bd[nd - 1] = g->conv ? dst->dims[1] : g->N;
-    if ((s = md_strided(&m->post[bi], nd, bd, NULL)) != dnnl_success) return s;
+    if ((s = md_strided(A, &m->post[bi], nd, bd, NULL)) != dnnl_success) return s;
   }
   /* full-size operands (post_entry.full) in the destination's layout: the
    * activation layouts oneDNN chooses for this convolution without post-ops,
@@ -1029,14 +1030,16 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
           (e[i].sr != dst->rank || memcmp(e[i].sd, dst->dims, sizeof(int64_t) * (size_t)dst->rank) != 0))
         return dnnl_unimplemented;
     dnnl_primitive_desc_t probe = NULL;
-    s = direct_conv_pd(g, x, dst, &src_any, &wei_any, bias ? &m->post[bi] : NULL, &dst_any, chan_last, NULL, &probe);
+    s = direct_conv_pd(A, g, x, dst, &src_any, FSL_MD(wei_any), bias ? FSL_MD(m->post[bi]) : NULL, &dst_any, chan_last,
+                       NULL, &probe);
     if (s != dnnl_success) return s;
     const char *pi = NULL;
     if (dnnl_primitive_desc_query(probe, dnnl_query_impl_info_str, 0, &pi) == dnnl_success && pi)
       snprintf(probe_impl, sizeof probe_impl, "%s", pi);
-    src_any = *dnnl_primitive_desc_query_md(probe, dnnl_query_src_md, 0);
-    dst_any = *dnnl_primitive_desc_query_md(probe, dnnl_query_dst_md, 0);
+    s = md_copy(A, &src_any, dnnl_primitive_desc_query_md(probe, dnnl_query_src_md, 0));
+    if (s == dnnl_success) s = md_copy(A, &dst_any, dnnl_primitive_desc_query_md(probe, dnnl_query_dst_md, 0));
     dnnl_primitive_desc_destroy(probe);
+    if (s != dnnl_success) return s;
     chan_last = false;
     for (int i = 0; i < n; i++)
       if (e[i].binary && e[i].full) m->post[i] = dst_any;
@@ -1055,37 +1058,27 @@ retry:
   for (int i = 0; i < n; i++) {
     if (e[i].reshape || i == bi) continue;
     if (e[i].sum && !m->no_sum) {
-      s = dnnl_post_ops_append_sum(po, 1.0f);
+      s = po_append_sum(po);
     } else if (e[i].binary) {
-      s = dnnl_post_ops_append_binary(po, e[i].alg, &m->post[i]);
+      s = dnnl_post_ops_append_binary(po, e[i].alg, FSL_MD(m->post[i]));
     } else {
-      s = dnnl_post_ops_append_eltwise(po, 1.0f, e[i].alg, e[i].alpha, e[i].beta);
+      s = po_append_eltwise(po, e[i].alg, e[i].alpha, e[i].beta);
     }
     if (s != dnnl_success) goto out;
   }
   if ((s = dnnl_primitive_attr_set_post_ops(attr, po)) != dnnl_success) goto out;
+  fsl_cmd bias_md = bias ? FSL_MD(m->post[bi]) : NULL;
   if (g->mm_conv) {
-    dnnl_convolution_desc_t d;
     dnnl_dims_t one = {1, 1}, zero = {0, 0};
-    if ((s = dnnl_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_direct, &m->src,
-                                                &wei_any, bias ? &m->post[bi] : NULL, &m->dst, one, zero, zero)) !=
-        dnnl_success)
-      goto out;
-    s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+    s = pd_convolution(pd, g_engine, dnnl_convolution_direct, FSL_MD(m->src), FSL_MD(wei_any), bias_md,
+                       FSL_MD(m->dst), one, zero, zero, zero, attr);
   } else if (!g->conv || g->mm != CONV_DIRECT) {
-    dnnl_matmul_desc_t d;
-    if ((s = dnnl_matmul_desc_init(&d, &m->src, &wei_any, bias ? &m->post[bi] : NULL, &m->dst)) != dnnl_success)
-      goto out;
-    s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+    s = pd_matmul(pd, g_engine, FSL_MD(m->src), FSL_MD(wei_any), bias_md, FSL_MD(m->dst), attr);
   } else if (!g->deconv) {
-    s = direct_conv_pd(g, x, dst, &src_any, &wei_any, bias ? &m->post[bi] : NULL, &dst_any, chan_last, attr, pd);
+    s = direct_conv_pd(A, g, x, dst, &src_any, FSL_MD(wei_any), bias_md, &dst_any, chan_last, attr, pd);
   } else {
-    dnnl_deconvolution_desc_t d;
-    if ((s = dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_deconvolution_direct,
-                                                           &src_any, &wei_any, NULL, &dst_any, g->strides, g->dil,
-                                                           g->pl, g->pr)) != dnnl_success)
-      goto out;
-    s = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+    s = pd_deconvolution(pd, g_engine, FSL_MD(src_any), FSL_MD(wei_any), NULL, FSL_MD(dst_any), g->strides, g->dil,
+                         g->pl, g->pr, attr);
   }
   /* a full-size operand only where the kernel that runs the convolution
    * without post-ops takes it: oneDNN 2.6's brgemm 1x1 convolutions
@@ -1273,19 +1266,21 @@ static fsl_status lin_geom(const fsl_node *lin, geom *g, bool allow_mm_wx) {
 /* Whether primitive descriptor pp (with caller-side descriptor pu) holds
  * value v as a dense permutation of its row-major layout; *lay receives
  * the axes in memory order. */
-static bool perm_layout(const dnnl_memory_desc_t *pp, const dnnl_memory_desc_t *pu, const fsl_value *v,
-                        fsl_cg_layout *lay) {
-  if (!pp || !pu || v->rank < 1 || v->rank > FSL_MAX_RANK || pp->format_kind != dnnl_blocked ||
-      pp->format_desc.blocking.inner_nblks != 0 || pp->offset0 != 0 || pp->ndims != v->rank || pu->ndims != v->rank)
+static bool perm_layout(fsl_cmd pp, fsl_cmd pu, const fsl_value *v, fsl_cg_layout *lay) {
+  if (!pp || !pu || v->rank < 1 || v->rank > FSL_MAX_RANK || v->rank > DNNL_MAX_NDIMS || !md_plain_strided(pp) ||
+      md_ndims(pp) != v->rank || md_ndims(pu) != v->rank)
+    return false;
+  int64_t pdm[DNNL_MAX_NDIMS], ppad[DNNL_MAX_NDIMS], udm[DNNL_MAX_NDIMS], st[DNNL_MAX_NDIMS];
+  if (!md_query_dims(pp, MD_DIMS, pdm) || !md_query_dims(pp, MD_PADDED_DIMS, ppad) ||
+      !md_query_dims(pu, MD_DIMS, udm) || !md_query_dims(pp, MD_STRIDES, st))
     return false;
   for (int i = 0; i < v->rank; i++)
-    if (pp->dims[i] != v->dims[i] || pp->padded_dims[i] != v->dims[i] || pu->dims[i] != v->dims[i]) return false;
+    if (pdm[i] != v->dims[i] || ppad[i] != v->dims[i] || udm[i] != v->dims[i]) return false;
   /* axes by decreasing stride (a stable sort: size-1 axes keep their order) */
-  const dnnl_dims_t *st = &pp->format_desc.blocking.strides;
   lay->rank = v->rank;
   for (int i = 0; i < v->rank; i++) lay->order[i] = i;
   for (int i = 1; i < v->rank; i++)
-    for (int j = i; j > 0 && (*st)[lay->order[j]] > (*st)[lay->order[j - 1]]; j--) {
+    for (int j = i; j > 0 && st[lay->order[j]] > st[lay->order[j - 1]]; j--) {
       int t = lay->order[j];
       lay->order[j] = lay->order[j - 1];
       lay->order[j - 1] = t;
@@ -1294,7 +1289,7 @@ static bool perm_layout(const dnnl_memory_desc_t *pp, const dnnl_memory_desc_t *
   int64_t want = 1;
   for (int k = v->rank - 1; k >= 0; k--) {
     int a = lay->order[k];
-    if (v->dims[a] != 1 && (*st)[a] != want) return false;
+    if (v->dims[a] != 1 && st[a] != want) return false;
     want *= v->dims[a];
   }
   return true;
@@ -1360,13 +1355,18 @@ static bool direct_in_permutation(const fsl_node *lin, const geom *g) {
       leaves_graph(lin->out[0], 0))
     return false;
   pd_mds m;
+  memset(&m, 0, sizeof m);
   dnnl_primitive_desc_t pd = NULL;
-  if (make_pd(lin, g, NULL, 0, &m, &pd) != dnnl_success || !pd) return false;
+  if (make_pd(lin, g, NULL, 0, &m, &pd) != dnnl_success || !pd) {
+    pd_mds_free(&m);
+    return false;
+  }
   fsl_cg_layout ls, ld;
-  bool perm = perm_layout(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), &m.src, lin->in[0], &ls) &&
-              perm_layout(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &m.dst, lin->out[0], &ld) &&
+  bool perm = perm_layout(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), FSL_MD(m.src), lin->in[0], &ls) &&
+              perm_layout(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), FSL_MD(m.dst), lin->out[0], &ld) &&
               !row_major(&ls) && !row_major(&ld);
   dnnl_primitive_desc_destroy(pd);
+  pd_mds_free(&m);
   return perm;
 }
 
@@ -1395,8 +1395,7 @@ static void flip_weights(const float *src, float *dst, int64_t outer, int ns, co
   }
 }
 
-static dnnl_status_t run_reorder(const dnnl_memory_desc_t *from, void *from_data, const dnnl_memory_desc_t *to,
-                                 void *to_data) {
+static dnnl_status_t run_reorder(fsl_cmd from, void *from_data, fsl_cmd to, void *to_data) {
   dnnl_primitive_desc_t rpd = NULL;
   dnnl_primitive_t rp = NULL;
   dnnl_memory_t a = NULL, b = NULL;
@@ -1432,10 +1431,9 @@ static bool reshape_ok(const fsl_node *lin, const fsl_node *nd, const fsl_value 
  * `plain`: *mem in the primitive's layout; when that is not plain, also a
  * buffer, a plain *user mem and the reorder between them (plain -> prim for
  * the input, prim -> plain for the output). */
-static dnnl_status_t act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t what, const dnnl_memory_desc_t *plain,
-                                bool input, dnnl_memory_t *mem, dnnl_memory_t *user, void **buf,
-                                dnnl_primitive_t *reorder) {
-  const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, what, 0);
+static dnnl_status_t act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t what, fsl_cmd plain, bool input,
+                                dnnl_memory_t *mem, dnnl_memory_t *user, void **buf, dnnl_primitive_t *reorder) {
+  fsl_cmd md = dnnl_primitive_desc_query_md(pd, what, 0);
   if (!md) return dnnl_runtime_error;
   if (dnnl_memory_desc_equal(md, plain)) return dnnl_memory_create(mem, plain, g_engine, DNNL_MEMORY_NONE);
   size_t sz = dnnl_memory_desc_get_size(md);
@@ -1448,10 +1446,12 @@ static dnnl_status_t act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t wha
 }
 
 /* Appends "AxBxC" (the dims of md) to buf (capacity n). */
-static void put_dims(char *buf, size_t n, const dnnl_memory_desc_t *md) {
-  for (int i = 0; md && i < md->ndims; i++) {
+static void put_dims(char *buf, size_t n, fsl_cmd md) {
+  int64_t d[DNNL_MAX_NDIMS];
+  int nd = md_query_dims(md, MD_DIMS, d) ? md_ndims(md) : 0;
+  for (int i = 0; i < nd; i++) {
     size_t l = strlen(buf);
-    snprintf(buf + l, n - l, "%s%lld", i ? "x" : "", (long long)md->dims[i]);
+    snprintf(buf + l, n - l, "%s%lld", i ? "x" : "", (long long)d[i]);
   }
 }
 
@@ -1480,7 +1480,7 @@ static void describe(fsl_onednn_linear *op, const_dnnl_primitive_desc_t pd) {
  * descriptors on both sides, the primitive layout within `capacity` bytes. */
 static bool same_layouts(const_dnnl_memory_t pu_mem, const_dnnl_memory_t pp_mem, const_dnnl_memory_t cu_mem,
                          const_dnnl_memory_t cp_mem, size_t capacity) {
-  const dnnl_memory_desc_t *pu = NULL, *pp = NULL, *cu = NULL, *cp = NULL;
+  fsl_cmd pu = NULL, pp = NULL, cu = NULL, cp = NULL;
   if (dnnl_memory_get_memory_desc(pu_mem, &pu) != dnnl_success || dnnl_memory_get_memory_desc(pp_mem, &pp) != dnnl_success ||
       dnnl_memory_get_memory_desc(cu_mem, &cu) != dnnl_success || dnnl_memory_get_memory_desc(cp_mem, &cp) != dnnl_success ||
       !pu || !pp || !cu || !cp)
@@ -1494,14 +1494,14 @@ bool fsl_onednn_linear_chainable(const fsl_onednn_linear *prod, const fsl_onednn
 }
 
 bool fsl_onednn_linear_dst_layout(const fsl_onednn_linear *op, const fsl_value *v, fsl_cg_layout *lay) {
-  const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
+  fsl_cmd pp = NULL, pu = NULL;
   return op && v && lay && op->dst_reorder && dnnl_memory_get_memory_desc(op->dst_mem, &pp) == dnnl_success &&
          dnnl_memory_get_memory_desc(op->dst_user_mem, &pu) == dnnl_success && perm_layout(pp, pu, v, lay);
 }
 
 bool fsl_onednn_linear_src_layout(const fsl_onednn_linear *op, const fsl_value *v, size_t capacity,
                                   fsl_cg_layout *lay) {
-  const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
+  fsl_cmd pp = NULL, pu = NULL;
   return op && v && lay && op->src_reorder && !op->src_const && !op->src_chained &&
          dnnl_memory_get_memory_desc(op->src_mem, &pp) == dnnl_success &&
          dnnl_memory_get_memory_desc(op->src_user_mem, &pu) == dnnl_success && perm_layout(pp, pu, v, lay) &&
@@ -1541,7 +1541,7 @@ bool fsl_onednn_linear_post_chainable(const fsl_onednn_linear *prod, const fsl_o
 bool fsl_onednn_linear_post_layout(const fsl_onednn_linear *op, int node, const fsl_value *v, size_t capacity,
                                    fsl_cg_layout *lay) {
   int i = full_entry(op, node);
-  const dnnl_memory_desc_t *pp = NULL, *pu = NULL;
+  fsl_cmd pp = NULL, pu = NULL;
   return i >= 0 && v && lay && !op->post_chained[i] &&
          dnnl_memory_get_memory_desc(op->post_mem[i], &pp) == dnnl_success &&
          dnnl_memory_get_memory_desc(op->post_user_mem[i], &pu) == dnnl_success && perm_layout(pp, pu, v, lay) &&
@@ -1621,8 +1621,9 @@ static bool impl_is_ref(const_dnnl_primitive_desc_t pd) { return impl_has(pd, "r
  */
 static bool mm_conv_pays(const geom *g, const_dnnl_primitive_desc_t pd) {
   if (!g->wdata || (g->conv && g->mm != CONV_MM_FC) || !impl_has(pd, "gemm")) return false;
-  const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-  return src && src->ndims == 2 && src->dims[0] >= 8;
+  fsl_cmd src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  int64_t d[DNNL_MAX_NDIMS];
+  return md_ndims(src) == 2 && md_query_dims(src, MD_DIMS, d) && d[0] >= 8;
 }
 
 /* The primitive descriptor for the longest prefix of e[0..ne) (at node
@@ -1643,14 +1644,21 @@ static dnnl_primitive_desc_t best_prefix(const fsl_node *lin, const geom *g, fsl
     pd_mds cm;
     memset(&cm, 0, sizeof cm);
     *last = make_pd(lin, g, e, L, &cm, &cand);
-    if (*last != dnnl_success) continue;
+    if (*last != dnnl_success) {
+      pd_mds_free(&cm);
+      continue;
+    }
     if (!impl_is_ref(cand)) {
-      if (fallback) dnnl_primitive_desc_destroy(fallback);
+      if (fallback) dnnl_primitive_desc_destroy(fallback), pd_mds_free(&fb_m);
       *m = cm, *n_used = L;
       return cand;
     }
-    if (!fallback) fallback = cand, fb_m = cm, fb_used = L;
-    else dnnl_primitive_desc_destroy(cand);
+    if (!fallback) {
+      fallback = cand, fb_m = cm, fb_used = L;
+    } else {
+      dnnl_primitive_desc_destroy(cand);
+      pd_mds_free(&cm);
+    }
   }
   if (fallback) *m = fb_m, *n_used = fb_used;
   return fallback;
@@ -1717,6 +1725,7 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
    * where it pays (wino_pays), with whatever prefix it takes */
   dnnl_primitive_desc_t pd = NULL;
   pd_mds m;
+  memset(&m, 0, sizeof m);
   int n_used = -1;
   dnnl_status_t last = dnnl_unimplemented;
   g.wino = wino_pays(&g, lin);
@@ -1726,14 +1735,17 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     geom gc = g;
     gc.mm_conv = true;
     pd_mds mc;
+    memset(&mc, 0, sizeof mc);
     int nc = -1;
     dnnl_status_t lc;
     dnnl_primitive_desc_t pc = best_prefix(lin, &gc, epi, e, ne, &mc, &nc, &lc);
     if (pc && nc >= n_used && !impl_is_ref(pc) && !impl_has(pc, "gemm")) {
       dnnl_primitive_desc_destroy(pd);
+      pd_mds_free(&m);
       pd = pc, m = mc, n_used = nc, g = gc;
     } else if (pc) {
       dnnl_primitive_desc_destroy(pc);
+      pd_mds_free(&mc);
     }
   }
   if (!pd) {
@@ -1753,27 +1765,27 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
 
   fsl_status st = FSL_OK;
   dnnl_status_t s = dnnl_primitive_create(&op->prim, pd);
-  const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  fsl_cmd wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   if (s != dnnl_success || !wmd) {
     st = dnnl_fail(lin, s, "primitive");
     goto fail;
   }
-  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  fsl_cmd smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   if (smd && dnnl_memory_desc_get_size(smd) > 0 &&
       (s = dnnl_memory_create(&op->scratch_mem, smd, g_engine, DNNL_MEMORY_NONE)) != dnnl_success) {
     st = dnnl_fail(lin, s, "scratchpad");
     goto fail;
   }
   if (op->scratch_mem) op->scratch_bytes = dnnl_memory_desc_get_size(smd);
-  if ((s = act_memory(pd, dnnl_query_src_md, &m.src, true, &op->src_mem, &op->src_user_mem, &op->src_buf,
+  if ((s = act_memory(pd, dnnl_query_src_md, FSL_MD(m.src), true, &op->src_mem, &op->src_user_mem, &op->src_buf,
                       &op->src_reorder)) != dnnl_success ||
-      (s = act_memory(pd, dnnl_query_dst_md, &m.dst, false, &op->dst_mem, &op->dst_user_mem, &op->dst_buf,
+      (s = act_memory(pd, dnnl_query_dst_md, FSL_MD(m.dst), false, &op->dst_mem, &op->dst_user_mem, &op->dst_buf,
                       &op->dst_reorder)) != dnnl_success) {
     st = dnnl_fail(lin, s, "memory");
     goto fail;
   }
   /* weights */
-  bool plain = dnnl_memory_desc_equal(wmd, &m.wei_user);
+  bool plain = dnnl_memory_desc_equal(wmd, FSL_MD(m.wei_user));
   op->flip = g.deconv && !g.wdata;
   if (g.deconv) {
     op->flip_outer = lin->in[1]->dims[0] * lin->in[1]->dims[1];
@@ -1792,7 +1804,7 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     size_t sz = dnnl_memory_desc_get_size(wmd);
     op->wei_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
     if (!op->wei_buf) { free(flipped); st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto fail; }
-    s = run_reorder(&m.wei_user, (void *)wsrc, wmd, op->wei_buf);
+    s = run_reorder(FSL_MD(m.wei_user), (void *)wsrc, wmd, op->wei_buf);
     free(flipped);
     if (s == dnnl_success) s = dnnl_memory_create(&op->wei_mem, wmd, g_engine, op->wei_buf);
   } else if (plain && !op->flip) {
@@ -1806,8 +1818,8 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     op->wei_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
     if (!op->wei_buf) { st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto fail; }
     s = dnnl_memory_create(&op->wei_mem, wmd, g_engine, op->wei_buf);
-    if (s == dnnl_success) s = dnnl_memory_create(&op->wei_user_mem, &m.wei_user, g_engine, DNNL_MEMORY_NONE);
-    if (s == dnnl_success) s = reorder_create(&op->wei_reorder, &m.wei_user, wmd);
+    if (s == dnnl_success) s = dnnl_memory_create(&op->wei_user_mem, FSL_MD(m.wei_user), g_engine, DNNL_MEMORY_NONE);
+    if (s == dnnl_success) s = reorder_create(&op->wei_reorder, FSL_MD(m.wei_user), wmd);
   }
   if (s != dnnl_success) {
     st = dnnl_fail(lin, s, "weights");
@@ -1817,18 +1829,18 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
   for (int i = 0; i < n_used; i++) {
     if (!e[i].binary) continue;
     void *h = e[i].cdata ? (void *)e[i].cdata : DNNL_MEMORY_NONE;
-    if (e[i].full && !dnnl_memory_desc_equal(&m.post[i], &m.dst)) {
+    if (e[i].full && !dnnl_memory_desc_equal(FSL_MD(m.post[i]), FSL_MD(m.dst))) {
       /* a full-size operand in the destination's layout, reordered from row-major */
-      size_t sz = dnnl_memory_desc_get_size(&m.post[i]);
+      size_t sz = dnnl_memory_desc_get_size(FSL_MD(m.post[i]));
       /* a sum operand is reordered into the destination itself */
       h = e[i].sum ? DNNL_MEMORY_NONE : (op->post_buf[i] = aligned_alloc(64, (sz + 63) / 64 * 64));
-      s = e[i].sum || h ? dnnl_memory_create(&op->post_user_mem[i], &m.dst, g_engine, DNNL_MEMORY_NONE)
+      s = e[i].sum || h ? dnnl_memory_create(&op->post_user_mem[i], FSL_MD(m.dst), g_engine, DNNL_MEMORY_NONE)
                         : dnnl_out_of_memory;
-      if (s == dnnl_success) s = reorder_create(&op->post_reorder[i], &m.dst, &m.post[i]);
+      if (s == dnnl_success) s = reorder_create(&op->post_reorder[i], FSL_MD(m.dst), FSL_MD(m.post[i]));
     }
-    if (s == dnnl_success) s = dnnl_memory_create(&op->post_mem[i], &m.post[i], g_engine, h);
+    if (s == dnnl_success) s = dnnl_memory_create(&op->post_mem[i], FSL_MD(m.post[i]), g_engine, h);
     /* a parallel copy (oneDNN's reorder), not memcpy */
-    if (s == dnnl_success && e[i].sum) s = reorder_create(&op->post_copy[i], &m.post[i], &m.post[i]);
+    if (s == dnnl_success && e[i].sum) s = reorder_create(&op->post_copy[i], FSL_MD(m.post[i]), FSL_MD(m.post[i]));
     if (s != dnnl_success) {
       st = dnnl_fail(lin, s, "post-op operand");
       goto fail;
@@ -1837,11 +1849,13 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
   }
   describe(op, pd);
   dnnl_primitive_desc_destroy(pd);
+  pd_mds_free(&m);
   *out = op;
   *n_absorbed = op->n_absorbed;
   return FSL_OK;
 fail:
   dnnl_primitive_desc_destroy(pd);
+  pd_mds_free(&m);
   fsl_onednn_linear_free(op);
   return st;
 }
