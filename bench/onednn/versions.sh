@@ -9,13 +9,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 T=${1:-2}
 W=${WORK:-/tmp/fsl-onednn}
+{ read -r inc; read -r libso; } < <("$here/fetch-v3.sh")
+lib=$(dirname "$libso")
 mkdir -p "$W/out" && cd "$W"
-if [ ! -d v3 ]; then
-  "$here/../../.venv/bin/pip" download --no-deps -d wheels onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0
-  for w in wheels/*.whl; do python3 -m zipfile -e "$w" v3; done
-fi
-inc=$(dirname "$(dirname "$(dirname "$(find v3 -name dnnl.h -path "*oneapi*" | head -1)")")")
-lib=$(dirname "$(find v3 -name 'libdnnl.so.3' | head -1)")
 cc -O2 -o bench26 "$here/versions.c" -ldnnl
 cc -O2 -I"$inc" -o bench32 "$here/versions.c" -L"$lib" -Wl,-rpath,"$(cd "$lib" && pwd)" -ldnnl
 echo "before: $(uptime)" > out/run.load

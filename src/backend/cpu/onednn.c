@@ -1000,7 +1000,8 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
     /* the 2-D GEMM as a 1x1 convolution over M pixels (mm_conv_pays) */
     int64_t wud[DNNL_MAX_NDIMS];
     if (!g->wdata || md_ndims(FSL_MD(m->src)) != 2) return dnnl_unimplemented;
-    if ((s = md_gemm_act_as_conv(A, &m->src)) != dnnl_success || (s = md_gemm_act_as_conv(A, &m->dst)) != dnnl_success ||
+    if ((s = md_gemm_act_as_conv(A, &m->src)) != dnnl_success ||
+        (s = md_gemm_act_as_conv(A, &m->dst)) != dnnl_success ||
         (s = md_gemm_wei_as_conv(A, &m->wei_user)) != dnnl_success)
       return s;
     if (!md_query_dims(FSL_MD(m->wei_user), MD_DIMS, wud)) return dnnl_unimplemented;
