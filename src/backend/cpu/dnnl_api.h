@@ -68,34 +68,31 @@ static inline dnnl_status_t md_keep(md_arena *a, dnnl_status_t s, dnnl_memory_de
 }
 #endif
 
-/* *md = f32 dims (rank nd) with strides st (in elements). */
-static inline dnnl_status_t md_make_strides(md_arena *a, fsl_md *md, int nd, const int64_t *dims,
-                                            const int64_t *st) {
+/* *md = f32 dims (rank nd) with strides st (in elements), or, when st is
+ * NULL, in format tag (dnnl_format_tag_any: the primitive chooses). */
+static inline dnnl_status_t md_make(md_arena *a, fsl_md *md, int nd, const int64_t *dims, const int64_t *st,
+                                    dnnl_format_tag_t tag) {
   dnnl_dims_t d, s;
-  for (int i = 0; i < nd; i++) d[i] = dims[i], s[i] = st[i];
+  for (int i = 0; i < nd; i++) d[i] = dims[i], s[i] = st ? st[i] : 0;
 #if FSL_DNNL3
   dnnl_memory_desc_t h = NULL;
-  dnnl_status_t r = dnnl_memory_desc_create_with_strides(&h, nd, d, dnnl_f32, s);
+  dnnl_status_t r = st ? dnnl_memory_desc_create_with_strides(&h, nd, d, dnnl_f32, s)
+                       : dnnl_memory_desc_create_with_tag(&h, nd, d, dnnl_f32, tag);
   return md_keep(a, r, &h, md);
 #else
   (void)a;
-  return dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s);
+  return st ? dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s)
+            : dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag);
 #endif
 }
 
-/* *md = f32 dims (rank nd) in format tag (dnnl_format_tag_any: the
- * primitive chooses). */
+static inline dnnl_status_t md_make_strides(md_arena *a, fsl_md *md, int nd, const int64_t *dims,
+                                            const int64_t *st) {
+  return md_make(a, md, nd, dims, st, dnnl_format_tag_undef);
+}
+
 static inline dnnl_status_t md_make_tag(md_arena *a, fsl_md *md, int nd, const int64_t *dims, dnnl_format_tag_t tag) {
-  dnnl_dims_t d;
-  for (int i = 0; i < nd; i++) d[i] = dims[i];
-#if FSL_DNNL3
-  dnnl_memory_desc_t h = NULL;
-  dnnl_status_t r = dnnl_memory_desc_create_with_tag(&h, nd, d, dnnl_f32, tag);
-  return md_keep(a, r, &h, md);
-#else
-  (void)a;
-  return dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag);
-#endif
+  return md_make(a, md, nd, dims, NULL, tag);
 }
 
 /* *md = a copy of from (which may belong to a primitive descriptor about
