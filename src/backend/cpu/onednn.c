@@ -837,6 +837,12 @@ static dnnl_status_t direct_conv_pd(md_arena *a, const geom *g, const fsl_value 
   return conv_pd(g, FSL_MD(*src), wei, bias, FSL_MD(*dst), attr, pd);
 }
 
+/* Whether md is a 2-D strided descriptor; dm and st (DNNL_MAX_NDIMS
+ * entries) receive its dims and strides. */
+static bool md_2d_strided(fsl_cmd md, int64_t *dm, int64_t *st) {
+  return md_ndims(md) == 2 && md_query_dims(md, MD_DIMS, dm) && md_query_dims(md, MD_STRIDES, st);
+}
+
 /* A 2-D GEMM operand view md ([rows, cols], strides (sr, sc)) as the 4-D
  * activation [1, cols, 1, rows] of a 1x1 convolution, strides (-, sc, -,
  * sr): a row-major [M, K] src is then a channels-last (nhwc) image of M
@@ -845,9 +851,7 @@ static dnnl_status_t direct_conv_pd(md_arena *a, const geom *g, const fsl_value 
  * operand's view may be strided or broadcast. */
 static dnnl_status_t md_gemm_act_as_conv(md_arena *a, fsl_md *md) {
   int64_t dm[DNNL_MAX_NDIMS], st[DNNL_MAX_NDIMS];
-  if (md_ndims(FSL_MD(*md)) != 2 || !md_query_dims(FSL_MD(*md), MD_DIMS, dm) ||
-      !md_query_dims(FSL_MD(*md), MD_STRIDES, st))
-    return dnnl_unimplemented;
+  if (!md_2d_strided(FSL_MD(*md), dm, st)) return dnnl_unimplemented;
   /* the unit dims get the outermost stride, as oneDNN's nhwc tag has it
    * (its implementations match layouts by tag) */
   int64_t outer = dm[0] * st[0];
@@ -859,9 +863,7 @@ static dnnl_status_t md_gemm_act_as_conv(md_arena *a, fsl_md *md) {
  * weights [N, K, 1, 1], strides (sn, sk, 1, 1). */
 static dnnl_status_t md_gemm_wei_as_conv(md_arena *a, fsl_md *md) {
   int64_t dm[DNNL_MAX_NDIMS], st[DNNL_MAX_NDIMS];
-  if (md_ndims(FSL_MD(*md)) != 2 || !md_query_dims(FSL_MD(*md), MD_DIMS, dm) ||
-      !md_query_dims(FSL_MD(*md), MD_STRIDES, st))
-    return dnnl_unimplemented;
+  if (!md_2d_strided(FSL_MD(*md), dm, st)) return dnnl_unimplemented;
   int64_t d[4] = {dm[1], dm[0], 1, 1}, s[4] = {st[1], st[0], 1, 1};
   return md_strided(a, md, 4, d, s);
 }
