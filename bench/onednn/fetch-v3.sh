@@ -8,8 +8,9 @@
 #   cmake -S . -B build-v3 -DDNNL_INCLUDE=$1 -DDNNL_LIB=$2
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-W=${WORK:-/tmp/fsl-onednn}
-mkdir -p "$W" && cd "$W"
+mkdir -p "${WORK:-/tmp/fsl-onednn}"
+W=$(cd "${WORK:-/tmp/fsl-onednn}" && pwd) # absolute: the paths printed must hold from any folder
+cd "$W"
 if [ ! -d v3 ]; then
   "$here/../../.venv/bin/pip" download -q --no-deps -d wheels \
     onednn-cpu-gomp==2023.2.0 onednn-devel-cpu-gomp==2023.2.0 >&2
