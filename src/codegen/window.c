@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Whether v reads a window view (pooling's sliding windows) through the
  * kernel's elementwise and movement nodes. */
@@ -22,12 +23,35 @@ bool fsl_cg_windowed(const em *e, const fsl_value *v, int depth) {
   return false;
 }
 
-/* X of window node w (the value under a pad inside the kernel) and its
- * layout among the kernel's inputs, or NULL. */
+/* Whether v is a kernel input read in a layout, or elementwise work over
+ * such inputs (all in one layout, *lay) and broadcasts of plain inputs or
+ * constants (a bias, a ReLU's zero): each element of v then reads its
+ * layout inputs at its own position, so a row of v along the layout's
+ * innermost axis reads contiguous memory. */
+static bool layout_source(const em *e, const fsl_value *v, const fsl_cg_layout **lay, int depth) {
+  if (depth > 16) return false;
+  if (!e->inside[v->id]) {
+    const fsl_cg_layout *l = fsl_cg_in_layout(e, v);
+    if (!l || (*lay && ((*lay)->rank != l->rank || memcmp((*lay)->order, l->order, sizeof l->order)))) return false;
+    *lay = l;
+    return true;
+  }
+  const fsl_node *n = v->producer;
+  if (n->op == FSL_OP_expand) return !e->inside[n->in[0]->id] && !fsl_cg_in_layout(e, n->in[0]);
+  if (fsl_op_get(n->op)->kind != FSL_KIND_ELEMENTWISE) return false;
+  for (int i = 0; i < n->n_in; i++)
+    if (!fsl_cg_same_shape(n->in[i], v) || !layout_source(e, n->in[i], lay, depth + 1)) return false;
+  return true;
+}
+
+/* X of window node w (the value under a pad inside the kernel) and the
+ * layout it is read in (layout_source: an input, or elementwise work over
+ * inputs, in one layout), or NULL. */
 static const fsl_cg_layout *window_source_layout(const em *e, const fsl_node *w, const fsl_value **X) {
   *X = w->in[0];
   if (e->inside[(*X)->id] && (*X)->producer->op == FSL_OP_pad) *X = (*X)->producer->in[0];
-  return e->inside[(*X)->id] ? NULL : fsl_cg_in_layout(e, *X);
+  const fsl_cg_layout *lay = NULL;
+  return layout_source(e, *X, &lay, 0) ? lay : NULL;
 }
 
 /* Whether kernel input or value v is read in a layout or depends, through

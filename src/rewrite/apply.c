@@ -174,6 +174,41 @@ bool fsl_rw_varies_only(const fsl_value *v, int64_t ax) {
   return n > 0;
 }
 
+/* (windows-hit PAD WINDOW): every window of WINDOW, which reads PAD's
+ * output, holds at least one element of PAD's input, and PAD pads no axis
+ * the windows do not slide along (ONNX MaxPool with pads below the
+ * kernel's extent).  A pad that is not constant (edge, reflect) copies the
+ * input, which always qualifies.  Where it holds, a reduction over the
+ * windows that is monotone in each element (reduce_max) commutes with an
+ * elementwise max against one number: the pad's value meets the same
+ * number of real elements on both sides. */
+static bool windows_hit(const fsl_node *pad, const fsl_node *win) {
+  if (!pad || !win || pad->op != FSL_OP_pad || win->op != FSL_OP_window || win->in[0] != pad->out[0]) return false;
+  if (fsl_attr_int(pad, "mode", 0) != 0) return true;
+  const fsl_value *x = pad->in[0], *p = pad->out[0], *w = win->out[0];
+  const int64_t *pads = NULL, *ks = NULL, *st = NULL, *dl = NULL;
+  int r = x->rank, np = fsl_attr_ints(pad, "pads", &pads), k = fsl_attr_ints(win, "kernel_shape", &ks);
+  int ns = fsl_attr_ints(win, "strides", &st), nd = fsl_attr_ints(win, "dilations", &dl);
+  if (np != 2 * r || k < 1 || k > r || p->rank != r || w->rank != r + k) return false;
+  for (int a = 0; a < r; a++) {
+    int j = a - (r - k); /* the window axis of a, or < 0 */
+    if (j < 0) {
+      if (pads[a] > 0 || pads[a + r] > 0) return false;
+      continue;
+    }
+    int64_t s = ns == k ? st[j] : 1, d = nd == k ? dl[j] : 1, lo = pads[a] > 0 ? pads[a] : 0;
+    int64_t hi = pads[a] + x->dims[a] - 1; /* the input's last element on the padded axis */
+    if (s < 1 || d < 1 || ks[j] < 1) return false;
+    if (hi >= p->dims[a]) hi = p->dims[a] - 1;
+    for (int64_t o = 0; o < w->dims[a]; o++) {
+      bool hit = false;
+      for (int64_t t = 0; t < ks[j] && !hit; t++) hit = o * s + t * d >= lo && o * s + t * d <= hi;
+      if (!hit) return false;
+    }
+  }
+  return true;
+}
+
 bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
   if (e->kind != FSL_RW_CALL) return false;
   const char *f = e->name;
@@ -233,6 +268,11 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
     /* (varies-only CONST AXIS) */
     if (e->n_args != 2 || !v || !arg_int(m, e->args[1], &x) || !norm_axis(&x, v->rank)) return false;
     return fsl_rw_varies_only(v, x);
+  }
+  if (!strcmp(f, "windows-hit")) {
+    const fsl_rw_bind *p = e->n_args == 2 && e->args[0]->kind == FSL_RW_VAR ? fsl_rw_lookup(m, e->args[0]->name) : NULL;
+    const fsl_rw_bind *q = e->n_args == 2 && e->args[1]->kind == FSL_RW_VAR ? fsl_rw_lookup(m, e->args[1]->name) : NULL;
+    return p && q && windows_hit(p->n, q->n);
   }
   if (!strcmp(f, "channel")) {
     /* (channel V AXIS): every dim of V but AXIS is 1 */

@@ -284,6 +284,54 @@ static void test_row_div_after_matmul(void **state) {
   }
 }
 
+/* max(x, z) before a max pool over x [1, 2, 9, 9] (pads p on H and W at
+ * both ends, mode 0 constant -inf or 2 edge, 3x3 windows of stride st;
+ * z of shape zd): returns how often max-after-pool fired and checks the
+ * answer. */
+static int max_pool_case(int64_t p, int mode, int64_t st, const int64_t *zd) {
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = {.g = g};
+  int64_t xd[4] = {1, 2, 9, 9}, pads[8] = {0, 0, p, p, 0, 0, p, p}, k[2] = {3, 3}, s[2] = {st, st}, dl[2] = {1, 1};
+  int64_t axes[2] = {4, 5};
+  fsl_value *x = input(g, "x", 4, xd);
+  fsl_value *r = fsl_b_binary(&b, FSL_OP_max, x, fsl_b_expand(&b, const_f32(&b, 4, zd, 7), xd));
+  fsl_value *y = fsl_b_reduce(&b, FSL_OP_reduce_max, fsl_b_window(&b, fsl_b_pad(&b, r, pads, mode, -INFINITY), 2, k, s, dl),
+                              axes, 2, true);
+  assert_int_equal(b.st, FSL_OK);
+  y->name = "y";
+  assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
+  y->is_output = true;
+  void *before[1], *after[1];
+  run_graph(g, before, 3);
+  fsl_rewrite_stats rs = {0};
+  if (fsl_rewrite(g, fsl_ruleset_builtin(), &rs) != FSL_OK) fail_msg("%s", fsl_last_error());
+  int n = fired(&rs, "max-after-pool");
+  free(rs.fired);
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  if (n) assert_int_equal(g->outputs[0]->producer->op, FSL_OP_max); /* on the pooled values */
+  run_graph(g, after, 3);
+  expect_close(before[0], after[0], fsl_value_numel(g->outputs[0]));
+  free(before[0]);
+  free(after[0]);
+  fsl_graph_free(g);
+  return n;
+}
+
+/* ReLU before MaxPool runs after it, on the pooled values, where every
+ * window holds an element of the input and the ReLU's operand is one
+ * number; not where a window lies in the padding only (pads of 3 before a
+ * 3x3 window: the first window would give the ReLU's number instead of
+ * -inf), nor against a value that varies over the windows */
+static void test_max_after_pool(void **state) {
+  (void)state;
+  int64_t one[4] = {1, 1, 1, 1}, plane[4] = {1, 1, 9, 9};
+  assert_int_equal(max_pool_case(1, 0, 2, one), 1); /* ResNet's stem pool */
+  assert_int_equal(max_pool_case(2, 0, 1, one), 1);
+  assert_int_equal(max_pool_case(3, 0, 1, one), 0);
+  assert_int_equal(max_pool_case(3, 2, 1, one), 1); /* edge padding copies the input */
+  assert_int_equal(max_pool_case(1, 0, 2, plane), 0);
+}
+
 /* a scale whose conv result is also read elsewhere stays: folding it into
  * the weights would need a second conv */
 static void test_rewrite_keeps_shared_values(void **state) {
@@ -667,6 +715,7 @@ int main(void) {
       cmocka_unit_test(test_rewrite_real_patterns),
       cmocka_unit_test(test_rewrite_keeps_shared_values),
       cmocka_unit_test(test_row_div_after_matmul),
+      cmocka_unit_test(test_max_after_pool),
       cmocka_unit_test(test_conv_before_resample), cmocka_unit_test(test_conv_before_resample_keeps_views),
       cmocka_unit_test(test_conv_into_matmul),
       cmocka_unit_test(test_search_skips_what_does_not_fit),
