@@ -520,8 +520,8 @@ static bool is_function(const char *s) {
       "compose", "inverse", "dims", "dim", "rank", "vector-at", "set-dim", "attr", "at", "+", "-", "*",
       "axis-of",
       /* conditions */
-      "const", "runtime", "identity", "eq", "ne", "le", "same-attrs", "all", "float", "channel", "ints-all", "square", "varies-only",
-      "windows-hit", NULL};
+      "const", "runtime", "identity", "eq", "ne", "le", "same-attrs", "all", "float", "channel", "ints-all", "square",
+      "varies-only", "windows-hit", NULL};
   for (int i = 0; fns[i]; i++)
     if (!strcmp(fns[i], s)) return true;
   return false;

@@ -295,8 +295,8 @@ static int max_pool_case(int64_t p, int mode, int64_t st, const int64_t *zd) {
   int64_t axes[2] = {4, 5};
   fsl_value *x = input(g, "x", 4, xd);
   fsl_value *r = fsl_b_binary(&b, FSL_OP_max, x, fsl_b_expand(&b, const_f32(&b, 4, zd, 7), xd));
-  fsl_value *y = fsl_b_reduce(&b, FSL_OP_reduce_max, fsl_b_window(&b, fsl_b_pad(&b, r, pads, mode, -INFINITY), 2, k, s, dl),
-                              axes, 2, true);
+  fsl_value *win = fsl_b_window(&b, fsl_b_pad(&b, r, pads, mode, -INFINITY), 2, k, s, dl);
+  fsl_value *y = fsl_b_reduce(&b, FSL_OP_reduce_max, win, axes, 2, true);
   assert_int_equal(b.st, FSL_OK);
   y->name = "y";
   assert_int_equal(fsl_graph_add_output(g, y), FSL_OK);
