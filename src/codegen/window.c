@@ -32,7 +32,10 @@ static bool layout_source(const em *e, const fsl_value *v, const fsl_cg_layout *
   if (depth > 16) return false;
   if (!e->inside[v->id]) {
     const fsl_cg_layout *l = fsl_cg_in_layout(e, v);
-    if (!l || (*lay && ((*lay)->rank != l->rank || memcmp((*lay)->order, l->order, sizeof l->order)))) return false;
+    /* one layout: the same order over the rank (entries past it are not set) */
+    if (!l) return false;
+    if (*lay && ((*lay)->rank != l->rank || memcmp((*lay)->order, l->order, sizeof *l->order * (size_t)l->rank)))
+      return false;
     *lay = l;
     return true;
   }

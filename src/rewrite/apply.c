@@ -209,6 +209,12 @@ static bool windows_hit(const fsl_node *pad, const fsl_node *win) {
   return true;
 }
 
+/* The node a label names (LABEL=(op ...)), or NULL. */
+static const fsl_node *label_node(const fsl_rw_match *m, const fsl_rw_expr *e) {
+  const fsl_rw_bind *b = e->kind == FSL_RW_VAR ? fsl_rw_lookup(m, e->name) : NULL;
+  return b ? b->n : NULL;
+}
+
 bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
   if (e->kind != FSL_RW_CALL) return false;
   const char *f = e->name;
@@ -248,9 +254,9 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
     return true;
   }
   if (!strcmp(f, "same-attrs")) {
-    if (e->n_args != 2 || e->args[0]->kind != FSL_RW_VAR || e->args[1]->kind != FSL_RW_VAR) return false;
-    const fsl_rw_bind *p = fsl_rw_lookup(m, e->args[0]->name), *q = fsl_rw_lookup(m, e->args[1]->name);
-    return p && q && p->n && q->n && fsl_attrs_equal(p->n, q->n);
+    if (e->n_args != 2) return false;
+    const fsl_node *p = label_node(m, e->args[0]), *q = label_node(m, e->args[1]);
+    return p && q && fsl_attrs_equal(p, q);
   }
   if (!strcmp(f, "all")) {
     /* (all CONST NUMBER): every element of the constant equals the number */
@@ -270,9 +276,8 @@ bool fsl_rw_eval_cond(const fsl_rw_match *m, const fsl_rw_expr *e) {
     return fsl_rw_varies_only(v, x);
   }
   if (!strcmp(f, "windows-hit")) {
-    const fsl_rw_bind *p = e->n_args == 2 && e->args[0]->kind == FSL_RW_VAR ? fsl_rw_lookup(m, e->args[0]->name) : NULL;
-    const fsl_rw_bind *q = e->n_args == 2 && e->args[1]->kind == FSL_RW_VAR ? fsl_rw_lookup(m, e->args[1]->name) : NULL;
-    return p && q && windows_hit(p->n, q->n);
+    /* (windows-hit PAD WINDOW): labels */
+    return e->n_args == 2 && windows_hit(label_node(m, e->args[0]), label_node(m, e->args[1]));
   }
   if (!strcmp(f, "channel")) {
     /* (channel V AXIS): every dim of V but AXIS is 1 */
