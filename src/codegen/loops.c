@@ -58,6 +58,23 @@ static int tile_breaks(const em *e, int64_t len, int64_t unit, int64_t *bk) {
   return nb;
 }
 
+/* The first of the trailing axes of the nest's outputs that tiled_nest
+ * tiles as one: the innermost when it is TILE long or more, else as many
+ * as make TILE (a [C, 10, 10] slice of an NHWC buffer: [C, 100]), which
+ * needs every output stored by the tile store (row-major f32); -1 when
+ * all of them are shorter. */
+static int tile_merge(const em *e, int n, const int *outs) {
+  const fsl_value *v = e->s->out[outs[0]];
+  int m = v->rank - 1;
+  if (m < 1) return -1;
+  int64_t len = v->dims[m];
+  if (len >= TILE) return m;
+  for (int k = 0; k < n; k++)
+    if (!tile_stored(e, outs[k])) return -1;
+  while (m > 1 && len < TILE) len *= v->dims[--m];
+  return len >= TILE ? m : -1;
+}
+
 /* The tile of tiled_nest along its axis var[0] (the read's contiguous
  * one) into the tile buffers tb<k>_, one row of var[1] at a time.  With
  * concat boundaries bk[0..nb) inside (0, len) of axis var[1], the rows go
@@ -65,8 +82,13 @@ static int tile_breaks(const em *e, int64_t len, int64_t unit, int64_t *bk) {
  * concat along that axis (e->range[1]): the inner loop then holds no
  * branch on var[1] and vectorizes (YOLOX's decode, [xy, wh, scores] along
  * its last axis: 83 -> 31 us run alone). */
-static bool tile_gather(em *e, int n, const int *outs, const coords *c, char var[2][CLEN], char lo[2][CLEN],
-                        char hv[2][CLEN], int nb, const int64_t *bk, int64_t len) {
+static bool tile_gather(em *e, int n, const int *outs, const coords *c0, char var[2][CLEN], char lo[2][CLEN],
+                        char hv[2][CLEN], int nb, const int64_t *bk, int64_t len, int m) {
+  const fsl_value *v = e->s->out[outs[0]];
+  coords cm = *c0;
+  const coords *c = &cm;
+  int axes[FSL_MAX_RANK];
+  for (int i = m; i < v->rank; i++) axes[i - m] = i;
   bool ok = true;
   for (int p = 0; p <= nb && ok; p++) {
     char plo[CLEN], phi[CLEN];
@@ -81,6 +103,8 @@ static bool tile_gather(em *e, int n, const int *outs, const coords *c, char var
     }
     fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[1], .lo = plo, .hi = phi});
     fsl_cg_open_scope(e);
+    /* merged trailing axes: their coordinates, once per row */
+    if (m < v->rank - 1) fsl_cg_decompose(e, var[1], v->rank - m, axes, v->dims, "c", &cm);
     loop_ctx lc;
     fsl_cg_loop_begin(e, &lc, "", var[0]);
     fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hv[0]});
@@ -111,17 +135,19 @@ static bool tile_gather(em *e, int n, const int *outs, const coords *c, char var
  * it runs in parallel when the elements it writes, over all n outputs,
  * exceed the dialect's par_min (efficientvit_b1's q, k and v of 25088
  * elements each, transposed out of one channels-last buffer). */
-static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
+static bool tiled_nest(em *e, int n, const int *outs, int ta, int m, int64_t total) {
   const fsl_value *v = e->s->out[outs[0]];
   int r = v->rank, axes[FSL_MAX_RANK], na = 0;
-  int64_t bd[FSL_MAX_RANK], blocks = 1;
-  for (int i = 0; i < r; i++) {
-    bd[i] = i == ta || i == r - 1 ? (v->dims[i] + TILE - 1) / TILE : v->dims[i];
+  /* axes m..r-1 as one (their product long): the tile's second axis */
+  int64_t bd[FSL_MAX_RANK], blocks = 1, len[2] = {v->dims[ta], 1};
+  for (int i = m; i < r; i++) len[1] *= v->dims[i];
+  for (int i = 0; i <= m; i++) {
+    bd[i] = i == ta ? (len[0] + TILE - 1) / TILE : i == m ? (len[1] + TILE - 1) / TILE : v->dims[i];
     blocks *= bd[i];
-    if (i != ta && i != r - 1) axes[na++] = i;
+    if (i != ta && i != m) axes[na++] = i;
   }
   axes[na++] = ta;
-  axes[na++] = r - 1;
+  axes[na++] = m;
   char hi[32];
   snprintf(hi, sizeof hi, "%lld", (long long)blocks);
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total * n > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_",
@@ -130,18 +156,19 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
   fsl_cg_line(e, "int e_ = 0;");
   coords c;
   c.rank = r;
-  /* b<ta> and b<r-1> are tile indices, the other b<i> coordinates */
+  /* b<ta> and b<m> are tile indices, the other b<i> coordinates */
   fsl_cg_decompose(e, "r_", na, axes, bd, "b", &c);
-  int ax[2] = {ta, r - 1};
+  int ax[2] = {ta, m};
   char var[2][CLEN], lo[2][CLEN], hv[2][CLEN];
   for (int q = 0; q < 2; q++) {
     int a = ax[q];
     const char *b = bd[a] == 1 ? "0" : c.c[a];
-    snprintf(var[q], CLEN, "c%d", a);
+    if (q && m < r - 1) snprintf(var[q], CLEN, "cq_");
+    else snprintf(var[q], CLEN, "c%d", a);
     snprintf(lo[q], CLEN, "tl%d_", q);
     snprintf(hv[q], CLEN, "th%d_", q);
     fsl_cg_line(e, "const int64_t tl%d_ = %s*%d, th%d_ = %s*%d + %d < %lld ? %s*%d + %d : %lld;", q, b, TILE, q, b, TILE,
-                TILE, (long long)v->dims[a], b, TILE, TILE, (long long)v->dims[a]);
+                TILE, (long long)len[q], b, TILE, TILE, (long long)len[q]);
     snprintf(c.c[a], CLEN, "%s", var[q]);
   }
   for (int k = 0; k < n; k++)
@@ -151,7 +178,7 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
    * multiples of TILE (every tile lies in one part, so a concat along ta
    * reads one input with no test; YOLOX's decode of three heads) */
   int64_t bk[4], bk1[4];
-  int nb = tile_breaks(e, v->dims[ta], TILE, bk), nb1 = tile_breaks(e, v->dims[r - 1], 1, bk1);
+  int nb = tile_breaks(e, v->dims[ta], TILE, bk), nb1 = m == r - 1 ? tile_breaks(e, v->dims[r - 1], 1, bk1) : 0;
   if ((nb + 1) * (nb1 + 1) > 16) nb1 = 0; /* code size: a copy of the body each */
   bool ok = true;
   for (int p = 0; p <= nb && ok; p++) {
@@ -163,7 +190,7 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
       e->range[0].lo = p ? bk[p - 1] : 0;
       e->range[0].hi = p < nb ? bk[p] : v->dims[ta];
     }
-    ok = tile_gather(e, n, outs, &c, var, lo, hv, nb1, bk1, v->dims[r - 1]);
+    ok = tile_gather(e, n, outs, &c, var, lo, hv, nb1, bk1, v->dims[r - 1], m);
     if (nb) {
       e->range[0].var = NULL;
       fsl_cg_close_scope(e);
@@ -185,11 +212,11 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int64_t total) {
     for (int i = ta + 1; i < r; i++) ld *= v->dims[i];
     coords tc = c;
     snprintf(tc.c[ta], CLEN, "tl0_");
-    snprintf(tc.c[r - 1], CLEN, "tl1_");
+    for (int i = m; i < r; i++) snprintf(tc.c[i], CLEN, i == m && m == r - 1 ? "tl1_" : "0");
     char idx[CLEN];
     fsl_cg_layout_index(e, o, NULL, &tc, idx);
-    fsl_cg_line(e, "%s(out%d + %s, %lld, tb%d_, th0_ - tl0_, th1_ - tl1_);", e->d->tile16_store, outs[k], idx,
-                (long long)ld, k);
+    fsl_cg_line(e, "%s(out%d + %s%s, %lld, tb%d_, th0_ - tl0_, th1_ - tl1_);", e->d->tile16_store, outs[k], idx,
+                m < r - 1 ? " + tl1_" : "", (long long)ld, k);
   }
   if (rest) {
     fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = var[0], .lo = lo[0], .hi = hv[0]});
@@ -329,8 +356,9 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
   /* a row-major output only: tiles for an NHWC one (a [C, HW] -> [HW, C]
    * transpose) measured 4x slower than the plain nest along its memory
    * order, whose strided reads stay in L1 across the row */
-  int ta = seg_len < 0 && L >= TILE && !ol ? fsl_cg_tile_axis(e, v) : -1;
-  if (ta >= 0) return tiled_nest(e, n, outs, ta, total);
+  int m = seg_len < 0 && !ol ? tile_merge(e, n, outs) : -1;
+  int ta = m >= 0 ? fsl_cg_tile_axis(e, v) : -1;
+  if (ta >= 0 && ta < m) return tiled_nest(e, n, outs, ta, m, total);
   if (rows < 64 && L > 8192 && !icat) {
     B = (L + 63) / 64;
     if (B < 2048) B = 2048;
@@ -421,6 +449,22 @@ static int concat_axis_of(em *e, const fsl_value *v, const fsl_node **cat) {
   return -1;
 }
 
+/* Whether the nest of concat cat along output axis `axis` runs over
+ * transposing tiles (nest_box) along that axis: the read is contiguous
+ * along it and every boundary between cat's inputs is a multiple of TILE,
+ * so that each tile reads one input (tiled_nest's parts; the two heads of
+ * a detector, 64 + 18 channels of NHWC conv outputs, into one NCHW
+ * buffer: a nest per input strided every element instead). */
+static bool tiles_concat(const em *e, int n, const int *outs, const fsl_node *cat, int axis) {
+  int m = tile_merge(e, n, outs);
+  if (m < 0 || axis >= m || fsl_cg_tile_axis(e, e->s->out[outs[0]]) != axis) return false;
+  int ca = (int)fsl_attr_int(cat, "axis", 0);
+  int64_t off = 0;
+  for (int k = 0; k + 1 < cat->n_in; k++)
+    if ((off += cat->in[k]->dims[ca]) % TILE) return false;
+  return true;
+}
+
 /* One loop nest over the shape of out[outs[0]].  Where that output is a
  * concat inside the kernel, or a reshape of one that keeps the concat's
  * axis (concat_axis_of), on a dialect with SIMD loops, each loop reads only
@@ -436,7 +480,8 @@ static bool loop_nest(em *e, int n, const int *outs) {
   int axis = n == 1 && e->d->par_min != 0 && e->inside[v->id] && !e->pin_node ? concat_axis_of(e, v, &cat) : -1;
   int inner = v->rank > 0 ? (ol ? ol->order[v->rank - 1] : v->rank - 1) : -1;
   if (axis >= 0 && axis == inner && v->rank >= 2) return nest_box(e, n, outs, -1, 0, -1, cat);
-  if (axis < 0 || axis == inner || ol) return nest_box(e, n, outs, -1, 0, -1, NULL);
+  if (axis < 0 || axis == inner || ol || tiles_concat(e, n, outs, cat, axis))
+    return nest_box(e, n, outs, -1, 0, -1, NULL);
   int cat_axis = (int)fsl_attr_int(cat, "axis", 0);
   int64_t off = 0;
   bool ok = true;

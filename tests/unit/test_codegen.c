@@ -578,6 +578,26 @@ static void test_transpose_tiles(void **state) {
   fsl_graph_free(g);
 }
 
+/* exp of an NHWC [2, 10, 6, 40] read as NCHW [2, 40, 10, 6] (a channels-
+ * last buffer's consumer), and twice that as a second output: the rows
+ * (6) are shorter than a tile, so the tiles run over the channels and the
+ * 60 positions of both spatial axes as one (cq_, whose coordinates are
+ * taken once per row), both outputs through fsl_tile16_store. */
+static void test_transpose_tiles_merged(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {2, 10, 6, 40}, perm[] = {0, 3, 1, 2};
+  fsl_value *y = fsl_b_unary(&b, FSL_OP_exp, fsl_b_permute(&b, input_dt(g, FSL_DT_F32, 4, d), perm));
+  fsl_value *z = fsl_b_binary_scalar(&b, FSL_OP_mul, y, 2.0);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  fsl_graph_add_output(g, z);
+  check_kernel(g, -3, 3, "for (int64_t cq_ = tl1_; cq_ < th1_; cq_++)", "transpose tiles over merged axes");
+  check_kernel(g, -3, 3, "fsl_tile16_store(out1 + ", "transpose tiles over merged axes, second output");
+  fsl_graph_free(g);
+}
+
 /* An upsampling's taps over a transposed input: [3, 40, 20] permuted to
  * [3, 20, 40], gathered along axis 2 by the constant indices j / 2 (the
  * nearest taps of a 2x upsampling, 80 columns) and weighted.  The read
@@ -613,6 +633,29 @@ static void test_transpose_tiles_concat(void **state) {
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
   check_kernel(g, -3, 3, "if (th0_ <= 32) {", "transpose tiles of a concat");
+  fsl_graph_free(g);
+}
+
+/* Two NHWC buffers, [2, 6, 5, 32] and [2, 6, 5, 7], read as NCHW, each
+ * with its own arithmetic, concatenated along the channels into
+ * [2, 39, 6, 5] (a detector's box and class heads into one output): the
+ * read is contiguous along the concat's axis and its boundary 32 is a
+ * multiple of the tile, so the nest runs over tiles of the channels and
+ * of both spatial axes as one, a version per input, instead of a nest per
+ * input strided every element. */
+static void test_transpose_tiles_concat_outer(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d0[] = {2, 6, 5, 32}, d1[] = {2, 6, 5, 7}, perm[] = {0, 3, 1, 2};
+  fsl_value *parts[] = {fsl_b_unary(&b, FSL_OP_exp, fsl_b_permute(&b, input_dt(g, FSL_DT_F32, 4, d0), perm)),
+                        fsl_b_binary_scalar(&b, FSL_OP_mul, fsl_b_permute(&b, input_dt(g, FSL_DT_F32, 4, d1), perm),
+                                            0.5)};
+  fsl_value *y = fsl_b_concat(&b, parts, 2, 1);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -3, 3, "if (th0_ <= 32) {", "transpose tiles of an outer concat");
+  check_kernel(g, -3, 3, "for (int64_t cq_ = tl1_; cq_ < th1_; cq_++)", "transpose tiles of an outer concat, merged");
   fsl_graph_free(g);
 }
 
@@ -754,7 +797,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_axis_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_pad_interior), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_merged), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_outer), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
