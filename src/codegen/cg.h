@@ -103,6 +103,7 @@ typedef struct em {
   isplit split;         /* the interleaved inner loop being emitted */
   emit_mode mode;
   int n_red;            /* reductions emitted so far (fused: r<k> live) */
+  bool red_cols;        /* r<k> are per column of the current loop (columns.c): loop variants */
   bool fused_fail;      /* a fused read left its row: retry with passes */
   /* the innermost loop being emitted (loop_begin): loop-invariant values
    * go to `pre`, which lands before the loop header */

@@ -53,12 +53,28 @@ static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int dep
   return false;
 }
 
+/* The results r<k> of reductions 0..nk-1 at column o, from their
+ * accumulators and NaN flags, for what the loop body reads of them
+ * (e->n_red = nk). */
+static void col_results(em *e, const fsl_node **red, int nk, const char *o) {
+  for (int k = 0; k < nk; k++) {
+    const char *Y = fsl_cg_ctype(e->d, red[k]->out[0]->dtype);
+    bool nan = is_f(red[k]->in[0]->dtype) && (red[k]->op == FSL_OP_reduce_max || red[k]->op == FSL_OP_reduce_min);
+    if (nan) fsl_cg_line(e, "const %s r%d = n%d[%s] ? (%s)NAN : (%s)a%d[%s];", Y, k, k, o, Y, Y, k, o);
+    else fsl_cg_line(e, "const %s r%d = (%s)a%d[%s];", Y, k, Y, k, o);
+  }
+  e->n_red = nk;
+  e->red_cols = true;
+}
+
 /* The direct form of a column row (fsl_cg_cols): the loops over the
  * reduced axes (ja[0..nj), clamped by the window row w where there is
  * one), then the SIMD loop across the innermost kept axis o in [lo, hi),
- * L long, updating every reduction's accumulators (col_update, mode). */
-static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w, const fsl_cg_red_acc *a, coords *c,
-                   const char *o, const char *lo, const char *hi, int64_t L, const int *ja, int nj, upd_mode mode) {
+ * L long, updating the accumulators of reductions k0..k1-1 (col_update,
+ * mode), whose inputs may read the results of those before k0. */
+static bool direct(em *e, const fsl_node **red, int k0, int k1, const fsl_cg_win_row *w, const fsl_cg_red_acc *a,
+                   coords *c, const char *o, const char *lo, const char *hi, int64_t L, const int *ja, int nj,
+                   upd_mode mode) {
   loop_ctx lc;
   /* the window loops, then the SIMD loop across the innermost kept axis */
   fsl_cg_loop_begin(e, &lc, "j", o);
@@ -80,8 +96,9 @@ static bool direct(em *e, const fsl_node **red, int nr, const fsl_cg_win_row *w,
   fsl_cg_loop_open(e, &l);
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
+  col_results(e, red, k0, o);
   bool ok = true;
-  for (int k = 0; k < nr && ok; k++) {
+  for (int k = k0; k < k1 && ok; k++) {
     char v[CLEN];
     ok = w ? fsl_cg_win_ev(e, w, c, v) : fsl_cg_ev(e, red[k]->in[0], c, v);
     if (ok) col_update(e, red[k], k, o, v, &a[k], mode);
@@ -200,6 +217,39 @@ static bool separable(em *e, const fsl_node *n, const fsl_cg_win_row *w, const f
   return ok;
 }
 
+/* The row-space outputs of a column row (cls[j] == 2; a softmax's
+ * quotient): the loops over the reduced axes ja[0..nj) around a SIMD loop
+ * across the innermost kept axis o in [lo, hi), storing each at its
+ * coordinates oc[j] with every reduction's result at hand. */
+static bool row_outputs(em *e, const fsl_node **red, int nr, const int *cls, const coords *oc, const char *o,
+                        const char *lo, const char *hi, const int *ja, int nj) {
+  const fsl_cg_spec *s = e->s;
+  loop_ctx lc;
+  fsl_cg_loop_begin(e, &lc, "j", o);
+  char jv[FSL_MAX_RANK][CLEN], jd[FSL_MAX_RANK][32];
+  for (int q = 0; q < nj; q++) {
+    snprintf(jv[q], CLEN, "j%d", ja[q]);
+    snprintf(jd[q], sizeof jd[q], "%lld", (long long)red[0]->in[0]->dims[ja[q]]);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv[q], .lo = "0", .hi = jd[q]});
+    fsl_cg_open_scope(e);
+  }
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi, .n_red = 1, .red = {"|:e_"}});
+  fsl_cg_open_scope(e);
+  e->body_depth = e->depth;
+  col_results(e, red, nr, o);
+  bool ok = true;
+  for (int j = 0; j < s->n_out && ok; j++)
+    if (cls[j] == 2) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
+  fsl_cg_close_scope(e);
+  fsl_cg_line(e, "}");
+  for (int q = 0; q < nj; q++) {
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+  }
+  fsl_cg_loop_end(e, &lc);
+  return ok;
+}
+
 #define COL_MIN 8               /* the innermost kept axis: at least a vector */
 #define COL_BYTES (32 * 1024)   /* accumulators of a row: in L1 */
 #define COL_ROWS 16             /* fewer rows than this: the innermost kept axis is split in slots */
@@ -210,8 +260,8 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   const fsl_value *x0 = red[0]->in[0];
   *used = false;
   if (e->d->par_min == 0 || e->grp) return true;
-  for (int j = 0; cls && j < s->n_out; j++)
-    if (cls[j] != 1) return true;
+  bool rows_out = false; /* row-space outputs (a softmax's): loops of their own after the reductions */
+  for (int j = 0; cls && j < s->n_out; j++) rows_out = rows_out || cls[j] != 1;
   long long bytes = 0;
   int r = x0->rank, la = -1, last_red = -1;
   unsigned m0 = fsl_cg_red_mask(red[0]);
@@ -227,7 +277,7 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   if (lw >= 0 && !(m0 & (1u << lw))) la = lw;
   if (la < 0 || x0->dims[la] < COL_MIN) return true;
   int64_t L = x0->dims[la];
-  bool win = false;
+  bool win = false, staged = false;
   for (int k = 0; k < nr; k++) {
     fsl_op op = red[k]->op;
     bool wk = fsl_cg_windowed(e, red[k]->in[0], 0);
@@ -235,17 +285,16 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
     if ((op != FSL_OP_reduce_sum && op != FSL_OP_reduce_prod && op != FSL_OP_reduce_max && op != FSL_OP_reduce_min) ||
         (la < last_red && !wk && !fsl_cg_contig_along(e, red[k]->in[0], la)))
       return true;
+    /* a reduction reading an earlier one's result (a softmax's sum of
+     * exp(x - max)) runs in a sweep of its own after it; not past it */
     for (int j = 0; j < nr; j++)
-      if (depends(e, red[k]->in[0], red[j]->out[0], 0)) return true; /* a row's reductions one after another */
+      if (depends(e, red[k]->in[0], red[j]->out[0], 0)) {
+        if (j >= k || !cls) return true;
+        staged = true;
+      }
     bytes += (long long)L * ((is_f(x0->dtype) && (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)) ? 8 : 12);
   }
-  if (bytes > COL_BYTES) return true;
-  *used = true;
-  for (int k = 0; k < nr && la == lw; k++) { /* each window node read along the layout, once */
-    bool seen = false;
-    for (int j = 0; j < k; j++) seen = seen || red[j]->in[0]->producer == red[k]->in[0]->producer;
-    if (!seen && fsl_cg_layout_window_axis(e, red[k]->in[0]) == la) e->lay_windows++;
-  }
+  if ((staged || rows_out) && win) return true;
   int kept[FSL_MAX_RANK], nk = 0, ja[FSL_MAX_RANK], nj = 0;
   int64_t rows = 1, inner = 1;
   for (int i = 0; i < r; i++) {
@@ -261,9 +310,17 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
    * slots of the innermost kept axis, [ob_, oe_), each an equal share of
    * its units of COL_CHUNK columns (a slot may be empty), so a static
    * schedule gives every thread a contiguous, balanced part; windows keep
-   * whole rows */
+   * whole rows.  The accumulators a slot touches are what must stay in L1 */
   int64_t nch = 1, units = (L + COL_CHUNK - 1) / COL_CHUNK;
   if (!win && rows < COL_ROWS && units > 1) nch = (COL_ROWS + rows - 1) / rows;
+  int64_t span = (units + nch - 1) / nch * COL_CHUNK;
+  if (bytes / L * (span < L ? span : L) > COL_BYTES) return true;
+  *used = true;
+  for (int k = 0; k < nr && la == lw; k++) { /* each window node read along the layout, once */
+    bool seen = false;
+    for (int j = 0; j < k; j++) seen = seen || red[j]->in[0]->producer == red[k]->in[0]->producer;
+    if (!seen && fsl_cg_layout_window_axis(e, red[k]->in[0]) == la) e->lay_windows++;
+  }
   char o[CLEN], lo[CLEN] = "0", hi[CLEN];
   const char *row = "o_";
   snprintf(o, CLEN, "o%d", la);
@@ -331,44 +388,60 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   }
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
-  bool any_nan = false, ok;
-  for (int k = 0; k < nr; k++) any_nan = any_nan || nan[k];
+  bool ok;
   if (sep) {
     ok = separable(e, red[0], &w, &a[0], nan[0], &c, o, L, Lin);
   } else {
     /* a long row notes only whether it read a NaN; one that did runs its
-     * loops again for the per-column flags (rare) */
+     * loops again for the per-column flags (rare).  Staged: a sweep per
+     * reduction, each after those it reads */
     const fsl_cg_win_row *wr = w.src ? &w : NULL;
-    bool row = any_nan && L >= ROW_FLAG_MIN;
-    if (row) fsl_cg_line(e, "int rn_ = 0;");
-    ok = direct(e, red, nr, wr, a, &c, o, lo, hi, L, ja, nj, row ? UPD_ROW_FLAG : UPD_BOTH);
-    if (ok && row) {
-      fsl_cg_line(e, "if (rn_) {");
+    ok = true;
+    for (int k0 = 0; k0 < nr && ok; k0 = staged ? k0 + 1 : nr) {
+      int k1 = staged ? k0 + 1 : nr;
+      bool flag = false;
+      for (int k = k0; k < k1; k++) flag = flag || (nan[k] && L >= ROW_FLAG_MIN);
+      fsl_cg_line(e, "{");
       fsl_cg_open_scope(e);
-      ok = direct(e, red, nr, wr, a, &c, o, lo, hi, L, ja, nj, UPD_FLAGS);
+      if (flag) fsl_cg_line(e, "int rn_ = 0;");
+      ok = direct(e, red, k0, k1, wr, a, &c, o, lo, hi, L, ja, nj, flag ? UPD_ROW_FLAG : UPD_BOTH);
+      if (ok && flag) {
+        fsl_cg_line(e, "if (rn_) {");
+        fsl_cg_open_scope(e);
+        ok = direct(e, red, k0, k1, wr, a, &c, o, lo, hi, L, ja, nj, UPD_FLAGS);
+        fsl_cg_close_scope(e);
+        fsl_cg_line(e, "}");
+      }
       fsl_cg_close_scope(e);
       fsl_cg_line(e, "}");
     }
   }
   loop_ctx lc;
   if (!ok) return false;
-  /* the outputs, element by element of the innermost kept axis */
+  if (rows_out && !row_outputs(e, red, nr, cls, oc, o, lo, hi, ja, nj)) return false;
+  bool kept_out = !cls;
+  for (int j = 0; cls && j < s->n_out; j++) kept_out = kept_out || cls[j] == 1;
+  if (!kept_out) {
+    e->red_cols = false;
+    fsl_cg_line(e, "err_ |= e_;");
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+    return true;
+  }
+  /* the kept-space outputs, element by element of the innermost kept axis */
   fsl_cg_loop_begin(e, &lc, "", o);
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi, .n_red = 1, .red = {"|:e_"}});
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
-  for (int k = 0; k < nr; k++) {
-    const char *Y = fsl_cg_ctype(e->d, red[k]->out[0]->dtype);
-    if (nan[k]) fsl_cg_line(e, "const %s r%d = n%d[%s] ? (%s)NAN : (%s)a%d[%s];", Y, k, k, o, Y, Y, k, o);
-    else fsl_cg_line(e, "const %s r%d = (%s)a%d[%s];", Y, k, Y, k, o);
-  }
-  e->n_red = nr;
+  col_results(e, red, nr, o);
   if (!cls) /* a pass: the row's results into the scratch buffers, kept space flat */
     for (int k = 0; k < nr; k++) fsl_cg_line(e, "s%d[%s * %lld + %s] = r%d;", s0 + k, row, (long long)L, o, k);
-  for (int j = 0; cls && j < s->n_out && ok; j++) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
+  for (int j = 0; cls && j < s->n_out && ok; j++)
+    if (cls[j] == 1) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");
   fsl_cg_loop_end(e, &lc);
+  e->red_cols = false;
   fsl_cg_line(e, "err_ |= e_;");
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");

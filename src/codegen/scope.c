@@ -78,6 +78,7 @@ bool fsl_cg_ident_variant(const em *e, const char *s) {
   if (!e->pre) return false;
   if (e->lv_exact[0] && strcmp(s, e->lv_exact) == 0) return true;
   if (e->lv_prefix[0] && s[0] == e->lv_prefix[0] && (s[1] == '_' || (s[1] >= '0' && s[1] <= '9'))) return true;
+  if (e->red_cols && s[0] == 'r' && s[1] >= '0' && s[1] <= '9') return true;
   if ((s[0] == 'i' || s[0] == 't') && s[1] >= '0' && s[1] <= '9') {
     int t = atoi(s + 1);
     return t < e->cap_tvar && e->tvar[t];

@@ -731,6 +731,51 @@ static void test_column_sum(void **state) {
   fsl_graph_free(g);
 }
 
+/* softmax over axis 1 of [3, 16, 200] (YOLOv8's distribution focal loss
+ * head: 16 bins, each a plane): columns along the contiguous axis 2, a
+ * sweep for the max, one for the sum of exp(x - max) reading the max per
+ * column, then the quotients, bin by bin; three rows, so the columns are
+ * split in slots. */
+static void test_column_softmax(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {3, 16, 200}, axis = 1;
+  fsl_value *x = input_dt(g, FSL_DT_F32, 3, d);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -3, 3, "const float r0 = n0[o2] ? (float)NAN : (float)a0[o2];", "column softmax");
+  check_kernel(g, -3, 3, "a1[o2] += (double)", "column softmax, its sum");
+  fsl_graph_free(g);
+}
+
+/* LayerNorm over the channels of an NCHW [2, 24, 5, 30] (ConvNeXt's
+ * channels-first LayerNorm): the mean, then the mean square of x - mean
+ * (a second sweep reading the first per column), then the normalized
+ * output as columns along W. */
+static void test_column_layernorm(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {2, 24, 5, 30}, axis = 1;
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, d);
+  fsl_value *mu = fsl_b_binary_scalar(&b, FSL_OP_div, fsl_b_reduce(&b, FSL_OP_reduce_sum, x, &axis, 1, true), 24.0);
+  fsl_value *xc = fsl_b_binary(&b, FSL_OP_sub, x, mu);
+  fsl_value *var = fsl_b_binary_scalar(&b, FSL_OP_div,
+                                       fsl_b_reduce(&b, FSL_OP_reduce_sum, fsl_b_binary(&b, FSL_OP_mul, xc, xc), &axis,
+                                                    1, true),
+                                       24.0);
+  fsl_value *y =
+      fsl_b_binary(&b, FSL_OP_mul, xc, fsl_b_unary(&b, FSL_OP_rsqrt, fsl_b_binary_scalar(&b, FSL_OP_add, var, 1e-5)));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  check_kernel(g, -3, 3, "a1[o3] += (double)", "column LayerNorm");
+  fsl_graph_free(g);
+}
+
 /* gather rows of a [10, 6] table with int64 indices [3, 4] (negative ones
  * wrap): the index is checked and wrapped in the generated code. */
 static void test_gather(void **state) {
@@ -797,7 +842,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_axis_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_pad_interior), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_merged), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_outer), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_layout_columns),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_merged), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_outer), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_column_softmax), cmocka_unit_test(test_column_layernorm), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

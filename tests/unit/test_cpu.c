@@ -1295,6 +1295,36 @@ static void test_reduce_nan(void **state) {
   }
 }
 
+/* Softmax over an outer axis (columns.c: a sweep per reduction, the
+ * quotients column by column), with the max over that axis as a second,
+ * kept-space output: NaN, -inf and +inf in single columns give the
+ * reference's answers, in columns of 200 (a row flag, then a second sweep
+ * for the per-column flags) and of 40 (per-column flags at once). */
+static void test_column_softmax_nan(void **state) {
+  (void)state;
+  int64_t shapes[][3] = {{3, 16, 200}, {4, 10, 40}};
+  for (int t = 0; t < 2; t++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t axis = 1, C = shapes[t][1], W = shapes[t][2];
+    fsl_value *x = input_dt(g, FSL_DT_F32, 3, shapes[t]);
+    fsl_value *sm = softmax(&b, x, 1);
+    fsl_value *mx = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, false);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, sm);
+    fsl_graph_add_output(g, mx);
+    float *xin = random_data(x, -3, 3);
+    xin[0 * C * W + 3 * W + 7] = NAN;                        /* column 7 of row 0 */
+    xin[1 * C * W + (C - 1) * W + W - 1] = NAN;              /* the last column's last element */
+    for (int64_t c = 0; c < C; c++) xin[2 * C * W + c * W + 5] = -INFINITY; /* a column of -inf */
+    xin[2 * C * W + 4 * W + 9] = INFINITY;
+    void *in[] = {xin};
+    check_graph(g, in, 1e-5, t ? "column-softmax-nan-40" : "column-softmax-nan-200");
+    free_inputs(in, 1);
+    fsl_graph_free(g);
+  }
+}
+
 /* Instance norm (reduced axes 2,3 of NCHW: one flat index, no div/mod)
  * with a per-channel scale, and a quantizing round(x / max(y)) that must
  * see the exact quotient, not a reciprocal product: 45.5 / 7 = 6.5 rounds
@@ -1372,7 +1402,7 @@ int main(void) {
       cmocka_unit_test(test_large_parallel),
       cmocka_unit_test(test_fast_math),
       cmocka_unit_test(test_long_rows),
-      cmocka_unit_test(test_reduce_nan),
+      cmocka_unit_test(test_reduce_nan), cmocka_unit_test(test_column_softmax_nan),
       cmocka_unit_test(test_norm_quantize),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
