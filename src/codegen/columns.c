@@ -254,6 +254,7 @@ static bool row_outputs(em *e, const fsl_node **red, int nr, const int *cls, con
 #define COL_BYTES (32 * 1024)   /* accumulators of a row: in L1 */
 #define COL_ROWS 16             /* fewer rows than this: the innermost kept axis is split in slots */
 #define COL_CHUNK 16            /* a slot holds whole units of this many columns (a cache line of f32) */
+#define COL_FLOAT_SUM 32        /* f32 sums of at most this many elements add in float (error 32 ulp at worst) */
 
 bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coords *oc, int s0, bool *used) {
   const fsl_cg_spec *s = e->s;
@@ -376,6 +377,10 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   if (nr > (int)(sizeof a / sizeof a[0])) return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "too many reductions in one kernel");
   for (int k = 0; k < nr; k++) {
     fsl_cg_red_acc_of(e->d, red[k], &a[k]);
+    if (red[k]->op == FSL_OP_reduce_sum && x0->dtype == FSL_DT_F32 && inner <= COL_FLOAT_SUM) {
+      a[k].type = "float";
+      snprintf(a[k].init, CLEN, "0.0f");
+    }
     nan[k] = is_f(x0->dtype) && (red[k]->op == FSL_OP_reduce_max || red[k]->op == FSL_OP_reduce_min);
     fsl_cg_line(e, "%s a%d[%lld];", a[k].type, k, (long long)L);
     if (nan[k]) fsl_cg_line(e, "int n%d[%lld];", k, (long long)L);
