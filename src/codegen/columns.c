@@ -53,6 +53,29 @@ static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int dep
   return false;
 }
 
+/* Serial loops j<a> over the reduced axes ja[0..nj) of x, clamped by
+ * the window row w where there is one, each opened with its scope; with
+ * c, those coordinates of c become the loop variables. */
+static void reduced_loops(em *e, const fsl_value *x, const int *ja, int nj, const fsl_cg_win_row *w, coords *c) {
+  for (int q = 0; q < nj; q++) {
+    char jv[CLEN], jd[32];
+    snprintf(jv, CLEN, "j%d", ja[q]);
+    snprintf(jd, sizeof jd, "%lld", (long long)x->dims[ja[q]]);
+    if (c) memcpy(c->c[ja[q]], jv, CLEN);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv, .lo = w ? w->lo[q] : "0",
+                                       .hi = w ? w->hi[q] : jd});
+    fsl_cg_open_scope(e);
+  }
+}
+
+/* Closes n loops opened with their scopes. */
+static void close_loops(em *e, int n) {
+  for (int q = 0; q < n; q++) {
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
+  }
+}
+
 /* The results r<k> of reductions 0..nk-1 at column o, from their
  * accumulators and NaN flags, for what the loop body reads of them
  * (e->n_red = nk). */
@@ -78,15 +101,7 @@ static bool direct(em *e, const fsl_node **red, int k0, int k1, const fsl_cg_win
   loop_ctx lc;
   /* the window loops, then the SIMD loop across the innermost kept axis */
   fsl_cg_loop_begin(e, &lc, "j", o);
-  char jv[FSL_MAX_RANK][CLEN], jd[FSL_MAX_RANK][32];
-  for (int q = 0; q < nj; q++) {
-    snprintf(jv[q], CLEN, "j%d", ja[q]);
-    snprintf(jd[q], sizeof jd[q], "%lld", (long long)red[0]->in[0]->dims[ja[q]]);
-    memcpy(c->c[ja[q]], jv[q], CLEN);
-    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv[q], .lo = w ? w->lo[q] : "0",
-                                       .hi = w ? w->hi[q] : jd[q]});
-    fsl_cg_open_scope(e);
-  }
+  reduced_loops(e, red[0]->in[0], ja, nj, w, c);
   char olo[CLEN], ohi[CLEN];
   snprintf(olo, CLEN, "%s", lo);
   snprintf(ohi, CLEN, "%s", hi);
@@ -103,12 +118,7 @@ static bool direct(em *e, const fsl_node **red, int k0, int k1, const fsl_cg_win
     ok = w ? fsl_cg_win_ev(e, w, c, v) : fsl_cg_ev(e, red[k]->in[0], c, v);
     if (ok) col_update(e, red[k], k, o, v, &a[k], mode);
   }
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  for (int q = 0; q < nj; q++) {
-    fsl_cg_close_scope(e);
-    fsl_cg_line(e, "}");
-  }
+  close_loops(e, nj + 1);
   fsl_cg_loop_end(e, &lc);
   return ok;
 }
@@ -226,13 +236,7 @@ static bool row_outputs(em *e, const fsl_node **red, int nr, const int *cls, con
   const fsl_cg_spec *s = e->s;
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "j", o);
-  char jv[FSL_MAX_RANK][CLEN], jd[FSL_MAX_RANK][32];
-  for (int q = 0; q < nj; q++) {
-    snprintf(jv[q], CLEN, "j%d", ja[q]);
-    snprintf(jd[q], sizeof jd[q], "%lld", (long long)red[0]->in[0]->dims[ja[q]]);
-    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv[q], .lo = "0", .hi = jd[q]});
-    fsl_cg_open_scope(e);
-  }
+  reduced_loops(e, red[0]->in[0], ja, nj, NULL, NULL);
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi, .n_red = 1, .red = {"|:e_"}});
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
@@ -240,12 +244,7 @@ static bool row_outputs(em *e, const fsl_node **red, int nr, const int *cls, con
   bool ok = true;
   for (int j = 0; j < s->n_out && ok; j++)
     if (cls[j] == 2) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  for (int q = 0; q < nj; q++) {
-    fsl_cg_close_scope(e);
-    fsl_cg_line(e, "}");
-  }
+  close_loops(e, nj + 1);
   fsl_cg_loop_end(e, &lc);
   return ok;
 }
