@@ -251,6 +251,9 @@ int fsl_cg_tile_axis(const em *e, const fsl_value *v);
  * along v's innermost axis but is contiguous along axis a < rank - 1: v
  * is stored with a innermost (a channels-last input read as NCHW). */
 bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a);
+/* Whether some outside read of v moves by more than one element as v's
+ * coordinate a steps from 0 to 1 (false where the probe cannot tell). */
+bool fsl_cg_strided_along(const em *e, const fsl_value *v, int a);
 /* The interleave factor f in 2..8 of a LOOP nest over value v: some read
  * strides along v's innermost axis while every read is contiguous (or
  * broadcast) from innermost coordinate j to j + f for each j < f, as in a

@@ -294,7 +294,10 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
       }
     bytes += (long long)L * ((is_f(x0->dtype) && (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)) ? 8 : 12);
   }
-  if ((staged || rows_out) && win) return true;
+  /* columns of those kernels are only for reads along the innermost kept
+   * axis (a softmax over the channels of an NHWC buffer keeps its rows) */
+  for (int k = 0; k < nr && (staged || rows_out); k++)
+    if (win || fsl_cg_strided_along(e, red[k]->in[0], la)) return true;
   int kept[FSL_MAX_RANK], nk = 0, ja[FSL_MAX_RANK], nj = 0;
   int64_t rows = 1, inner = 1;
   for (int i = 0; i < r; i++) {

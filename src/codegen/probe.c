@@ -163,6 +163,15 @@ static bool strides(const probe *base, const probe *in, int k) {
   return in->v[k] == base->v[k] && (d > 1 || d < -1);
 }
 
+bool fsl_cg_strided_along(const em *e, const fsl_value *v, int a) {
+  if (a < 0 || a >= v->rank || v->dims[a] < 2) return false;
+  probe base = probe_at(e, v, -1, 0), in = probe_at(e, v, a, 1);
+  if (!base.ok || !in.ok || in.n != base.n) return false;
+  for (int k = 0; k < base.n; k++)
+    if (strides(&base, &in, k)) return true;
+  return false;
+}
+
 bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a) {
   int r = v->rank;
   if (r < 2 || a < 0 || a >= r - 1) return false;

@@ -776,6 +776,32 @@ static void test_column_layernorm(void **state) {
   fsl_graph_free(g);
 }
 
+/* The same softmax over the channels of an input stored NHWC: a row of
+ * the 24 channels is contiguous there while W strides, so it keeps the
+ * rows form (no per-column results). */
+static void test_channel_softmax_nhwc_rows(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {2, 24, 5, 30}, axis = 1;
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, d);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
+  fsl_value *y = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y);
+  assert_int_equal(fsl_graph_verify(g), FSL_OK);
+  fsl_cg_layout lay[1] = {{4, {0, 2, 3, 1}}};
+  fsl_cg_spec spec = {.g = g, .id = 0, .n_nodes = g->n_nodes, .nodes = g->nodes, .n_in = 1, .in = g->inputs,
+                      .in_layout = lay, .n_out = 1, .out = g->outputs};
+  fsl_sbuf src = {0};
+  assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
+  assert_null(strstr(src.p, "r0 = n0["));
+  assert_non_null(strstr(src.p, "ps1 += "));
+  fsl_sbuf_free(&src);
+  fsl_graph_free(g);
+}
+
 /* gather rows of a [10, 6] table with int64 indices [3, 4] (negative ones
  * wrap): the index is checked and wrapped in the generated code. */
 static void test_gather(void **state) {
@@ -842,7 +868,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_axis_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_pad_interior), cmocka_unit_test(test_window_chain),
-      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_merged), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_outer), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_column_softmax), cmocka_unit_test(test_column_layernorm), cmocka_unit_test(test_layout_columns),
+      cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_merged), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_outer), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_column_softmax), cmocka_unit_test(test_column_layernorm), cmocka_unit_test(test_channel_softmax_nhwc_rows), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
