@@ -260,8 +260,13 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
   const fsl_value *x0 = red[0]->in[0];
   *used = false;
   if (e->d->par_min == 0 || e->grp) return true;
-  bool rows_out = false; /* row-space outputs (a softmax's): loops of their own after the reductions */
-  for (int j = 0; cls && j < s->n_out; j++) rows_out = rows_out || cls[j] != 1;
+  /* row-space outputs (a softmax's): loops of their own after the
+   * reductions; kept-space ones (or a pass's scratch): a loop after those */
+  bool rows_out = false, kept_out = !cls;
+  for (int j = 0; cls && j < s->n_out; j++) {
+    rows_out = rows_out || cls[j] != 1;
+    kept_out = kept_out || cls[j] == 1;
+  }
   long long bytes = 0;
   int r = x0->rank, la = -1, last_red = -1;
   unsigned m0 = fsl_cg_red_mask(red[0]);
@@ -423,31 +428,23 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
       fsl_cg_line(e, "}");
     }
   }
-  loop_ctx lc;
   if (!ok) return false;
   if (rows_out && !row_outputs(e, red, nr, cls, oc, o, lo, hi, ja, nj)) return false;
-  bool kept_out = !cls;
-  for (int j = 0; cls && j < s->n_out; j++) kept_out = kept_out || cls[j] == 1;
-  if (!kept_out) {
-    e->red_cols = false;
-    fsl_cg_line(e, "err_ |= e_;");
-    fsl_cg_close_scope(e);
-    fsl_cg_line(e, "}");
-    return true;
+  if (kept_out) {
+    /* the kept-space outputs, element by element of the innermost kept axis */
+    loop_ctx lc;
+    fsl_cg_loop_begin(e, &lc, "", o);
+    fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi, .n_red = 1, .red = {"|:e_"}});
+    fsl_cg_open_scope(e);
+    e->body_depth = e->depth;
+    col_results(e, red, nr, o);
+    if (!cls) /* a pass: the row's results into the scratch buffers, kept space flat */
+      for (int k = 0; k < nr; k++) fsl_cg_line(e, "s%d[%s * %lld + %s] = r%d;", s0 + k, row, (long long)L, o, k);
+    for (int j = 0; cls && j < s->n_out && ok; j++)
+      if (cls[j] == 1) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
+    close_loops(e, 1);
+    fsl_cg_loop_end(e, &lc);
   }
-  /* the kept-space outputs, element by element of the innermost kept axis */
-  fsl_cg_loop_begin(e, &lc, "", o);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi, .n_red = 1, .red = {"|:e_"}});
-  fsl_cg_open_scope(e);
-  e->body_depth = e->depth;
-  col_results(e, red, nr, o);
-  if (!cls) /* a pass: the row's results into the scratch buffers, kept space flat */
-    for (int k = 0; k < nr; k++) fsl_cg_line(e, "s%d[%s * %lld + %s] = r%d;", s0 + k, row, (long long)L, o, k);
-  for (int j = 0; cls && j < s->n_out && ok; j++)
-    if (cls[j] == 1) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
-  fsl_cg_close_scope(e);
-  fsl_cg_line(e, "}");
-  fsl_cg_loop_end(e, &lc);
   e->red_cols = false;
   fsl_cg_line(e, "err_ |= e_;");
   fsl_cg_close_scope(e);

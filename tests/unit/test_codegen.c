@@ -138,18 +138,22 @@ static void test_broadcast_add(void **state) {
   fsl_graph_free(g);
 }
 
+/* Softmax's primitives over axis of x (ONNX Softmax's fission): max,
+ * exp(x - max), their sum, the quotient. */
+static fsl_value *softmax(fsl_builder *b, fsl_value *x, int64_t axis) {
+  fsl_value *m = fsl_b_reduce(b, FSL_OP_reduce_max, x, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(b, FSL_OP_exp, fsl_b_binary(b, FSL_OP_sub, x, m));
+  return fsl_b_binary(b, FSL_OP_div, e, fsl_b_reduce(b, FSL_OP_reduce_sum, e, &axis, 1, true));
+}
+
 /* softmax over the last axis of [6, 50]: one fused REDUCE row per output
  * row (max, then the sum of exp, then the quotient). */
 static void test_softmax_row(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
-  int64_t d[] = {6, 50}, axis = 1;
-  fsl_value *x = input_dt(g, FSL_DT_F32, 2, d);
-  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
-  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
-  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true);
-  fsl_value *y = fsl_b_binary(&b, FSL_OP_div, e, s);
+  int64_t d[] = {6, 50};
+  fsl_value *y = softmax(&b, input_dt(g, FSL_DT_F32, 2, d), 1);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
   check_kernel(g, -4, 4, "for (int64_t o_ = 0; o_ < 6; o_++) {", "softmax row");
@@ -740,11 +744,8 @@ static void test_column_softmax(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
-  int64_t d[] = {3, 16, 200}, axis = 1;
-  fsl_value *x = input_dt(g, FSL_DT_F32, 3, d);
-  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
-  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
-  fsl_value *y = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
+  int64_t d[] = {3, 16, 200};
+  fsl_value *y = softmax(&b, input_dt(g, FSL_DT_F32, 3, d), 1);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
   check_kernel(g, -3, 3, "const float r0 = n0[o2] ? (float)NAN : (float)a0[o2];", "column softmax");
@@ -783,11 +784,8 @@ static void test_channel_softmax_nhwc_rows(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
-  int64_t d[] = {2, 24, 5, 30}, axis = 1;
-  fsl_value *x = input_dt(g, FSL_DT_F32, 4, d);
-  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
-  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
-  fsl_value *y = fsl_b_binary(&b, FSL_OP_div, e, fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true));
+  int64_t d[] = {2, 24, 5, 30};
+  fsl_value *y = softmax(&b, input_dt(g, FSL_DT_F32, 4, d), 1);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
   assert_int_equal(fsl_graph_verify(g), FSL_OK);
