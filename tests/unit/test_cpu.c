@@ -9,10 +9,12 @@
 #include <math.h>
 #include <unistd.h>
 #include <time.h>
+#include <elf.h>
 #include <cmocka.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/compile.h"
+#include "backend/cpu/objcheck.h"
 #include "backend/cpu/dialect_c.h"
 #include "eval/eval.h"
 #include "runtime/memplan.h"
@@ -1093,6 +1095,107 @@ static void test_compile_cache(void **state) {
   assert_int_equal(access(so.path, F_OK), -1);
 }
 
+/* Reads a whole file; *len its size in bytes. */
+static unsigned char *read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)n);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+static void write_all(const char *path, const unsigned char *b, size_t len) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(b, 1, len, f), len);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* An object cut short is never trusted (objcheck.h): not the bytes of a
+ * compiled model file, not a cache entry.  The cut that matters is the one
+ * GNU ld left under a file-size limit: everything up to the section header
+ * table, which dlopen does not read.  A cut-short or corrupt cache entry
+ * is rebuilt, and is whole afterwards. */
+static void test_object_check(void **state) {
+  (void)state;
+  char src[200];
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(src, sizeof src, "/* objcheck %lld.%ld %ld */ int fsl_k0(const void *const *in, void *const *out) "
+           "{ (void)in; (void)out; return 11; }\n", (long long)ts.tv_sec, ts.tv_nsec, (long)getpid());
+  fsl_cpu_so so;
+  assert_int_equal(fsl_cpu_so_load(src, NULL, &so), FSL_OK);
+  assert_false(so.cache_hit);
+  char path[1024];
+  snprintf(path, sizeof path, "%s", so.path);
+  fsl_cpu_so_close(&so);
+  size_t len;
+  unsigned char *obj = read_all(path, &len);
+  assert_int_equal(fsl_cpu_elf_check(obj, len, "test"), FSL_OK);
+  assert_int_equal(fsl_cpu_elf_check_file(path), FSL_OK);
+  Elf64_Ehdr eh;
+  memcpy(&eh, obj, sizeof eh);
+  assert_true(eh.e_shoff > 0 && eh.e_shoff < len);
+  /* cuts: inside the section header table (ld's), at its start, inside the
+   * sections, inside the program headers and the ELF header, nothing */
+  const size_t cuts[] = {len - 1, (size_t)eh.e_shoff + 1, (size_t)eh.e_shoff, len / 2, 100, 10, 0};
+  for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+    assert_int_equal(fsl_cpu_elf_check(obj, cuts[i], "test"), FSL_ERR_RUNTIME);
+    assert_non_null(strstr(fsl_last_error(), "cut short"));
+    assert_int_equal(fsl_cpu_so_load_object(obj, cuts[i], &so), FSL_ERR_RUNTIME);
+    assert_null(so.handle);
+  }
+  /* header fields: magic, class, machine, a section's size past the end */
+  unsigned char *bad = malloc(len);
+  assert_non_null(bad);
+  const size_t field[] = {1, EI_CLASS, offsetof(Elf64_Ehdr, e_machine)};
+  for (size_t i = 0; i < 3; i++) {
+    memcpy(bad, obj, len);
+    bad[field[i]] ^= 0x5a;
+    assert_int_equal(fsl_cpu_elf_check(bad, len, "test"), FSL_ERR_RUNTIME);
+    assert_non_null(strstr(fsl_last_error(), "wrong"));
+  }
+  memcpy(bad, obj, len);
+  Elf64_Shdr sh;
+  for (unsigned k = 1; k < eh.e_shnum; k++) { /* the first section with file bytes grows past the end */
+    memcpy(&sh, bad + eh.e_shoff + k * sizeof sh, sizeof sh);
+    if (sh.sh_type == SHT_NOBITS) continue;
+    sh.sh_size = len;
+    memcpy(bad + eh.e_shoff + k * sizeof sh, &sh, sizeof sh);
+    break;
+  }
+  assert_int_equal(fsl_cpu_elf_check(bad, len, "test"), FSL_ERR_RUNTIME);
+  assert_non_null(strstr(fsl_last_error(), "section"));
+  free(bad);
+  /* the whole bytes load from memory and run */
+  assert_int_equal(fsl_cpu_so_load_object(obj, len, &so), FSL_OK);
+  int (*f)(const void *const *, void *const *);
+  void *k = fsl_cpu_so_kernel(&so, 0);
+  assert_non_null(k);
+  memcpy(&f, &k, sizeof k);
+  assert_int_equal(f(NULL, NULL), 11);
+  fsl_cpu_so_close(&so);
+  /* a cache entry cut as ld cut it is not a hit: it is rebuilt, whole */
+  write_all(path, obj, (size_t)eh.e_shoff + 1);
+  assert_int_equal(fsl_cpu_so_load(src, NULL, &so), FSL_OK);
+  assert_false(so.cache_hit);
+  fsl_cpu_so_close(&so);
+  size_t len2;
+  unsigned char *again = read_all(path, &len2);
+  assert_int_equal(fsl_cpu_elf_check(again, len2, "test"), FSL_OK);
+  free(again);
+  assert_int_equal(fsl_cpu_so_load(src, NULL, &so), FSL_OK);
+  assert_true(so.cache_hit);
+  fsl_cpu_so_close(&so);
+  free(obj);
+}
+
 /* Progress: a compiler run (a cache miss) is reported as task "compile",
  * from its start to its end; a cache hit reports nothing. */
 typedef struct progress_log { int n_events, n_finished; char detail[64]; } progress_log;
@@ -1382,6 +1485,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_registry),
       cmocka_unit_test(test_compile_cache),
+      cmocka_unit_test(test_object_check),
       cmocka_unit_test(test_compile_progress),
       cmocka_unit_test(test_elementwise_broadcast),
       cmocka_unit_test(test_movement),

@@ -9,6 +9,7 @@
 #include "backend/cpu/compile.h"
 
 #include "backend/cpu/isa.h"
+#include "backend/cpu/objcheck.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -151,6 +152,13 @@ static fsl_status open_so(fsl_cpu_so *so, const char *path) {
   return FSL_OK;
 }
 
+/* open_so of a file the compiler made (fresh or a cache entry), once its ELF
+ * image is seen to be whole (objcheck.h: a truncated object can load). */
+static fsl_status open_object_file(fsl_cpu_so *so, const char *path) {
+  FSL_TRY(fsl_cpu_elf_check_file(path));
+  return open_so(so, path);
+}
+
 fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so) {
   if (!src || !so) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_so_load: NULL argument");
   memset(so, 0, sizeof *so);
@@ -165,11 +173,11 @@ fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so) {
   uint64_t h = build_hash(src, cc, ncc, flags);
   snprintf(so->path, sizeof so->path, "%s/%016llx.so", dir, (unsigned long long)h);
   if (access(so->path, R_OK) == 0) {
-    if (open_so(so, so->path) == FSL_OK) {
+    if (open_object_file(so, so->path) == FSL_OK) {
       so->cache_hit = true;
       return FSL_OK;
     }
-    fsl_error_clear(); /* unreadable entry: rebuild it */
+    fsl_error_clear(); /* unreadable or cut-short entry: rebuild it */
   }
   static int counter;
   int uniq = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
@@ -207,7 +215,7 @@ fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so) {
   if (rc < 0) {
     st = fsl_errorf(FSL_ERR_RUNTIME, "cannot run the C compiler '%s' (set FSL_CC): %s", cc[0], log);
     unlink(csrc);
-  } else if (rc != 0 || open_so(so, tmp_so) != FSL_OK) {
+  } else if (rc != 0 || open_object_file(so, tmp_so) != FSL_OK) {
     const char *kept = rename(csrc, failed_c) == 0 ? failed_c : csrc;
     if (rc != 0) st = fsl_errorf(FSL_ERR_RUNTIME, "C compiler '%s' failed (exit %d) on %s:\n%s", cc[0], rc, kept, log);
     else st = fsl_error_context(FSL_ERR_RUNTIME, "the object the C compiler '%s' made from %s", cc[0], kept);
@@ -226,6 +234,7 @@ fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so) {
 fsl_status fsl_cpu_so_load_object(const void *object, size_t len, fsl_cpu_so *so) {
   if (!object || !so) return fsl_errorf(FSL_ERR_ARG, "fsl_cpu_so_load_object: NULL argument");
   memset(so, 0, sizeof *so);
+  FSL_TRY(fsl_cpu_elf_check(object, len, "of the compiled model file"));
   int fd = memfd_create("fissile-kernels", MFD_CLOEXEC);
   if (fd < 0) return fsl_errorf(FSL_ERR_RUNTIME, "memfd_create: %s", strerror(errno));
   const unsigned char *p = object;

@@ -10,9 +10,11 @@
  * where <hash> covers the source, the compiler command, its --version
  * output, the flags and the CPU model and flags (-march=native code is only
  * reused on the machine kind it was built for).  The object is built under a
- * temporary name in the same folder, loaded, and only then renamed into
- * place, so a failed or interrupted compile, or a compiler that writes
- * something dlopen rejects, leaves no entry; a cache hit skips the
+ * temporary name in the same folder, checked to be a whole ELF object
+ * (objcheck.h), loaded, and only then renamed into place, so a failed or
+ * interrupted compile, a compiler that writes something dlopen rejects or
+ * a linker that exits 0 after cutting its output short leaves no entry; a
+ * cache hit (checked the same way; a cut-short entry is rebuilt) skips the
  * compiler.  The source of a failed compile is kept as <hash>.failed.c.
  */
 #ifndef FSL_CPU_COMPILE_H
@@ -39,7 +41,8 @@ typedef struct fsl_cpu_so {
  * reported as progress task "compile" with `what` as its detail.  Errors: FSL_ERR_RUNTIME when the cache folder cannot be made
  * or written (read-only, full: the message names the file and the errno
  * text), the compiler cannot be started or fails (its trimmed output is in
- * the message), or dlopen fails; FSL_ERR_NOMEM.  Entries already in the
+ * the message), the object it made is cut short (fsl_cpu_elf_check's
+ * message), or dlopen fails; FSL_ERR_NOMEM.  Entries already in the
  * cache are never modified by a failure.
  */
 fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so);
@@ -50,8 +53,9 @@ fsl_status fsl_cpu_so_load(const char *src, const char *what, fsl_cpu_so *so);
  * cache entry (an anonymous memory file, memfd_create).  The bytes are
  * untrusted input only in the sense that dlopen must accept them; the
  * compiled model file's fingerprint (fsl_cpu_fingerprint) decides whether
- * they are for this machine.  Errors: FSL_ERR_RUNTIME (memfd or dlopen
- * failed: the message has dlerror's text), FSL_ERR_ARG.
+ * they are for this machine.  Errors: FSL_ERR_RUNTIME (the bytes are not a
+ * whole ELF shared object of this machine, fsl_cpu_elf_check; memfd or
+ * dlopen failed: the message has dlerror's text), FSL_ERR_ARG.
  */
 fsl_status fsl_cpu_so_load_object(const void *object, size_t len, fsl_cpu_so *so);
 
