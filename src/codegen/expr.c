@@ -67,6 +67,18 @@ static bool ew_cast(em *e, const fsl_node *n, const char *a, char *ex, size_t ca
 }
 
 /* The C expression of elementwise node n over operand expressions a[]. */
+/* Whether v = x - m with m, through broadcasts, a keepdims reduce_max of
+ * x itself: every element is at most its row's max, so v <= 0 or NaN
+ * (NaN or +inf in the row), exact in float (ONNX Softmax's fission). */
+static bool below_its_max(const fsl_value *v) {
+  const fsl_node *s = v->producer;
+  if (!s || s->op != FSL_OP_sub || s->n_in != 2) return false;
+  const fsl_value *x = s->in[0], *m = s->in[1];
+  while (m->producer && m->producer->op == FSL_OP_expand) m = m->producer->in[0];
+  const fsl_node *r = m->producer;
+  return r && r->op == FSL_OP_reduce_max && r->in[0] == x && m->rank == x->rank;
+}
+
 bool fsl_cg_ew_expr(em *e, const fsl_node *n, char a[3][CLEN], char *ex, size_t cap) {
   fsl_dtype dt = n->in[n->op == FSL_OP_where ? 1 : 0]->dtype;
   const char *T = fsl_cg_ctype(e->d, n->out[0]->dtype);
@@ -84,6 +96,10 @@ bool fsl_cg_ew_expr(em *e, const fsl_node *n, char a[3][CLEN], char *ex, size_t 
     /* float32: the function the op table names (ops.def; branch-free
      * fsl_expf/fsl_tanhf/fsl_erff from the prelude where they exist) */
     const fsl_op_info *oi = fsl_op_get(op);
+    if (dt == FSL_DT_F32 && op == FSL_OP_exp && below_its_max(n->in[0])) {
+      snprintf(ex, cap, "fsl_expf_le0(%s)", a[0]);
+      return true;
+    }
     if (dt == FSL_DT_F32 && oi->cfn) {
       if (n->n_in == 1) snprintf(ex, cap, "%s(%s)", oi->cfn, a[0]);
       else snprintf(ex, cap, "%s(%s, %s)", oi->cfn, a[0], a[1]);

@@ -31,16 +31,21 @@
  * on the result cost 4 (exp, tanh and erf 1.15-1.2x faster on AVX2).
  * Beyond the ends the arithmetic gives garbage that a select replaces;
  * NaN fails both comparisons and flows through. */
-FSL_H float fsl_expf(float x) {
+FSL_H float fsl_exp_poly(float x) { /* e^x where the result is a normal float; garbage beyond */
   float z = (x * 1.44269504088896341f - 0.5f) + 12582912.0f, n = z - 12582912.0f;
   float r = x - n * 0.693359375f; r = r + n * 2.12194440e-4f;
   float p = 0x1.007672p-9f; p = p * r + 0x1.fda20ep-8f; p = p * r + 0x1.57778ep-5f; p = p * r + 0x1.553568p-3f;
   p = p * r + 0x1.0000dcp-1f; p = p * r + 0x1.fffff8p-1f; p = p * r + 1.0f;
   uint32_t zi; memcpy(&zi, &z, 4); zi = (zi << 23) + (127u << 23); /* n + 127 in the exponent field */
   float s; memcpy(&s, &zi, 4);
-  float y = p * s;
+  return p * s; }
+FSL_H float fsl_expf(float x) {
+  float y = fsl_exp_poly(x);
   y = x < -87.3365479f ? 0.0f : y; /* ln(FLT_MIN): n >= -127 above it (n = -127 gives s = 0) */
   return x > 88.7228317f ? INFINITY : y; /* ln(FLT_MAX) rounded down: n <= 127 below it */ }
+/* expf of an argument known to be <= 0 or NaN (x - max(x) over its row:
+ * a softmax's, src/codegen/expr.c), where the overflow select is dead. */
+FSL_H float fsl_expf_le0(float x) { float y = fsl_exp_poly(x); return x < -87.3365479f ? 0.0f : y; }
 /* tanhf: odd rational minimax approximation on [-7.9053, 7.9053] (the
  * coefficients of Eigen's generic_fast_tanh_float), +-1 beyond (its value at
  * the ends); max rel. error 3e-7.  As in expf, the ends are selected on the

@@ -24,5 +24,6 @@ typedef unsigned long long uint64_t;
 #define FSL_H static __device__ __forceinline__
 /* the GPU's own expf/tanhf/erff are fast (special function units) */
 FSL_H float fsl_expf(float x) { return expf(x); }
+FSL_H float fsl_expf_le0(float x) { return expf(x); } /* x <= 0 or NaN: the same */
 FSL_H float fsl_tanhf(float x) { return tanhf(x); }
 FSL_H float fsl_erff(float x) { return erff(x); }

@@ -49,5 +49,6 @@ typedef ulong uint64_t;
 #define FSL_H static inline
 /* the device's own exp/tanh/erf (vectorized by the OpenCL compiler) */
 FSL_H float fsl_expf(float x) { return exp(x); }
+FSL_H float fsl_expf_le0(float x) { return exp(x); } /* x <= 0 or NaN: the same */
 FSL_H float fsl_tanhf(float x) { return tanh(x); }
 FSL_H float fsl_erff(float x) { return erf(x); }
