@@ -66,7 +66,6 @@ static bool ew_cast(em *e, const fsl_node *n, const char *a, char *ex, size_t ca
   return true;
 }
 
-/* The C expression of elementwise node n over operand expressions a[]. */
 /* Whether v = x - m with m, through broadcasts, a keepdims reduce_max of
  * x itself: every element is at most its row's max, so v <= 0 or NaN
  * (NaN or +inf in the row), exact in float (ONNX Softmax's fission). */
@@ -79,6 +78,7 @@ static bool below_its_max(const fsl_value *v) {
   return r && r->op == FSL_OP_reduce_max && r->in[0] == x && m->rank == x->rank;
 }
 
+/* The C expression of elementwise node n over operand expressions a[]. */
 bool fsl_cg_ew_expr(em *e, const fsl_node *n, char a[3][CLEN], char *ex, size_t cap) {
   fsl_dtype dt = n->in[n->op == FSL_OP_where ? 1 : 0]->dtype;
   const char *T = fsl_cg_ctype(e->d, n->out[0]->dtype);
