@@ -283,6 +283,14 @@ unsigned fsl_cg_red_mask(const fsl_node *n);
 void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a);
 void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner);
 
+/* nanflag.c — whether float max/min reduce node n must track NaN with a
+ * flag beside its accumulator (its compare-and-select skips NaN): false
+ * for other reductions, and for a max whose result only feeds a softmax
+ * within this kernel (x - max(x) -> exp -> that row's sum and the quotient
+ * by it, none of them but the sum and the quotient leaving the kernel),
+ * where a NaN of the row reaches every output through the sum anyway. */
+bool fsl_cg_tracks_nan(const em *e, const fsl_node *n);
+
 /* window.c — REDUCE rows over sliding windows (pooling).  windowed:
  * whether v reads a window view through the kernel's elementwise and
  * movement nodes.  win_plan: whether reduce node n (reduced axes `axes`,

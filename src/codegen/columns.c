@@ -23,7 +23,7 @@ typedef enum { UPD_BOTH, UPD_ROW_FLAG, UPD_FLAGS } upd_mode;
  * a NaN, upd_mode). */
 static void col_update(em *e, const fsl_node *n, int k, const char *o, const char *v, const fsl_cg_red_acc *a,
                        upd_mode mode) {
-  bool fl = is_f(n->in[0]->dtype);
+  bool fl = fsl_cg_tracks_nan(e, n);
   const char *sym = n->op == FSL_OP_reduce_sum ? "+" : "*";
   switch (n->op) {
   case FSL_OP_reduce_sum:
@@ -82,8 +82,7 @@ static void close_loops(em *e, int n) {
 static void col_results(em *e, const fsl_node **red, int nk, const char *o) {
   for (int k = 0; k < nk; k++) {
     const char *Y = fsl_cg_ctype(e->d, red[k]->out[0]->dtype);
-    bool nan = is_f(red[k]->in[0]->dtype) && (red[k]->op == FSL_OP_reduce_max || red[k]->op == FSL_OP_reduce_min);
-    if (nan) fsl_cg_line(e, "const %s r%d = n%d[%s] ? (%s)NAN : (%s)a%d[%s];", Y, k, k, o, Y, Y, k, o);
+    if (fsl_cg_tracks_nan(e, red[k])) fsl_cg_line(e, "const %s r%d = n%d[%s] ? (%s)NAN : (%s)a%d[%s];", Y, k, k, o, Y, Y, k, o);
     else fsl_cg_line(e, "const %s r%d = (%s)a%d[%s];", Y, k, Y, k, o);
   }
   e->n_red = nk;
@@ -388,7 +387,7 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
       a[k].type = "float";
       snprintf(a[k].init, CLEN, "0.0f");
     }
-    nan[k] = is_f(x0->dtype) && (red[k]->op == FSL_OP_reduce_max || red[k]->op == FSL_OP_reduce_min);
+    nan[k] = fsl_cg_tracks_nan(e, red[k]);
     fsl_cg_line(e, "%s a%d[%lld];", a[k].type, k, (long long)L);
     if (nan[k]) fsl_cg_line(e, "int n%d[%lld];", k, (long long)L);
   }

@@ -213,9 +213,9 @@ static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a)
   const fsl_cg_group *G = e->d->group;
   int gs = e->grp_lanes, W = warp_lanes(G, gs), P = group_partials(G, gs);
   fsl_op op = n->op;
-  bool fl = is_f(n->in[0]->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
+  bool fl = is_f(n->in[0]->dtype), tn = fsl_cg_tracks_nan(e, n);
   if (W > 1) {
-    if (fl && mx) fsl_cg_line(e, "if (n%d) a%d = (%s)NAN;", k, k, a->type);
+    if (tn) fsl_cg_line(e, "if (n%d) a%d = (%s)NAN;", k, k, a->type);
     warp_steps(e, n, k, a, W / 2, W);
   }
   if (P > 1) {
@@ -226,7 +226,7 @@ static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a)
     part_idx(e, P, "l_ + s_", ls, sizeof ls);
     part_idx(e, P, "0", r0, sizeof r0);
     if (W > 1) fsl_cg_line(e, "if ((l_ & %d) == 0) lr%d[%s] = a%d;", W - 1, k, l, k);
-    else if (fl && mx) fsl_cg_line(e, "lr%d[%s] = n%d ? (%s)NAN : a%d;", k, l, k, a->type, k);
+    else if (tn) fsl_cg_line(e, "lr%d[%s] = n%d ? (%s)NAN : a%d;", k, l, k, a->type, k);
     else fsl_cg_line(e, "lr%d[%s] = a%d;", k, l, k);
     fsl_cg_line(e, "%s", G->barrier);
     if (W > 1 && P <= W) {
@@ -251,7 +251,7 @@ static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a)
       fsl_cg_line(e, "a%d = lr%d[%s];", k, k, r0);
     }
   }
-  if (fl && mx) fsl_cg_line(e, "n%d = a%d != a%d;", k, k, k);
+  if (tn) fsl_cg_line(e, "n%d = a%d != a%d;", k, k, k);
   if (P > 1) fsl_cg_line(e, "%s", G->barrier);
 }
 
@@ -283,11 +283,13 @@ static int row_streams(const em *e, const fsl_node *n, bool nested, int cache_ou
 static const char *minmax_cmp(fsl_op op) { return op == FSL_OP_reduce_max ? ">" : "<"; }
 
 /* The float max/min step of reduce k's accumulator of stream q (a<k>, or
- * a<k>_<q> for the streams after the first) over value v (NaN in n<k>). */
-static void minmax_line(em *e, fsl_op op, int k, int q, const char *v) {
+ * a<k>_<q> for the streams after the first) over value v (NaN in n<k>
+ * with tn, fsl_cg_tracks_nan). */
+static void minmax_line(em *e, fsl_op op, int k, int q, const char *v, bool tn) {
   char acc[32];
   snprintf(acc, sizeof acc, q ? "a%d_%d" : "a%d", k, q);
-  fsl_cg_line(e, "n%d |= %s != %s; %s = %s %s %s ? %s : %s;", k, v, v, acc, v, minmax_cmp(op), acc, v, acc);
+  if (tn) fsl_cg_line(e, "n%d |= %s != %s;", k, v, v);
+  fsl_cg_line(e, "%s = %s %s %s ? %s : %s;", acc, v, minmax_cmp(op), acc, v, acc);
 }
 
 /* Emits, at the current position (inside a row with kept coordinates
@@ -310,7 +312,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     }
   fsl_op op = n->op;
   bool arg = op == FSL_OP_argmax || op == FSL_OP_argmin;
-  bool fl = is_f(x->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min;
+  bool fl = is_f(x->dtype), mx = op == FSL_OP_reduce_max || op == FSL_OP_reduce_min, tn = fsl_cg_tracks_nan(e, n);
   fsl_cg_red_acc a;
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "j", "");
@@ -329,7 +331,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     fsl_cg_line(e, "%s a%d = %s;", a.type, k, a.init);
     for (int q = 1; q < ns; q++) fsl_cg_line(e, "%s a%d_%d = %s;", a.type, k, q, a.init);
   }
-  if (fl && mx) fsl_cg_line(e, "int n%d = 0;", k);
+  if (tn) fsl_cg_line(e, "int n%d = 0;", k);
   char n_inner[32];
   snprintf(n_inner, sizeof n_inner, "%lld", (long long)(inner / ns));
   if (blocked) {
@@ -350,7 +352,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_sum ? "+" : "*", k);
   else if (mx && inner >= 8)
     snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_max ? "max" : "min", k);
-  if (r0[0] && mx && fl) snprintf(r1, sizeof r1, "|:n%d", k);
+  if (r0[0] && tn) snprintf(r1, sizeof r1, "|:n%d", k);
   coords c = *oc;
   c.rank = x->rank;
   if (nested) {
@@ -358,7 +360,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     if (!r0[0] && (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod || mx)) {
       snprintf(r0, sizeof r0, "%s:a%d", op == FSL_OP_reduce_sum ? "+" : op == FSL_OP_reduce_prod ? "*" :
                                         op == FSL_OP_reduce_max ? "max" : "min", k);
-      if (mx && fl) snprintf(r1, sizeof r1, "|:n%d", k);
+      if (tn) snprintf(r1, sizeof r1, "|:n%d", k);
     }
     for (int q = 0; q < na; q++) snprintf(c.c[axes[q]], CLEN, "0");
     for (int q = 0; q < w.nn; q++) memcpy(c.c[w.axis[q]], w.var[q], CLEN);
@@ -392,7 +394,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
     fsl_cg_line(e, "const int64_t jq_ = j_ + %lld;", (long long)(q * (inner / ns)));
     coords cq = c;
     fsl_cg_decompose(e, "jq_", na, axes, x->dims, "j", &cq);
-    if ((ok = fsl_cg_ev(e, x, &cq, v))) minmax_line(e, op, k, q, v);
+    if ((ok = fsl_cg_ev(e, x, &cq, v))) minmax_line(e, op, k, q, v, tn);
     fsl_cg_close_scope(e);
     fsl_cg_line(e, "}");
   }
@@ -422,7 +424,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
       else fsl_cg_line(e, "a%d += (double)%s;", k, v);
       break;
     case FSL_OP_reduce_prod: fsl_cg_line(e, "a%d *= (double)%s;", k, v); break;
-    default: minmax_line(e, op, k, 0, v);
+    default: minmax_line(e, op, k, 0, v, tn);
     }
   } else {
     switch (op) {
@@ -453,7 +455,7 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   else if (e->grp) group_tree(e, n, k, &a);
   const char *Y = fsl_cg_ctype(e->d, n->out[0]->dtype);
   if (arg) fsl_cg_line(e, "const int64_t r%d = a%d;", k, k);
-  else if (fl && mx) fsl_cg_line(e, "const %s r%d = n%d ? (%s)NAN : (%s)a%d;", Y, k, k, Y, Y, k);
+  else if (tn) fsl_cg_line(e, "const %s r%d = n%d ? (%s)NAN : (%s)a%d;", Y, k, k, Y, Y, k);
   else fsl_cg_line(e, "const %s r%d = (%s)a%d;", Y, k, Y, k);
   return true;
 }

@@ -146,6 +146,88 @@ static fsl_value *softmax(fsl_builder *b, fsl_value *x, int64_t axis) {
   return fsl_b_binary(b, FSL_OP_div, e, fsl_b_reduce(b, FSL_OP_reduce_sum, e, &axis, 1, true));
 }
 
+/* Whether the kernel body (after the prelude, which defines it) calls
+ * fsl_expf_le0. */
+static bool body_calls_expf_le0(fsl_graph *g, const char *what) {
+  fsl_sbuf src;
+  kernel_source(g, NULL, 0, &src, what);
+  const char *body = strstr(src.p, "fsl_k0(");
+  assert_non_null(body);
+  bool calls = strstr(body, "fsl_expf_le0(") != NULL;
+  fsl_sbuf_free(&src);
+  return calls;
+}
+
+/* exp of x - max(x) over a row (a softmax's) is <= 0 or NaN, so its exp
+ * drops the overflow select (fsl_expf_le0, expr.c below_its_max); the near
+ * misses keep fsl_expf: the max of another tensor, the operands the other
+ * way round (>= 0: exp overflows there) and a min.  Each kernel also runs
+ * against the reference. */
+static void test_exp_below_max(void **state) {
+  (void)state;
+  int64_t d[] = {6, 50}, axis = 1;
+  for (int k = 0; k < 4; k++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    fsl_value *x = input_dt(g, FSL_DT_F32, 2, d), *y = k == 1 ? input_dt(g, FSL_DT_F32, 2, d) : x;
+    fsl_value *m = fsl_b_reduce(&b, k == 3 ? FSL_OP_reduce_min : FSL_OP_reduce_max, y, &axis, 1, true);
+    fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, k == 2 ? fsl_b_binary(&b, FSL_OP_sub, m, x)
+                                                      : fsl_b_binary(&b, FSL_OP_sub, x, m));
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, e);
+    const char *what[] = {"exp(x - max x)", "exp(x - max y)", "exp(max x - x)", "exp(x - min x)"};
+    assert_int_equal(body_calls_expf_le0(g, what[k]), k == 0);
+    check_kernel(g, -40, 40, NULL, what[k]);
+    fsl_graph_free(g);
+  }
+}
+
+/* Whether the kernel body declares the NaN flag of its first reduction
+ * (n0: a row's int, a column row's array). */
+static bool body_has_nan_flag(fsl_graph *g, const char *what) {
+  fsl_sbuf src;
+  kernel_source(g, NULL, 0, &src, what);
+  const char *body = strstr(src.p, "fsl_k0(");
+  assert_non_null(body);
+  bool has = strstr(body, "int n0 = 0;") != NULL || strstr(body, "int n0[") != NULL;
+  fsl_sbuf_free(&src);
+  return has;
+}
+
+/* A softmax's max needs no NaN flag (nanflag.c): a NaN of the row reaches
+ * every quotient through the sum.  Rows ([6, 50] over axis 1) and columns
+ * ([3, 16, 200] over axis 1); the sum may be an output too.  Near misses
+ * keep the flag: exp(x - max) or x - max an output as well (its other
+ * elements would not be NaN), a log-softmax (x - max read twice), the
+ * quotient by another row's sum, the max itself an output. */
+static void test_softmax_nan_flag(void **state) {
+  (void)state;
+  const char *what[] = {"softmax rows", "softmax columns", "softmax + its sum", "softmax + exp(x - max)",
+                        "softmax + x - max", "log-softmax", "e / sum of another tensor", "softmax + max"};
+  for (int k = 0; k < 8; k++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t d2[] = {6, 50}, d3[] = {3, 16, 200}, axis = 1;
+    fsl_value *x = k == 1 ? input_dt(g, FSL_DT_F32, 3, d3) : input_dt(g, FSL_DT_F32, 2, d2);
+    fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+    fsl_value *c = fsl_b_binary(&b, FSL_OP_sub, x, m);
+    fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, c);
+    fsl_value *den = k == 6 ? fsl_b_unary(&b, FSL_OP_exp, input_dt(g, FSL_DT_F32, 2, d2)) : e;
+    fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, den, &axis, 1, true);
+    fsl_value *y = k == 5 ? fsl_b_binary(&b, FSL_OP_sub, c, fsl_b_unary(&b, FSL_OP_log, s))
+                          : fsl_b_binary(&b, FSL_OP_div, e, s);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    if (k == 2) fsl_graph_add_output(g, s);
+    if (k == 3) fsl_graph_add_output(g, e);
+    if (k == 4) fsl_graph_add_output(g, c);
+    if (k == 7) fsl_graph_add_output(g, m);
+    if (body_has_nan_flag(g, what[k]) != (k >= 3)) fail_msg("%s: NaN flag %s", what[k], k >= 3 ? "dropped" : "kept");
+    check_kernel(g, -4, 4, NULL, what[k]);
+    fsl_graph_free(g);
+  }
+}
+
 /* softmax over the last axis of [6, 50]: one fused REDUCE row per output
  * row (max, then the sum of exp, then the quotient). */
 static void test_softmax_row(void **state) {
@@ -739,7 +821,8 @@ static void test_column_sum(void **state) {
  * head: 16 bins, each a plane): columns along the contiguous axis 2, a
  * sweep for the max, one for the sum of exp(x - max) reading the max per
  * column, then the quotients, bin by bin; three rows, so the columns are
- * split in slots.  Sums of at most 32 elements add in float. */
+ * split in slots.  Sums of at most 32 elements add in float.  The max
+ * carries no NaN flag (test_softmax_nan_flag). */
 static void test_column_softmax(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
@@ -748,7 +831,7 @@ static void test_column_softmax(void **state) {
   fsl_value *y = softmax(&b, input_dt(g, FSL_DT_F32, 3, d), 1);
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, y);
-  check_kernel(g, -3, 3, "const float r0 = n0[o2] ? (float)NAN : (float)a0[o2];", "column softmax");
+  check_kernel(g, -3, 3, "const float r0 = (float)a0[o2];", "column softmax (its max needs no NaN flag)");
   check_kernel(g, -3, 3, "a1[o2] += (float)", "column softmax, its sum (16 elements: in float)");
   fsl_graph_free(g);
 }
@@ -864,7 +947,7 @@ static void test_unsupported_dtype(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_strided_slice),
+      cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_exp_below_max), cmocka_unit_test(test_softmax_nan_flag), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_axis_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_pad_interior), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_merged), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_outer), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_column_softmax), cmocka_unit_test(test_column_layernorm), cmocka_unit_test(test_channel_softmax_nhwc_rows), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),

@@ -1238,15 +1238,17 @@ static void test_compile_progress(void **state) {
  * as generated code is (a vectorized loop), against libm in double: rel.
  * error <= 1e-6 where the result is a normal float, exact special values
  * (+-inf, NaN, signed zero, overflow to inf, underflow to 0), exp's
- * subnormal results flushed to zero, tanh's and erf's exact. */
+ * subnormal results flushed to zero, tanh's and erf's exact; fsl_expf_le0
+ * equal to fsl_expf bit for bit where its argument is <= 0 or NaN. */
 static void test_fast_math(void **state) {
   (void)state;
   fsl_sbuf src = {0};
   fsl_codegen_prelude(&fsl_dialect_c, &src);
   fsl_sbuf_puts(&src, "int fsl_k0(const void *const *in, void *const *out) {\n"
                       "  const float *x = (const float *)in[0]; const int64_t n = *(const int64_t *)in[1];\n"
-                      "  float *e = (float *)out[0], *t = (float *)out[1], *f = (float *)out[2];\n"
-                      "  for (int64_t i = 0; i < n; i++) { e[i] = fsl_expf(x[i]); t[i] = fsl_tanhf(x[i]); f[i] = fsl_erff(x[i]); }\n"
+                      "  float *e = (float *)out[0], *t = (float *)out[1], *f = (float *)out[2], *l = (float *)out[3];\n"
+                      "  for (int64_t i = 0; i < n; i++) { e[i] = fsl_expf(x[i]); t[i] = fsl_tanhf(x[i]); f[i] = fsl_erff(x[i]);\n"
+                      "    l[i] = fsl_expf_le0(x[i] > 0.0f ? -x[i] : x[i]); }\n"
                       "  return 0; }\n");
   assert_false(src.oom);
   fsl_cpu_so so;
@@ -1259,17 +1261,21 @@ static void test_fast_math(void **state) {
   const float special[] = {INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f, 1e-40f, -1e-40f, 1e-30f, 88.72f, 88.73f,
                            89.5f, 100.0f, 1e30f, -87.0f, -100.0f, -103.9f, -104.5f, -1e30f, 7.9f, -7.9f, 4.0f, 9.0f};
   int64_t ns = (int64_t)(sizeof special / sizeof special[0]), n = ns + 400000;
-  float *x = malloc(sizeof(float) * (size_t)n * 4);
+  float *x = malloc(sizeof(float) * (size_t)n * 5);
   assert_non_null(x);
-  float *e = x + n, *t = e + n, *f = t + n;
+  float *e = x + n, *t = e + n, *f = t + n, *l = f + n;
   memcpy(x, special, sizeof special);
   for (int64_t i = ns; i < n; i++) {
     double u = (double)(i - ns) / 400000.0;  /* a dense sweep of [-110, 110] plus tiny values */
     x[i] = (i & 1) ? (float)(-110.0 + 220.0 * u) : (float)((u - 0.5) * 1e-3);
   }
   const void *in[] = {x, &n};
-  void *out[] = {e, t, f};
+  void *out[] = {e, t, f, l};
   assert_int_equal(fn(in, out), 0);
+  /* fsl_expf_le0 (a softmax's exp of x - max x) is fsl_expf bit for bit
+   * where its argument is <= 0 or NaN */
+  for (int64_t i = 0; i < n; i++)
+    if (!(x[i] > 0)) assert_true(isnan(x[i]) ? isnan(l[i]) : memcmp(&l[i], &e[i], sizeof(float)) == 0);
   double worst[3] = {0, 0, 0};
   for (int64_t i = 0; i < n; i++) {
     double xi = x[i], want[3] = {exp(xi), tanh(xi), erf(xi)}, got[3] = {e[i], t[i], f[i]};
@@ -1398,6 +1404,47 @@ static void test_reduce_nan(void **state) {
   }
 }
 
+/* A softmax's max runs without its NaN flag (nanflag.c) where only the
+ * quotients and the sum leave the kernel; with exp(x - max) an output too
+ * it keeps the flag.  Either way NaN, a row of -inf and +inf give the
+ * reference's answers, in rows (softmax over the last axis of [6, 1000])
+ * and in columns (over axis 1 of [3, 16, 200]), under every plan. */
+static void test_softmax_nan_outputs(void **state) {
+  (void)state;
+  for (int t = 0; t < 6; t++) {
+    bool cols = t >= 3;
+    int extra = t % 3; /* 0: y only, 1: y and the sum, 2: y and exp(x - max) */
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = B_INIT(g);
+    int64_t d2[] = {6, 1000}, d3[] = {3, 16, 200}, axis = 1;
+    fsl_value *x = cols ? input_dt(g, FSL_DT_F32, 3, d3) : input_dt(g, FSL_DT_F32, 2, d2);
+    fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+    fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
+    fsl_value *sum = fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true);
+    fsl_value *y = fsl_b_binary(&b, FSL_OP_div, e, sum);
+    assert_int_equal(b.st, FSL_OK);
+    fsl_graph_add_output(g, y);
+    if (extra == 1) fsl_graph_add_output(g, sum);
+    if (extra == 2) fsl_graph_add_output(g, e);
+    float *xin = random_data(x, -3, 3);
+    int64_t L = cols ? 16 * 200 : 1000, st = cols ? 200 : 1; /* a row's elements and their stride */
+    xin[0 * L + 0] = NAN;
+    xin[1 * L + 7 * st] = NAN;
+    xin[1 * L + 9 * st] = NAN;
+    for (int64_t i = 0; i < (cols ? 16 : L); i++) xin[2 * L + i * st] = -INFINITY;
+    if (!cols) {
+      xin[3 * L + L - 1] = NAN;
+      xin[4 * L + 3] = INFINITY;
+    }
+    void *in[] = {xin};
+    char what[48];
+    snprintf(what, sizeof what, "softmax-nan %s %d", cols ? "columns" : "rows", extra);
+    check_graph(g, in, 1e-5, what);
+    free_inputs(in, 1);
+    fsl_graph_free(g);
+  }
+}
+
 /* Softmax over an outer axis (columns.c: a sweep per reduction, the
  * quotients column by column), with the max over that axis as a second,
  * kept-space output: NaN, -inf and +inf in single columns give the
@@ -1507,6 +1554,7 @@ int main(void) {
       cmocka_unit_test(test_fast_math),
       cmocka_unit_test(test_long_rows),
       cmocka_unit_test(test_reduce_nan), cmocka_unit_test(test_column_softmax_nan),
+      cmocka_unit_test(test_softmax_nan_outputs),
       cmocka_unit_test(test_norm_quantize),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
