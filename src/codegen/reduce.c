@@ -652,8 +652,10 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
       fsl_cg_close_scope(e);
       fsl_cg_line(e, "}");
     }
+    /* an output that is the cached value itself already holds its row */
+    int done_j = ck >= 0 && s->out[cj] == red[ck]->in[0] && !fsl_cg_out_layout(e, cj) ? cj : -1;
     bool any_row = false;
-    for (int j = 0; j < s->n_out; j++) any_row = any_row || cls[j] == 2;
+    for (int j = 0; j < s->n_out; j++) any_row = any_row || (cls[j] == 2 && j != done_j);
     if (ok && any_row) {
       int axes[FSL_MAX_RANK], na = 0;
       for (int i = 0; i < r; i++)
@@ -679,7 +681,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
         e->cache_oc = oc[cj];
       }
       for (int j = 0; j < s->n_out && ok; j++)
-        if (cls[j] == 2) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
+        if (cls[j] == 2 && j != done_j) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
       e->cache_on = false;
       fsl_cg_close_scope(e);
       fsl_cg_line(e, "}");

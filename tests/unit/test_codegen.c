@@ -228,6 +228,38 @@ static void test_softmax_nan_flag(void **state) {
   }
 }
 
+/* Occurrences of `needle` in the kernel body (after the prelude). */
+static int body_count(fsl_graph *g, const char *needle, const char *what) {
+  fsl_sbuf src;
+  kernel_source(g, NULL, 0, &src, what);
+  const char *p = strstr(src.p, "fsl_k0(");
+  assert_non_null(p);
+  int n = 0;
+  for (p = strstr(p, needle); p; p = strstr(p + 1, needle)) n++;
+  fsl_sbuf_free(&src);
+  return n;
+}
+
+/* A row's exp(x - max) and its sum as the kernel's outputs (the quotient
+ * in another kernel: EfficientViT's window attention): the sum loop stores
+ * each exp into its output, and no later loop copies it onto itself. */
+static void test_cached_output_not_copied(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t d[] = {6, 49}, axis = 1;
+  fsl_value *x = input_dt(g, FSL_DT_F32, 2, d);
+  fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_max, x, &axis, 1, true);
+  fsl_value *e = fsl_b_unary(&b, FSL_OP_exp, fsl_b_binary(&b, FSL_OP_sub, x, m));
+  fsl_value *s = fsl_b_reduce(&b, FSL_OP_reduce_sum, e, &axis, 1, true);
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, e);
+  fsl_graph_add_output(g, s);
+  assert_int_equal(body_count(g, "out0[", "exp and sum"), 1);
+  check_kernel(g, -4, 4, NULL, "exp and sum");
+  fsl_graph_free(g);
+}
+
 /* softmax over the last axis of [6, 50]: one fused REDUCE row per output
  * row (max, then the sum of exp, then the quotient). */
 static void test_softmax_row(void **state) {
@@ -947,7 +979,8 @@ static void test_unsupported_dtype(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_exp_below_max), cmocka_unit_test(test_softmax_nan_flag), cmocka_unit_test(test_strided_slice),
+      cmocka_unit_test(test_broadcast_add), cmocka_unit_test(test_softmax_row), cmocka_unit_test(test_exp_below_max), cmocka_unit_test(test_softmax_nan_flag),
+      cmocka_unit_test(test_cached_output_not_copied), cmocka_unit_test(test_strided_slice),
       cmocka_unit_test(test_concat),        cmocka_unit_test(test_concat_rows), cmocka_unit_test(test_concat_rows_reshaped), cmocka_unit_test(test_input_layout), cmocka_unit_test(test_output_layout_transpose), cmocka_unit_test(test_window_pool), cmocka_unit_test(test_window_axis_pool), cmocka_unit_test(test_concat_innermost), cmocka_unit_test(test_pad_interior), cmocka_unit_test(test_window_chain),
       cmocka_unit_test(test_transpose_tiles), cmocka_unit_test(test_transpose_tiles_merged), cmocka_unit_test(test_transpose_tiles_gather), cmocka_unit_test(test_concat_split_by_reshape), cmocka_unit_test(test_transpose_tiles_concat), cmocka_unit_test(test_transpose_tiles_concat_outer), cmocka_unit_test(test_transpose_tiles_concat_rows), cmocka_unit_test(test_separable_maxpool), cmocka_unit_test(test_column_sum), cmocka_unit_test(test_column_softmax), cmocka_unit_test(test_column_layernorm), cmocka_unit_test(test_channel_softmax_nhwc_rows), cmocka_unit_test(test_layout_columns),
       cmocka_unit_test(test_gather),      cmocka_unit_test(test_gather_const_index),      cmocka_unit_test(test_unsupported_dtype),
