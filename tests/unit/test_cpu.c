@@ -1071,16 +1071,30 @@ static void test_large_parallel(void **state) {
   fsl_graph_free(g);
 }
 
+/* fsl_k0(NULL, NULL) of a loaded object. */
+static int call_k0(const fsl_cpu_so *so) {
+  int (*f)(const void *const *, void *const *);
+  void *p = fsl_cpu_so_kernel(so, 0);
+  assert_non_null(p);
+  memcpy(&f, &p, sizeof p);
+  return f(NULL, NULL);
+}
+
+/* Into src: a kernel fsl_k0 returning `ret`, its source made unique by the
+ * time and the process (a fresh cache entry). */
+static void unique_k0(char *src, size_t cap, int ret) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(src, cap, "/* %lld.%ld %ld */ int fsl_k0(const void *const *in, void *const *out) { (void)in; "
+           "(void)out; return %d; }\n", (long long)ts.tv_sec, ts.tv_nsec, (long)getpid(), ret);
+}
+
 static void test_compile_cache(void **state) {
   (void)state;
   const char *src = "int fsl_k0(const void *const *in, void *const *out) { (void)in; (void)out; return 7; }\n";
   fsl_cpu_so so;
   assert_int_equal(fsl_cpu_so_load(src, NULL, &so), FSL_OK);
-  int (*f)(const void *const *, void *const *);
-  void *p = fsl_cpu_so_kernel(&so, 0);
-  assert_non_null(p);
-  memcpy(&f, &p, sizeof p);
-  assert_int_equal(f(NULL, NULL), 7);
+  assert_int_equal(call_k0(&so), 7);
   char path[1024];
   snprintf(path, sizeof path, "%s", so.path);
   fsl_cpu_so_close(&so);
@@ -1125,10 +1139,7 @@ static void write_all(const char *path, const unsigned char *b, size_t len) {
 static void test_object_check(void **state) {
   (void)state;
   char src[200];
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  snprintf(src, sizeof src, "/* objcheck %lld.%ld %ld */ int fsl_k0(const void *const *in, void *const *out) "
-           "{ (void)in; (void)out; return 11; }\n", (long long)ts.tv_sec, ts.tv_nsec, (long)getpid());
+  unique_k0(src, sizeof src, 11);
   fsl_cpu_so so;
   assert_int_equal(fsl_cpu_so_load(src, NULL, &so), FSL_OK);
   assert_false(so.cache_hit);
@@ -1175,11 +1186,7 @@ static void test_object_check(void **state) {
   free(bad);
   /* the whole bytes load from memory and run */
   assert_int_equal(fsl_cpu_so_load_object(obj, len, &so), FSL_OK);
-  int (*f)(const void *const *, void *const *);
-  void *k = fsl_cpu_so_kernel(&so, 0);
-  assert_non_null(k);
-  memcpy(&f, &k, sizeof k);
-  assert_int_equal(f(NULL, NULL), 11);
+  assert_int_equal(call_k0(&so), 11);
   fsl_cpu_so_close(&so);
   /* a cache entry cut as ld cut it is not a hit: it is rebuilt, whole */
   write_all(path, obj, (size_t)eh.e_shoff + 1);
@@ -1212,11 +1219,8 @@ static void log_progress(const fsl_progress *ev, void *ctx) {
 
 static void test_compile_progress(void **state) {
   (void)state;
-  char src[160];
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  snprintf(src, sizeof src, "/* %lld.%ld %ld */ int fsl_k0(const void *const *in, void *const *out) { (void)in; "
-           "(void)out; return 0; }\n", (long long)ts.tv_sec, ts.tv_nsec, (long)getpid());
+  char src[200];
+  unique_k0(src, sizeof src, 0);
   progress_log log = {0};
   fsl_set_progress(log_progress, &log);
   fsl_cpu_so so;
