@@ -212,6 +212,13 @@ static int load_copy(const options *o, const fsl_tensor *given, int n_given, fsl
   return rc;
 }
 
+/* Whether any strategy compiled and has not failed a run. */
+static bool any_runnable(const bench_row *rows, int n) {
+  for (int i = 0; i < n; i++)
+    if (rows[i].rc == EXIT_OK && rows[i].have_info) return true;
+  return false;
+}
+
 int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row *rows, int n, bench_hook hook,
                   void *ctx) {
   fsl_model **models = calloc((size_t)n + 1, sizeof *models);
@@ -234,10 +241,11 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
   }
   cli_progress(o->cmd, "strategies compiled", n, n, fsl_now_s() - t0, true);
   /* then interleaved: each round runs every strategy once on the same
-   * inputs, starting with a different strategy each round */
-  int rounds = o->warmup + o->repeats;
+   * inputs, starting with a different strategy each round, while any
+   * strategy is left that compiled and has not failed */
+  int rounds = o->warmup + o->repeats, r = 0;
   t0 = fsl_now_s();
-  for (int r = 0; r < rounds; r++) {
+  for (; r < rounds && any_runnable(rows, n); r++) {
     cli_progress(o->cmd, "rounds of runs", r, rounds, fsl_now_s() - t0, false);
     for (int j = 0; j < n; j++) {
       bench_row *row = &rows[(j + r) % n];
@@ -252,7 +260,7 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
       }
     }
   }
-  cli_progress(o->cmd, "rounds of runs", rounds, rounds, fsl_now_s() - t0, true);
+  if (r > 0) cli_progress(o->cmd, "rounds of runs", r, rounds, fsl_now_s() - t0, true);
   for (int i = 0; i < n; i++) {
     if (rows[i].rc != EXIT_OK || !rows[i].have_info) continue;
     int r = bench_stats(&rows[i]);

@@ -172,6 +172,8 @@ def test_bench_takes_input_files(fissile, tmp_path):
     rows = [ln for ln in bad.stdout.splitlines() if ln.split()[:1] and ln.split()[0] in
             ("unfused", "opfuse", "greedy", "optimal")]
     assert len(rows) == 4 and all("'token_type_embedding'" in r and "index 5" in r for r in rows), bad.stdout
+    # every strategy failed in the first round: no more rounds run (or reported)
+    assert len(re.findall(r"rounds of runs", bad.stderr)) <= 2, bad.stderr
     good = subprocess.run([str(fissile), "bench", str(path), "--input", f"token_type_ids={tmp_path / 'good.npy'}",
                            "--repeats", "3", "--warmup", "1", "--json", str(tmp_path / "b.json")],
                           capture_output=True, text=True, timeout=300)
@@ -188,3 +190,20 @@ def test_bench_takes_input_files(fissile, tmp_path):
     p = subprocess.run([str(fissile), "bench", str(path), "--input", f"token_type_ids={tmp_path / 'short.npy'}"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 4 and "token_type_ids" in p.stderr, p.stderr
+
+
+def test_bench_unbound_dim_runs_nothing(fissile, tmp_path):
+    """`bench` on a model whose input has a symbolic dimension and no
+    --shape: every strategy fails with the error naming the symbol, and no
+    rounds of runs start (they printed 103 progress lines for nothing)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+                     .SerializeToString())
+    proc = subprocess.run([str(fissile), "bench", str(path), "--repeats", "100"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0, proc.stdout
+    assert "symbol 'batch', which is unbound" in proc.stdout + proc.stderr
+    assert "rounds of runs" not in proc.stderr, proc.stderr
