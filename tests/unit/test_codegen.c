@@ -224,7 +224,7 @@ static void test_softmax_nan_flag(void **state) {
 }
 
 /* A row's exp(x - max) and its sum as the kernel's outputs (the quotient
- * in another kernel: EfficientViT's window attention): the sum loop stores
+ * in another kernel, as in a plan of SegFormer's attention): the sum loop stores
  * each exp into its output, and no later loop copies it onto itself. */
 static void test_cached_output_not_copied(void **state) {
   (void)state;
