@@ -212,10 +212,12 @@ static int load_copy(const options *o, const fsl_tensor *given, int n_given, fsl
   return rc;
 }
 
-/* Whether any strategy compiled and has not failed a run. */
+/* Whether a strategy compiled and has not failed a run. */
+static bool runnable(const bench_row *row) { return row->rc == EXIT_OK && row->have_info; }
+
 static bool any_runnable(const bench_row *rows, int n) {
   for (int i = 0; i < n; i++)
-    if (rows[i].rc == EXIT_OK && rows[i].have_info) return true;
+    if (runnable(&rows[i])) return true;
   return false;
 }
 
@@ -249,7 +251,7 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
     cli_progress(o->cmd, "rounds of runs", r, rounds, fsl_now_s() - t0, false);
     for (int j = 0; j < n; j++) {
       bench_row *row = &rows[(j + r) % n];
-      if (row->rc != EXIT_OK || !row->have_info) continue;
+      if (!runnable(row)) continue;
       double secs = 0;
       fsl_status st = bench_run_once(models[(j + r) % n], given, o->n_inputs, o->seed + (uint64_t)r, &secs);
       if (st != FSL_OK) {
@@ -262,10 +264,10 @@ int bench_measure(const options *o, fsl_model *m, const char *backend, bench_row
   }
   if (r > 0) cli_progress(o->cmd, "rounds of runs", r, rounds, fsl_now_s() - t0, true);
   for (int i = 0; i < n; i++) {
-    if (rows[i].rc != EXIT_OK || !rows[i].have_info) continue;
-    int r = bench_stats(&rows[i]);
-    if (r == EXIT_OK && hook) r = hook(ctx, models[i], &rows[i]);
-    if (r != EXIT_OK && first_rc == EXIT_OK) first_rc = r;
+    if (!runnable(&rows[i])) continue;
+    int rc = bench_stats(&rows[i]);
+    if (rc == EXIT_OK && hook) rc = hook(ctx, models[i], &rows[i]);
+    if (rc != EXIT_OK && first_rc == EXIT_OK) first_rc = rc;
   }
   for (int i = 1; i < n; i++) fsl_model_free(models[i]);
   free_given(given, o->n_inputs);

@@ -161,6 +161,12 @@ typedef struct loop_ctx {
 static inline const char *fsl_cg_ctype(const fsl_dialect *d, fsl_dtype dt) { return d->type_name(dt); }
 
 static inline bool is_f(fsl_dtype dt) { return dt == FSL_DT_F32 || dt == FSL_DT_F64; }
+
+/* v through expand nodes: the value they broadcast. */
+static inline const fsl_value *fsl_cg_unexpand(const fsl_value *v) {
+  while (v->producer && v->producer->op == FSL_OP_expand) v = v->producer->in[0];
+  return v;
+}
 static inline bool is_s(fsl_dtype dt) {
   return dt == FSL_DT_I8 || dt == FSL_DT_I16 || dt == FSL_DT_I32 || dt == FSL_DT_I64;
 }

@@ -23,7 +23,7 @@ typedef enum { UPD_BOTH, UPD_ROW_FLAG, UPD_FLAGS } upd_mode;
  * a NaN, upd_mode). */
 static void col_update(em *e, const fsl_node *n, int k, const char *o, const char *v, const fsl_cg_red_acc *a,
                        upd_mode mode) {
-  bool fl = fsl_cg_tracks_nan(e, n);
+  bool tn = fsl_cg_tracks_nan(e, n);
   const char *sym = n->op == FSL_OP_reduce_sum ? "+" : "*";
   switch (n->op) {
   case FSL_OP_reduce_sum:
@@ -32,8 +32,8 @@ static void col_update(em *e, const fsl_node *n, int k, const char *o, const cha
     break;
   default: {
     const char *cmp = n->op == FSL_OP_reduce_max ? ">" : "<";
-    if (fl && mode == UPD_ROW_FLAG) fsl_cg_line(e, "rn_ |= %s != %s;", v, v);
-    else if (fl) fsl_cg_line(e, "n%d[%s] |= %s != %s;", k, o, v, v);
+    if (tn && mode == UPD_ROW_FLAG) fsl_cg_line(e, "rn_ |= %s != %s;", v, v);
+    else if (tn) fsl_cg_line(e, "n%d[%s] |= %s != %s;", k, o, v, v);
     if (mode != UPD_FLAGS)
       fsl_cg_line(e, "a%d[%s] = (%s)%s %s a%d[%s] ? (%s)%s : a%d[%s];", k, o, a->type, v, cmp, k, o, a->type, v, k, o);
   }

@@ -72,8 +72,7 @@ static bool ew_cast(em *e, const fsl_node *n, const char *a, char *ex, size_t ca
 static bool below_its_max(const fsl_value *v) {
   const fsl_node *s = v->producer;
   if (!s || s->op != FSL_OP_sub || s->n_in != 2) return false;
-  const fsl_value *x = s->in[0], *m = s->in[1];
-  while (m->producer && m->producer->op == FSL_OP_expand) m = m->producer->in[0];
+  const fsl_value *x = s->in[0], *m = fsl_cg_unexpand(s->in[1]);
   const fsl_node *r = m->producer;
   return r && r->op == FSL_OP_reduce_max && r->in[0] == x && m->rank == x->rank;
 }

@@ -14,12 +14,6 @@
  */
 #include "codegen/cg.h"
 
-/* v through expand nodes: the value they broadcast. */
-static const fsl_value *unexpand(const fsl_value *v) {
-  while (v->producer && v->producer->op == FSL_OP_expand) v = v->producer->in[0];
-  return v;
-}
-
 /* Whether value v is seen outside the kernel: a graph output, one of the
  * kernel's outputs, or read by a node of another kernel. */
 static bool escapes(const em *e, const fsl_value *v) {
@@ -47,7 +41,7 @@ static bool exp_only_summed_and_divided(const em *e, const fsl_value *ex, unsign
     const fsl_node *c = ex->cons[i];
     if (sum_over(c, ex, mask)) continue;
     if (c->op == FSL_OP_div && c->n_in == 2 && c->in[0] == ex && c->in[1] != ex &&
-        sum_over(unexpand(c->in[1])->producer, ex, mask))
+        sum_over(fsl_cg_unexpand(c->in[1])->producer, ex, mask))
       continue;
     return false;
   }

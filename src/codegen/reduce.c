@@ -652,8 +652,9 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
       fsl_cg_close_scope(e);
       fsl_cg_line(e, "}");
     }
-    /* an output that is the cached value itself already holds its row */
-    int done_j = ck >= 0 && s->out[cj] == red[ck]->in[0] && !fsl_cg_out_layout(e, cj) ? cj : -1;
+    /* an output that is the cached value itself already holds its row (a
+     * kernel with a reduction has no output layout: fsl_codegen_kernel) */
+    int done_j = ck >= 0 && s->out[cj] == red[ck]->in[0] ? cj : -1;
     bool any_row = false;
     for (int j = 0; j < s->n_out; j++) any_row = any_row || (cls[j] == 2 && j != done_j);
     if (ok && any_row) {
