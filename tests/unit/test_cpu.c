@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/compile.h"
 #include "backend/cpu/objcheck.h"
+#include "backend/cpu/onednn.h"
 #include "backend/cpu/dialect_c.h"
 #include "eval/eval.h"
 #include "runtime/memplan.h"
@@ -519,14 +520,19 @@ static void test_depthwise_rows(void **state) {
 }
 
 /* A constant of floats uniform in [-1, 1) (a model's initializer). */
-static fsl_value *random_const(fsl_builder *b, int rank, const int64_t *dims) {
+/* A constant of the given dims, uniform in [-scale, scale). */
+static fsl_value *random_const_in(fsl_builder *b, int rank, const int64_t *dims, double scale) {
   int64_t n = fsl_numel(rank, dims);
   float *p = malloc(sizeof *p * (size_t)n);
   assert_non_null(p);
-  for (int64_t i = 0; i < n; i++) p[i] = (float)(2.0 * test_rnd() - 1.0);
+  for (int64_t i = 0; i < n; i++) p[i] = (float)(scale * (2.0 * test_rnd() - 1.0));
   fsl_value *v = fsl_b_const(b, FSL_DT_F32, rank, dims, p);
   free(p);
   return v;
+}
+
+static fsl_value *random_const(fsl_builder *b, int rank, const int64_t *dims) {
+  return random_const_in(b, rank, dims, 1.0);
 }
 
 /* y = HardSigmoid(lin + bias) for lin a matmul of x [rows, K] by w [K, N]
@@ -810,6 +816,69 @@ static void test_residual_post_chain(void **state) {
   for (int i = 0; i < g->n_nodes; i++) sets[i] = &g->nodes[i], sizes[i] = 1;
   run_hand_plan(g, sets, sizes, g->n_nodes, in, y[3], "residual-post-chain/per-node");
   free_inputs(in, 6);
+  fsl_graph_free(g);
+}
+
+/* Dense 3x3 stride-1 convolutions with constant weights that oneDNN runs
+ * as its direct kernel over nChw8c (no AVX-512, FSL_CPU_ISA=avx2: oneDNN
+ * has no Winograd there) run as fissile's F(2x2,3x3) Winograd
+ * (backend/cpu/winograd.c) with the epilogue steps it takes: bias, the
+ * residual as oneDNN's sum, ReLU (y1); a per-channel scale and a clip to
+ * [0, 6] as ReLU plus a scalar min, asymmetric pads, odd sizes (y2);
+ * HardSwish (y3); a SiLU it does not take keeps oneDNN's direct kernel
+ * (y4).  Two images, so tiles cross image borders.  Every plan matches the
+ * reference; one kernel per convolution and its epilogue runs three of
+ * the four convolutions as Winograd where oneDNN's ISA is AVX2, none
+ * where oneDNN has Winograd of its own (AVX-512). */
+static void test_winograd_conv(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_builder b = B_INIT(g);
+  int64_t dx[] = {2, 32, 31, 31}, dw[] = {32, 32, 3, 3}, dc[] = {1, 32, 1, 1}, st[] = {1, 1}, dl[] = {1, 1};
+  int64_t pads1[] = {1, 1, 1, 1}, pads2[] = {1, 0, 0, 1}, pads4[] = {0, 0, 0, 0};
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w[4];
+  for (int i = 0; i < 4; i++) w[i] = random_const_in(&b, 4, dw, 0.1); /* outputs of order 1 */
+  fsl_value *bias = random_const(&b, 4, dc), *scale = random_const(&b, 4, dc);
+  fsl_value *c1 = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w[0], st, dl, pads1, 1, NULL), bias);
+  fsl_value *y1 = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, c1, x), 0.0);
+  fsl_value *c2 = fsl_b_binary(&b, FSL_OP_mul, fsl_b_conv(&b, y1, w[1], st, dl, pads2, 1, NULL), scale);
+  fsl_value *y2 = fsl_b_binary_scalar(&b, FSL_OP_min, fsl_b_binary_scalar(&b, FSL_OP_max, c2, 0.0), 6.0);
+  fsl_value *c3 = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, y2, w[2], st, dl, pads1, 1, NULL), bias);
+  fsl_value *hs = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary_scalar(&b, FSL_OP_min,
+                  fsl_b_binary_scalar(&b, FSL_OP_add, fsl_b_binary_scalar(&b, FSL_OP_mul, c3, 1.0 / 6.0), 0.5), 1.0), 0.0);
+  fsl_value *y3 = fsl_b_binary(&b, FSL_OP_mul, c3, hs);
+  fsl_value *c4 = fsl_b_conv(&b, y3, w[3], st, dl, pads4, 1, NULL);
+  fsl_value *y4 = fsl_b_binary(&b, FSL_OP_mul, c4, fsl_b_unary(&b, FSL_OP_sigmoid, c4));
+  assert_int_equal(b.st, FSL_OK);
+  fsl_graph_add_output(g, y4);
+  void *in[] = {random_data(x, -1, 1)};
+  check_graph(g, in, 1e-4, "winograd");
+  fsl_node **sets[4];
+  int sizes[4], n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i]->op == FSL_OP_conv) sets[n] = &g->nodes[i], sizes[n++] = 0;
+    assert_true(n > 0 && n <= 4);
+    sizes[n - 1]++;
+  }
+  fsl_plan p;
+  assert_true(hand_plan(g, &p, sets, sizes, n));
+  void *exe = NULL;
+  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  fsl_cpu_stats stats;
+  fsl_cpu_exe_stats(exe, &stats);
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  bool avx2_only = (isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2 && (isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
+  if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "winograd: %d of %d oneDNN steps (avx2 only: %d)\n", stats.n_winograd, stats.n_onednn, avx2_only);
+  assert_int_equal(stats.n_onednn, 4);
+  assert_int_equal(stats.n_winograd, avx2_only ? 3 : 0);
+  void *got[1] = {0}, *want[1] = {0};
+  assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
+  assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
+  compare(y4, got[0], want[0], 1e-4, "winograd/per-conv");
+  free(got[0]), free(want[0]);
+  fsl_backend_cpu.free_exe(exe);
+  fsl_plan_free(&p);
+  free_inputs(in, 1);
   fsl_graph_free(g);
 }
 
@@ -1549,7 +1618,7 @@ int main(void) {
       cmocka_unit_test(test_conv_bias),
       cmocka_unit_test(test_depthwise_rows),
       cmocka_unit_test_teardown(test_gemv_generated, unset_no_onednn),
-      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_residual_kept_for_epilogue), cmocka_unit_test(test_attention_concat_chain),
+      cmocka_unit_test(test_conv_chain), cmocka_unit_test(test_concat_chain), cmocka_unit_test(test_residual_chain), cmocka_unit_test(test_residual_post_chain), cmocka_unit_test(test_winograd_conv), cmocka_unit_test(test_residual_kept_for_epilogue), cmocka_unit_test(test_attention_concat_chain),
       cmocka_unit_test(test_reduce_chain),
       cmocka_unit_test(test_pool_chain),
       cmocka_unit_test(test_gather_ints),

@@ -71,6 +71,7 @@ typedef struct fsl_cpu_stats {
   int n_kernels;         /* kernels of the plan */
   int n_generated;       /* generated C functions */
   int n_onednn;          /* linear ops run by oneDNN */
+  int n_winograd;        /* of those, convolutions run as fissile's Winograd (winograd.h) */
   int n_chained;         /* values passed between them in a oneDNN layout (lower.h) */
   int n_fallback;        /* kernels (or linear ops) run by the reference interpreter */
   int n_opaque;          /* opaque kernels (always the reference interpreter) */

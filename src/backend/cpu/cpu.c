@@ -164,6 +164,8 @@ static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe
   x->stats.n_kernels = p->kernels.n;
   x->stats.n_generated = L->n_generated;
   x->stats.n_onednn = L->n_onednn;
+  for (int i = 0; i < L->n_steps; i++)
+    x->stats.n_winograd += L->steps[i].kind == FSL_CPU_STEP_ONEDNN && fsl_onednn_linear_winograd(L->steps[i].dnn);
   x->stats.n_chained = L->n_chained;
   x->stats.n_fallback = L->n_fallback;
   x->stats.n_opaque = L->n_opaque;

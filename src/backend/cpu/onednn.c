@@ -55,6 +55,7 @@
 #include "backend/cpu/onednn.h"
 
 #include "backend/cpu/isa.h"
+#include "backend/cpu/winograd.h"
 #include "codegen/linsplit.h"
 
 #include <dlfcn.h>
@@ -114,7 +115,7 @@ static void init_omp(void) {
  * every primitive kept for run time uses the "user" mode, with the
  * scratchpad of the thread that runs it (thread_scratch), and a run-time
  * reorder must need none. */
-static dnnl_status_t user_scratchpad_attr(dnnl_primitive_attr_t *attr) {
+dnnl_status_t fsl_onednn_user_scratchpad_attr(dnnl_primitive_attr_t *attr) {
   dnnl_status_t s = dnnl_primitive_attr_create(attr);
   if (s == dnnl_success && (s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)) !=
                                dnnl_success) {
@@ -174,7 +175,7 @@ static void *thread_scratch(size_t n) {
 static dnnl_status_t reorder_create(dnnl_primitive_t *r, fsl_cmd from, fsl_cmd to) {
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t rpd = NULL;
-  dnnl_status_t s = user_scratchpad_attr(&attr);
+  dnnl_status_t s = fsl_onednn_user_scratchpad_attr(&attr);
   if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&rpd, from, g_engine, to, g_engine, attr);
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (s != dnnl_success) return s;
@@ -256,6 +257,7 @@ struct fsl_onednn_linear {
   dnnl_memory_t scratch_mem;  /* the primitive's scratchpad (data: thread_scratch at run), or NULL */
   size_t scratch_bytes;
   int n_threads;
+  fsl_wino *wino;             /* fissile's Winograd convolution runs instead of `prim` (wino_try), or NULL */
   char desc[192];             /* fsl_onednn_linear_describe */
 };
 
@@ -1056,7 +1058,7 @@ static dnnl_status_t make_pd(const fsl_node *lin, const geom *g, const post_entr
   dnnl_post_ops_t po;
 retry:
   attr = NULL, po = NULL;
-  if ((s = user_scratchpad_attr(&attr)) != dnnl_success) return s;
+  if ((s = fsl_onednn_user_scratchpad_attr(&attr)) != dnnl_success) return s;
   if ((s = dnnl_post_ops_create(&po)) != dnnl_success) goto out;
   for (int i = 0; i < n; i++) {
     if (e[i].reshape || i == bi) continue;
@@ -1398,7 +1400,7 @@ static void flip_weights(const float *src, float *dst, int64_t outer, int ns, co
   }
 }
 
-static dnnl_status_t run_reorder(fsl_cmd from, void *from_data, fsl_cmd to, void *to_data) {
+dnnl_status_t fsl_onednn_run_reorder(fsl_cmd from, void *from_data, fsl_cmd to, void *to_data) {
   dnnl_primitive_desc_t rpd = NULL;
   dnnl_primitive_t rp = NULL;
   dnnl_memory_t a = NULL, b = NULL;
@@ -1476,6 +1478,81 @@ static void describe(fsl_onednn_linear *op, const_dnnl_primitive_desc_t pd) {
   snprintf(op->desc + l, sizeof op->desc - l, " %s%s", op->src_reorder ? "reordered" : "plain",
            op->bias_entry >= 0 ? ", bias" : "");
   op->desc_len = strlen(op->desc);
+}
+
+/* The epilogue entries e[0..n) of op (a direct convolution) as the steps
+ * of fissile's Winograd convolution, its bias in *bias: false when one is
+ * not a step it takes (a reshape, a run-time operand other than the sum, an
+ * operand that varies along more than the output channels). */
+static bool wino_posts(const fsl_onednn_linear *op, const fsl_value *y, fsl_wino_post *p, int *np,
+                       const float **bias) {
+  *np = 0;
+  *bias = NULL;
+  for (int i = 0; i < op->n_entries; i++) {
+    const post_entry *pe = &op->entries[i];
+    if (pe->reshape) return false;
+    if (i == op->bias_entry) {
+      *bias = pe->cdata;
+      continue;
+    }
+    fsl_wino_post q;
+    memset(&q, 0, sizeof q);
+    q.alg = pe->alg, q.alpha = pe->alpha, q.beta = pe->beta;
+    if (!pe->binary) {
+      q.kind = FSL_WINO_ELTWISE;
+    } else if (pe->sum) {
+      q.kind = FSL_WINO_SUM;
+    } else {
+      if (!pe->cdata || pe->sr != 4) return false;
+      for (int d = 0; d < 4; d++)
+        if (pe->sd[d] != y->dims[d] || (pe->bd[d] != 1 && d != 1)) return false;
+      q.kind = FSL_WINO_BINARY, q.c = pe->cdata, q.per_channel = pe->bd[1] != 1;
+    }
+    if (!fsl_wino_post_ok(&q)) return false;
+    p[(*np)++] = q;
+  }
+  return true;
+}
+
+/* A convolution that pays as Winograd (wino_pays) but that oneDNN runs as
+ * its direct kernel (it has no Winograd without AVX-512) over nChw8c
+ * activations: the same convolution, post-ops and layouts as fissile's
+ * F(2x2,3x3) Winograd (winograd.c), which then runs instead of the direct
+ * primitive, where it takes the geometry and every absorbed post-op.
+ * Measured with oneDNN 2.6.3 (bench/results/winograd-avx2-zen4.md). */
+static fsl_status wino_try(fsl_onednn_linear *op, const fsl_node *lin, const geom *g, const_dnnl_primitive_desc_t pd) {
+  const fsl_value *x = lin->in[0], *y = lin->out[0];
+  if (g->wnd != 4 || x->rank != 4 || y->rank != 4 || x->dims[1] % 8 || y->dims[1] % 8) return FSL_OK;
+  md_arena a = {0};
+  fsl_md xb, yb;
+  bool blocked = md_make_tag(&a, &xb, 4, x->dims, dnnl_nChw8c) == dnnl_success &&
+                 md_make_tag(&a, &yb, 4, y->dims, dnnl_nChw8c) == dnnl_success &&
+                 dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), FSL_MD(xb)) &&
+                 dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), FSL_MD(yb));
+  md_arena_free(&a);
+  fsl_wino_post post[MAX_POST];
+  int np = 0;
+  const float *bias = NULL;
+  if (!blocked || !wino_posts(op, y, post, &np, &bias)) return FSL_OK;
+  fsl_wino_geom wg = {x->dims[0], x->dims[1], x->dims[2], x->dims[3], y->dims[1], y->dims[2], y->dims[3],
+                      g->pl[0], g->pl[1]};
+  fsl_status st = fsl_wino_create(&wg, g->wdata, g->wstr, bias, post, np, g_engine, &op->wino);
+  if (st == FSL_ERR_NOMEM) return st;
+  if (st != FSL_OK) {
+    fsl_error_clear();
+    return FSL_OK;
+  }
+  if (op->scratch_mem) dnnl_memory_destroy(op->scratch_mem); /* the direct primitive's: it no longer runs */
+  op->scratch_mem = NULL, op->scratch_bytes = 0;
+  /* "convolution <impl> <dims>..." -> "convolution <winograd impl> <dims>..." */
+  char old[sizeof op->desc];
+  memcpy(old, op->desc, sizeof old);
+  const char *impl = strchr(old, ' '), *dims = impl ? strchr(impl + 1, ' ') : NULL;
+  size_t l = (size_t)snprintf(op->desc, sizeof op->desc, "convolution %s", fsl_wino_describe(op->wino));
+  if (dims && l < sizeof op->desc) memcpy(op->desc + l, dims, strnlen(dims, sizeof op->desc - l - 1) + 1);
+  op->desc[sizeof op->desc - 1] = 0;
+  op->desc_len = strlen(op->desc);
+  return FSL_OK;
 }
 
 /* Whether what one primitive writes (pu: its row-major user memory, pp:
@@ -1591,6 +1668,8 @@ bool fsl_onednn_linear_plain(const fsl_onednn_linear *op) {
 }
 
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op) { return op ? op->desc : ""; }
+
+bool fsl_onednn_linear_winograd(const fsl_onednn_linear *op) { return op && op->wino; }
 
 /* Whether oneDNN's implementation name for pd contains word. */
 static bool impl_has(const_dnnl_primitive_desc_t pd, const char *word) {
@@ -1731,7 +1810,8 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
   memset(&m, 0, sizeof m);
   int n_used = -1;
   dnnl_status_t last = dnnl_unimplemented;
-  g.wino = wino_pays(&g, lin);
+  bool wino_wanted = wino_pays(&g, lin);
+  g.wino = wino_wanted;
   if (g.wino && !(pd = best_prefix(lin, &g, epi, e, ne, &m, &n_used, &last))) g.wino = false;
   if (!pd) pd = best_prefix(lin, &g, epi, e, ne, &m, &n_used, &last);
   if (pd && mm_conv_pays(&g, pd)) {
@@ -1807,7 +1887,7 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     size_t sz = dnnl_memory_desc_get_size(wmd);
     op->wei_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
     if (!op->wei_buf) { free(flipped); st = fsl_errorf(FSL_ERR_NOMEM, "out of memory"); goto fail; }
-    s = run_reorder(FSL_MD(m.wei_user), (void *)wsrc, wmd, op->wei_buf);
+    s = fsl_onednn_run_reorder(FSL_MD(m.wei_user), (void *)wsrc, wmd, op->wei_buf);
     free(flipped);
     if (s == dnnl_success) s = dnnl_memory_create(&op->wei_mem, wmd, g_engine, op->wei_buf);
   } else if (plain && !op->flip) {
@@ -1851,6 +1931,7 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     if (!e[i].cdata) op->post_val[e[i].node] = e[i].src;
   }
   describe(op, pd);
+  if (wino_wanted && !g.wino && (st = wino_try(op, lin, &g, pd)) != FSL_OK) goto fail;
   dnnl_primitive_desc_destroy(pd);
   pd_mds_free(&m);
   *out = op;
@@ -1958,7 +2039,18 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
     }
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1, op->post_mem[i]};
   }
-  s = dnnl_primitive_execute(op->prim, g_stream, na, args);
+  if (op->wino) {
+    void *x = NULL, *y = NULL, *sp = thread_scratch(fsl_wino_scratch_bytes(op->wino));
+    if (!sp) {
+      if (old_threads) g_omp_set(old_threads);
+      return fsl_errorf(FSL_ERR_NOMEM, "Winograd scratch: out of memory (%zu bytes)", fsl_wino_scratch_bytes(op->wino));
+    }
+    s = dnnl_memory_get_data_handle(op->src_mem, &x);
+    if (s == dnnl_success) s = dnnl_memory_get_data_handle(op->dst_mem, &y);
+    if (s == dnnl_success) s = fsl_wino_run(op->wino, x, y, sp, g_stream);
+  } else {
+    s = dnnl_primitive_execute(op->prim, g_stream, na, args);
+  }
   if (s == dnnl_success && op->dst_reorder && !op->dst_chained) {
     dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->dst_mem}, {DNNL_ARG_TO, op->dst_user_mem}};
     s = dnnl_primitive_execute(op->dst_reorder, g_stream, 2, ra);
@@ -1994,6 +2086,7 @@ fsl_status fsl_onednn_linear_create_avail(const fsl_node *lin, fsl_node *const *
 
 void fsl_onednn_linear_free(fsl_onednn_linear *op) {
   if (!op) return;
+  fsl_wino_free(op->wino);
   if (op->prim) dnnl_primitive_destroy(op->prim);
   if (op->wei_reorder) dnnl_primitive_destroy(op->wei_reorder);
   if (op->src_reorder) dnnl_primitive_destroy(op->src_reorder);

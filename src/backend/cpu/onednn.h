@@ -8,6 +8,7 @@
 #ifndef FSL_CPU_ONEDNN_H
 #define FSL_CPU_ONEDNN_H
 
+#include "backend/cpu/dnnl_api.h"
 #include "codegen/codegen.h"
 #include "orchestrate/orchestrate.h"
 
@@ -147,6 +148,19 @@ bool fsl_onednn_linear_plain(const fsl_onednn_linear *op);
  *  is chained: "src", "dst", "residual" joined by "+" (", chained
  *  src+dst+residual").  "" for NULL. */
 const char *fsl_onednn_linear_describe(const fsl_onednn_linear *op);
+/** Whether op is a convolution that runs as fissile's F(2x2,3x3) Winograd
+ *  (winograd.h) instead of oneDNN's direct kernel. */
+bool fsl_onednn_linear_winograd(const fsl_onednn_linear *op);
 void fsl_onednn_linear_free(fsl_onednn_linear *op);
+
+/** A primitive attribute in oneDNN's "user" scratchpad mode (onednn.c,
+ *  "Scratchpads": every primitive kept for run time takes the scratchpad
+ *  of the thread that runs it); the caller destroys it. */
+dnnl_status_t fsl_onednn_user_scratchpad_attr(dnnl_primitive_attr_t *attr);
+
+/** Reorders from_data (layout `from`) into to_data (layout `to`) now, on
+ *  the backend's engine and stream (create time only: it builds and drops a
+ *  reorder primitive). */
+dnnl_status_t fsl_onednn_run_reorder(fsl_cmd from, void *from_data, fsl_cmd to, void *to_data);
 
 #endif
