@@ -825,19 +825,19 @@ static void test_residual_post_chain(void **state) {
  * (backend/cpu/winograd.c) with the epilogue steps it takes: bias, the
  * residual as oneDNN's sum, ReLU (y1); a per-channel scale and a clip to
  * [0, 6] as ReLU plus a scalar min, asymmetric pads, odd sizes (y2);
- * HardSwish (y3); a SiLU it does not take keeps oneDNN's direct kernel
- * (y4).  Two images, so tiles cross image borders.  Every plan matches the
- * reference; one kernel per convolution and its epilogue runs three of
- * the four convolutions as Winograd where oneDNN's ISA is AVX2, none
- * where oneDNN has Winograd of its own (AVX-512). */
+ * HardSwish (y3); SiLU (y4, no pads); a tanh it does not take keeps
+ * oneDNN's direct kernel (y5).  Two images, so tiles cross image borders.
+ * Every plan matches the reference; one kernel per convolution and its
+ * epilogue runs four of the five convolutions as Winograd where oneDNN's
+ * ISA is AVX2, none where oneDNN has Winograd of its own (AVX-512). */
 static void test_winograd_conv(void **state) {
   (void)state;
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
-  int64_t dx[] = {2, 32, 31, 31}, dw[] = {32, 32, 3, 3}, dc[] = {1, 32, 1, 1}, st[] = {1, 1}, dl[] = {1, 1};
+  int64_t dx[] = {2, 64, 23, 23}, dw[] = {64, 64, 3, 3}, dc[] = {1, 64, 1, 1}, st[] = {1, 1}, dl[] = {1, 1};
   int64_t pads1[] = {1, 1, 1, 1}, pads2[] = {1, 0, 0, 1}, pads4[] = {0, 0, 0, 0};
-  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w[4];
-  for (int i = 0; i < 4; i++) w[i] = random_const_in(&b, 4, dw, 0.1); /* outputs of order 1 */
+  fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w[5];
+  for (int i = 0; i < 5; i++) w[i] = random_const_in(&b, 4, dw, 0.07); /* outputs of order 1 */
   fsl_value *bias = random_const(&b, 4, dc), *scale = random_const(&b, 4, dc);
   fsl_value *c1 = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w[0], st, dl, pads1, 1, NULL), bias);
   fsl_value *y1 = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary(&b, FSL_OP_add, c1, x), 0.0);
@@ -849,15 +849,16 @@ static void test_winograd_conv(void **state) {
   fsl_value *y3 = fsl_b_binary(&b, FSL_OP_mul, c3, hs);
   fsl_value *c4 = fsl_b_conv(&b, y3, w[3], st, dl, pads4, 1, NULL);
   fsl_value *y4 = fsl_b_binary(&b, FSL_OP_mul, c4, fsl_b_unary(&b, FSL_OP_sigmoid, c4));
+  fsl_value *y5 = fsl_b_unary(&b, FSL_OP_tanh, fsl_b_conv(&b, y4, w[4], st, dl, pads1, 1, NULL));
   assert_int_equal(b.st, FSL_OK);
-  fsl_graph_add_output(g, y4);
+  fsl_graph_add_output(g, y5);
   void *in[] = {random_data(x, -1, 1)};
   check_graph(g, in, 1e-4, "winograd");
-  fsl_node **sets[4];
-  int sizes[4], n = 0;
+  fsl_node **sets[5];
+  int sizes[5], n = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i]->op == FSL_OP_conv) sets[n] = &g->nodes[i], sizes[n++] = 0;
-    assert_true(n > 0 && n <= 4);
+    assert_true(n > 0 && n <= 5);
     sizes[n - 1]++;
   }
   fsl_plan p;
@@ -869,12 +870,12 @@ static void test_winograd_conv(void **state) {
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   bool avx2_only = (isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2 && (isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
   if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "winograd: %d of %d oneDNN steps (avx2 only: %d)\n", stats.n_winograd, stats.n_onednn, avx2_only);
-  assert_int_equal(stats.n_onednn, 4);
-  assert_int_equal(stats.n_winograd, avx2_only ? 3 : 0);
+  assert_int_equal(stats.n_onednn, 5);
+  assert_int_equal(stats.n_winograd, avx2_only ? 4 : 0);
   void *got[1] = {0}, *want[1] = {0};
   assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
   assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
-  compare(y4, got[0], want[0], 1e-4, "winograd/per-conv");
+  compare(y5, got[0], want[0], 1e-4, "winograd/per-conv");
   free(got[0]), free(want[0]);
   fsl_backend_cpu.free_exe(exe);
   fsl_plan_free(&p);

@@ -45,6 +45,7 @@
 
 typedef float v8 __attribute__((vector_size(32)));
 typedef int v8i __attribute__((vector_size(32)));
+typedef unsigned v8u __attribute__((vector_size(32)));
 
 struct fsl_wino {
   fsl_wino_geom g;
@@ -100,6 +101,32 @@ FSL_WINO_TARGET static inline v8 splat8(float x) { return (v8){x, x, x, x, x, x,
 /* a where m (all ones), else b */
 FSL_WINO_TARGET static inline v8 select8(v8i m, v8 a, v8 b) { return (v8)(((v8i)a & m) | ((v8i)b & ~m)); }
 
+/* e^x on every lane: prelude.h's fsl_expf (the generated code's exp: the
+ * same reduction, minimax polynomial and end selects), on vectors. */
+FSL_WINO_TARGET static inline v8 exp8(v8 x) {
+  v8 z = (x * 1.44269504088896341f - 0.5f) + 12582912.0f, n = z - 12582912.0f;
+  v8 r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  v8 p = splat8(0x1.007672p-9f);
+  p = p * r + 0x1.fda20ep-8f;
+  p = p * r + 0x1.57778ep-5f;
+  p = p * r + 0x1.553568p-3f;
+  p = p * r + 0x1.0000dcp-1f;
+  p = p * r + 0x1.fffff8p-1f;
+  p = p * r + 1.0f;
+  v8 y = p * (v8)(((v8u)z << 23) + (127u << 23));
+  y = select8(x < -87.3365479f, splat8(0.0f), y);
+  return select8(x > 88.7228317f, splat8(__builtin_inff()), y);
+}
+
+/* sigmoid(x) on every lane, as helpers.h's fsl_sigmoidf: e^-|x| never
+ * overflows. */
+FSL_WINO_TARGET static inline v8 sigmoid8(v8 x) {
+  v8 t = exp8((v8)((v8i)x | (v8i)splat8(-0.0f))); /* e^-|x| */
+  v8 s = 1.0f / (1.0f + t);
+  return select8(x >= 0.0f, s, t * s);
+}
+
 /* The tiles [t0, t1) of the input transform, every channel block. */
 FSL_WINO_TARGET static void input_tiles(const fsl_wino *wi, const float *src, float *v, int64_t t0, int64_t t1) {
   const fsl_wino_geom *g = &wi->g;
@@ -147,6 +174,8 @@ FSL_WINO_TARGET static inline v8 epilogue(const fsl_wino *wi, v8 y, int64_t kb, 
       switch (e->alg) {
         case dnnl_eltwise_relu: y = select8(y > zero, y, a * y); break; /* NaN: a * NaN */
         case dnnl_eltwise_linear: y = a * y + b; break;
+        case dnnl_eltwise_swish: y = y * sigmoid8(a * y); break;
+        case dnnl_eltwise_logistic: y = sigmoid8(y); break;
         case dnnl_eltwise_clip:
         case dnnl_eltwise_clip_v2: /* min(max(y, a), b), NaN kept */
           y = select8(y < a, a, y);
@@ -233,7 +262,8 @@ bool fsl_wino_post_ok(const fsl_wino_post *p) {
     case FSL_WINO_SUM: return true;
     case FSL_WINO_ELTWISE:
       return p->alg == dnnl_eltwise_relu || p->alg == dnnl_eltwise_linear || p->alg == dnnl_eltwise_clip ||
-             p->alg == dnnl_eltwise_clip_v2 || p->alg == dnnl_eltwise_hardswish;
+             p->alg == dnnl_eltwise_clip_v2 || p->alg == dnnl_eltwise_hardswish || p->alg == dnnl_eltwise_swish ||
+             p->alg == dnnl_eltwise_logistic;
     case FSL_WINO_BINARY:
       return p->c && (p->alg == dnnl_binary_add || p->alg == dnnl_binary_sub || p->alg == dnnl_binary_mul ||
                       p->alg == dnnl_binary_div || p->alg == dnnl_binary_max || p->alg == dnnl_binary_min);

@@ -26,7 +26,7 @@ typedef struct fsl_wino fsl_wino;
 /** One step of the epilogue, applied to every output element in order. */
 typedef struct fsl_wino_post {
   enum { FSL_WINO_SUM, FSL_WINO_ELTWISE, FSL_WINO_BINARY } kind;
-  dnnl_alg_kind_t alg;   /* ELTWISE: relu, linear, clip, clip_v2, hardswish; BINARY: add, sub, mul, div, max, min */
+  dnnl_alg_kind_t alg;   /* ELTWISE: relu, linear, clip, clip_v2, hardswish, swish, logistic; BINARY: add, sub, mul, div, max, min */
   float alpha, beta;     /* ELTWISE parameters as oneDNN defines them */
   const float *c;        /* BINARY: the constant operand, K floats (per output channel) or 1 (borrowed) */
   bool per_channel;
