@@ -309,6 +309,11 @@ fsl_status fsl_wino_create(const fsl_wino_geom *g, const float *w, const int64_t
       g->pad_t > 2 || g->pad_l < 0 || g->pad_l > 2 || g->oh < 1 || g->ow < 1 || g->oh > g->h + 2 * g->pad_t ||
       g->ow > g->w + 2 * g->pad_l)
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "winograd: geometry not taken");
+  /* V and M (16 x tiles x channels floats each) must be addressable: a
+   * geometry this large is refused (the direct kernel runs it) */
+  double tiles = (double)g->n * (double)((g->oh + 1) / 2) * (double)((g->ow + 1) / 2);
+  if (64.0 * tiles * (double)(g->c + g->k) > 1e12 || 64.0 * (double)g->c * (double)g->k > 1e12)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "winograd: too large");
   if (n_post > MAX_WINO_POST) return fsl_errorf(FSL_ERR_UNSUPPORTED, "winograd: %d epilogue steps", n_post);
   for (int i = 0; i < n_post; i++)
     if (!fsl_wino_post_ok(&post[i])) return fsl_errorf(FSL_ERR_UNSUPPORTED, "winograd: epilogue step %d not taken", i);
