@@ -358,6 +358,7 @@ static fsl_status build_plan(fsl_model *m) {
   }
   /* what the backend's linear kernels can take, calibrated or not */
   m->dev.linear_views = be && be->linear_views && be->linear_views();
+  m->dev.winograd_3x3 = be && be->winograd_3x3 && be->winograd_3x3();
   fsl_profiler prof;
   fsl_plan_options popt = {.profiler = NULL};
   if (m->profile && dev && dev->profiler_init) {

@@ -48,6 +48,10 @@ typedef struct fsl_backend {
    *  views of their operands in place (fsl_device.linear_views, set on
    *  the plan's device whether or not it was calibrated).  NULL: no. */
   bool (*linear_views)(void);
+  /** Whether the backend runs the dense 3x3 stride-1 convolutions that
+   *  fsl_device.winograd_3x3 describes as Winograd F(2x2,3x3) (set on the
+   *  plan's device whether or not it was calibrated).  NULL: no. */
+  bool (*winograd_3x3)(void);
   /** Compiles plan p (which must outlive the executable) into *exe. */
   fsl_status (*compile)(const fsl_plan *p, void **exe);
   /** One line naming what this backend's executables depend on (machine,

@@ -33,9 +33,34 @@
  */
 #include "orchestrate/orchestrate.h"
 
-/* FLOPs of one matmul or conv node (multiply and add counted separately);
+/* FLOPs of conv node n as Winograd F(2x2,3x3) (2 x 16 products of C and K
+ * per 2x2 output tile; Lavin and Gray 2016) where fsl_device.winograd_3x3
+ * describes it: a dense 2-D 3x3 convolution, stride and dilation 1, constant
+ * weights, C, K >= 32 with C x K >= 2048, 24 MFLOP or more as a direct
+ * convolution (the CPU backend's rule: onednn.c wino_pays and wino_try);
+ * 0 otherwise. */
+static double winograd_flops(const fsl_node *n, double direct) {
+  const fsl_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
+  if (x->rank != 4 || w->rank != 4 || y->rank != 4 || !w->data || w->dims[2] != 3 || w->dims[3] != 3 ||
+      fsl_attr_int(n, "group", 1) != 1 || direct < 24e6)
+    return 0;
+  const char *one[] = {"strides", "dilations", "lhs_dilation"};
+  for (int a = 0; a < 3; a++) {
+    const int64_t *v = NULL;
+    int k = fsl_attr_ints(n, one[a], &v);
+    for (int i = 0; i < k; i++)
+      if (v[i] != 1) return 0;
+  }
+  int64_t c = x->dims[1], kk = y->dims[1];
+  if (c < 32 || kk < 32 || c * kk < 2048) return 0;
+  double tiles = (double)y->dims[0] * (double)((y->dims[2] + 1) / 2) * (double)((y->dims[3] + 1) / 2);
+  return 2.0 * 16.0 * tiles * (double)c * (double)kk;
+}
+
+/* FLOPs of one matmul or conv node (multiply and add counted separately;
+ * a conv that device d runs as Winograd, its Winograd products);
  * 0 for other ops or unknown shapes. */
-static double linear_flops(const fsl_node *n) {
+static double linear_flops(const fsl_node *n, const fsl_device *d) {
   if (n->n_in < 2 || n->n_out < 1 || !n->in[0] || !n->in[1] || !n->out[0]) return 0;
   const fsl_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
   int64_t out = fsl_value_numel(y);
@@ -49,7 +74,9 @@ static double linear_flops(const fsl_node *n) {
     /* w: [C_out, C_in/group, k...]: one output element reads numel(w)/C_out weights */
     int64_t wn = fsl_value_numel(w);
     if (w->rank < 1 || w->dims[0] <= 0 || wn <= 0) return 0;
-    return 2.0 * (double)out * ((double)wn / (double)w->dims[0]);
+    double direct = 2.0 * (double)out * ((double)wn / (double)w->dims[0]);
+    double wino = d->winograd_3x3 ? winograd_flops(n, direct) : 0;
+    return wino > 0 ? wino : direct;
   }
   return 0;
 }
@@ -270,7 +297,7 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   const fsl_value *z = epi ? epilogue_pass(k, &pre, epi) : NULL;
   for (int i = 0; i < k->n_nodes; i++) {
     if (!k->nodes[i]) continue;
-    if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i]);
+    if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i], d);
     else if (post && post[i]) lin += elem_work(k->nodes[i]);
     else if (z && epi[i]) epi_work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);
     else work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);

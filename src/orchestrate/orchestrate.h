@@ -98,6 +98,11 @@ typedef struct fsl_device {
                             fsl_linear_split_views), so LINEAR kernels may take them as a prologue;
                             set by the OpenCL and CUDA calibrations, false on the CPU (oneDNN reads
                             plain operands) and in the default device; not part of the record */
+  bool winograd_3x3;     /* the backend runs dense 3x3 stride-1 convolutions with constant weights, 32 or
+                            more channels on each side (C x K >= 2048) and 24 MFLOP or more as Winograd
+                            F(2x2,3x3) (16 products per 2x2 output tile instead of 36: cost.c); set by the
+                            CPU backend (oneDNN's Winograd with AVX-512, fissile's without:
+                            backend/cpu/winograd.h), false in the default device; not part of the record */
 } fsl_device;
 
 /** A fixed, documented default device (for tests and when uncalibrated). */

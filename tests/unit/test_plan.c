@@ -279,6 +279,46 @@ static void test_cost(void **state) {
   assert_string_equal(fsl_strategy_name(FSL_STRATEGY_UNFUSED), "unfused");
 }
 
+/* A conv the device runs as Winograd F(2x2,3x3) (fsl_device.winograd_3x3:
+ * dense 3x3, stride and dilation 1, constant weights, C, K >= 32 with
+ * C x K >= 2048, 24 MFLOP or more direct) costs its 16 products per 2x2
+ * output tile (tiles rounded up, per image); the near misses and a device
+ * without Winograd cost the direct convolution. */
+static void test_cost_winograd(void **state) {
+  (void)state;
+  fsl_device d;
+  fsl_device_default(&d);
+  struct {
+    int64_t c, k, stride, dilation;
+    bool const_w, wino_dev, wino;
+  } cases[] = {
+      {64, 64, 1, 1, true, true, true},   {64, 64, 1, 1, true, false, false}, {64, 64, 2, 1, true, true, false},
+      {64, 64, 1, 2, true, true, false},  {64, 64, 1, 1, false, true, false}, {32, 48, 1, 1, true, true, false},
+      {32, 64, 1, 1, true, true, true},   {16, 256, 1, 1, true, true, false},
+  };
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    fsl_graph *g = fsl_graph_new();
+    fsl_builder b = {.g = g, .fold = true};
+    int64_t dx[] = {2, cases[t].c, 25, 25}, dw[] = {cases[t].k, cases[t].c, 3, 3}, pads[] = {1, 1, 1, 1};
+    int64_t st[] = {cases[t].stride, cases[t].stride}, dl[] = {cases[t].dilation, cases[t].dilation};
+    fsl_value *x = input(g, "x", 4, dx);
+    fsl_value *w = cases[t].const_w ? const_f32(&b, 4, dw, 9) : input(g, "w", 4, dw);
+    fsl_value *y = fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL);
+    finish(&b, y);
+    fsl_node *conv = y->producer;
+    fsl_kernel k = {0};
+    k.n_nodes = 1;
+    k.nodes = &conv;
+    d.winograd_3x3 = cases[t].wino_dev;
+    double direct = 2.0 * (double)fsl_value_numel(y) * (double)cases[t].c * 9.0;
+    double tiles = 2.0 * (double)((y->dims[2] + 1) / 2) * (double)((y->dims[3] + 1) / 2);
+    double want = cases[t].wino ? 2.0 * 16 * tiles * (double)cases[t].c * (double)cases[t].k : direct;
+    assert_true(direct >= 24e6 || cases[t].stride > 1 || cases[t].dilation > 1);
+    assert_true(fabs(fsl_kernel_cost(&k, &d) - (want / d.peak_flops + d.launch_s)) < 1e-12);
+    fsl_graph_free(g);
+  }
+}
+
 /* A pooling window after a sigmoid, in one kernel: the generated code
  * evaluates the sigmoid once per window element (9 times per element for a
  * 3x3 window, stride 1), and the cost says so; likewise once per gathered
@@ -622,7 +662,7 @@ static void test_region_cost(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_cost),
+      cmocka_unit_test(test_cost), cmocka_unit_test(test_cost_winograd),
       cmocka_unit_test(test_linear_views),
       cmocka_unit_test(test_cost_counts_recomputation),
       cmocka_unit_test(test_cost_linear_epilogue_pass),

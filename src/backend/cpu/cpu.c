@@ -516,12 +516,18 @@ static void cpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
   free(fb);
 }
 
+/* Winograd: oneDNN's own kernels with AVX-512 (onednn.c, wino_pays), fissile's
+ * F(2x2,3x3) without (winograd.h); none where oneDNN is off (FSL_NO_ONEDNN:
+ * convolutions are generated code). */
+static bool cpu_winograd_3x3(void) { return getenv("FSL_NO_ONEDNN") == NULL; }
+
 const fsl_backend fsl_backend_cpu = {
     .name = "cpu",
     .summary = "generated C per kernel in one shared object, oneDNN for matmul/conv",
     .calibrate = fsl_cpu_calibrate,
     .profiler_init = fsl_cpu_profiler_init,
     .supports = cpu_supports,
+    .winograd_3x3 = cpu_winograd_3x3,
     .compile = cpu_compile,
     .fingerprint = fsl_cpu_fingerprint,
     .export_exe = cpu_export,
