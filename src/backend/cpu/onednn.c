@@ -19,7 +19,9 @@
  *     convolution over an nhwc image of M pixels, on the same memory
  *     (mm_conv_pays).
  *   conv x [N, C, s...] w [M, C/g, k...] (1-3 spatial dims): dnnl
- *     convolution forward (Winograd first where wino_pays, else direct;
+ *     convolution forward (Winograd first where wino_pays, else direct,
+ *     which without AVX-512 runs as fissile's F(2x2,3x3) Winograd where
+ *     that takes the conv and its post-ops: wino_try, winograd.h;
  *     either takes a leading constant per-channel add as its bias,
  *     native_bias), dnnl dilation = ours - 1, padding_l /
  *     padding_r = our pads' begins / ends, groups as [g, M/g, C/g, k...]
