@@ -36,7 +36,8 @@
 /* FLOPs of conv node n as Winograd F(2x2,3x3) (2 x 16 products of C and K
  * per 2x2 output tile; Lavin and Gray 2016) where fsl_device.winograd_3x3
  * describes it: a dense 2-D 3x3 convolution, stride and dilation 1, constant
- * weights, C, K >= 32 with C x K >= 2048, 24 MFLOP or more as a direct
+ * weights, C, K and C x K at least FSL_WINOGRAD_MIN_CHANNELS and
+ * FSL_WINOGRAD_MIN_CK (orchestrate.h), 24 MFLOP or more as a direct
  * convolution (the CPU backend's rule: onednn.c wino_pays and wino_try);
  * 0 otherwise. */
 static double winograd_flops(const fsl_node *n, double direct) {
@@ -52,7 +53,7 @@ static double winograd_flops(const fsl_node *n, double direct) {
       if (v[i] != 1) return 0;
   }
   int64_t c = x->dims[1], kk = y->dims[1];
-  if (c < 32 || kk < 32 || c * kk < 2048) return 0;
+  if (c < FSL_WINOGRAD_MIN_CHANNELS || kk < FSL_WINOGRAD_MIN_CHANNELS || c * kk < FSL_WINOGRAD_MIN_CK) return 0;
   double tiles = (double)y->dims[0] * (double)((y->dims[2] + 1) / 2) * (double)((y->dims[3] + 1) / 2);
   return 2.0 * 16.0 * tiles * (double)c * (double)kk;
 }

@@ -98,12 +98,24 @@ typedef struct fsl_device {
                             fsl_linear_split_views), so LINEAR kernels may take them as a prologue;
                             set by the OpenCL and CUDA calibrations, false on the CPU (oneDNN reads
                             plain operands) and in the default device; not part of the record */
-  bool winograd_3x3;     /* the backend runs dense 3x3 stride-1 convolutions with constant weights, 32 or
-                            more channels on each side (C x K >= 2048) and 24 MFLOP or more as Winograd
+  bool winograd_3x3;     /* the backend runs dense 3x3 stride-1 convolutions with constant weights,
+                            FSL_WINOGRAD_MIN_CHANNELS or more channels on each side (C x K >=
+                            FSL_WINOGRAD_MIN_CK) and 24 MFLOP or more as Winograd
                             F(2x2,3x3) (16 products per 2x2 output tile instead of 36: cost.c); set by the
                             CPU backend (oneDNN's Winograd with AVX-512, fissile's without:
                             backend/cpu/winograd.h), false in the default device; not part of the record */
 } fsl_device;
+
+/** The channels a convolution needs on each side, and their product, for
+ *  fissile's Winograd (backend/cpu/winograd.h) and its cost (cost.c).  With
+ *  fewer the transforms, which move 16 x tiles x (C + K) floats through the
+ *  cache for 16 x tiles x C x K multiply-adds, cost more than the smaller
+ *  GEMMs save whenever the host's other guests contend for the caches
+ *  (bench/results/winograd-avx2-zen4.md: 2 Zen 4 threads, Winograd / direct
+ *  quiet and contended: 32->64 over 56x56 0.85 and 1.80, 64->64 0.78 and
+ *  1.39, 64->128 over 28x28 0.62 and 1.09, 128->128 0.57 and 0.96). */
+#define FSL_WINOGRAD_MIN_CHANNELS 64
+#define FSL_WINOGRAD_MIN_CK 8192
 
 /** A fixed, documented default device (for tests and when uncalibrated). */
 void fsl_device_default(fsl_device *d);

@@ -280,8 +280,8 @@ static void test_cost(void **state) {
 }
 
 /* A conv the device runs as Winograd F(2x2,3x3) (fsl_device.winograd_3x3:
- * dense 3x3, stride and dilation 1, constant weights, C, K >= 32 with
- * C x K >= 2048, 24 MFLOP or more direct) costs its 16 products per 2x2
+ * dense 3x3, stride and dilation 1, constant weights, C, K >= 64 with
+ * C x K >= 8192, 24 MFLOP or more direct) costs its 16 products per 2x2
  * output tile (tiles rounded up, per image); the near misses and a device
  * without Winograd cost the direct convolution. */
 static void test_cost_winograd(void **state) {
@@ -292,9 +292,9 @@ static void test_cost_winograd(void **state) {
     int64_t c, k, stride, dilation;
     bool const_w, wino_dev, wino;
   } cases[] = {
-      {64, 64, 1, 1, true, true, true},   {64, 64, 1, 1, true, false, false}, {64, 64, 2, 1, true, true, false},
-      {64, 64, 1, 2, true, true, false},  {64, 64, 1, 1, false, true, false}, {32, 48, 1, 1, true, true, false},
-      {32, 64, 1, 1, true, true, true},   {16, 256, 1, 1, true, true, false},
+      {96, 96, 1, 1, true, true, true},   {96, 96, 1, 1, true, false, false}, {96, 96, 2, 1, true, true, false},
+      {96, 96, 1, 2, true, true, false},  {96, 96, 1, 1, false, true, false}, {64, 64, 1, 1, true, true, false},
+      {64, 128, 1, 1, true, true, true},  {32, 256, 1, 1, true, true, false},
   };
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     fsl_graph *g = fsl_graph_new();

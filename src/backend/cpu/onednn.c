@@ -1525,13 +1525,10 @@ static bool wino_posts(const fsl_onednn_linear *op, const fsl_value *y, fsl_wino
 static fsl_status wino_try(fsl_onednn_linear *op, const fsl_node *lin, const geom *g, const_dnnl_primitive_desc_t pd) {
   const fsl_value *x = lin->in[0], *y = lin->out[0];
   if (g->wnd != 4 || x->rank != 4 || y->rank != 4 || x->dims[1] % 8 || y->dims[1] % 8) return FSL_OK;
-  /* the transforms move 16 x tiles x (C + K) floats for 16 x tiles x C x K
-   * multiply-adds: with few channels they cost more than the direct kernel
-   * saves (F(2x2,3x3) alone against jit:avx2, 2 threads, Zen 4, ms: 16->32
-   * 80x80 0.35 / 0.26, 32->32 80x80 0.56 / 0.52, 32->64 56x56 0.43 / 0.51,
-   * 64->64 40x40 0.40 / 0.52, 64->128 28x28 0.32 / 0.51) */
+  /* with few channels the transforms cost more than the direct kernel saves
+   * (FSL_WINOGRAD_MIN_CHANNELS, orchestrate.h; the cost model uses the same) */
   int64_t c = x->dims[1], k = y->dims[1];
-  if (c < 32 || k < 32 || c * k < 2048) return FSL_OK;
+  if (c < FSL_WINOGRAD_MIN_CHANNELS || k < FSL_WINOGRAD_MIN_CHANNELS || c * k < FSL_WINOGRAD_MIN_CK) return FSL_OK;
   md_arena a = {0};
   fsl_md xb, yb;
   bool blocked = md_make_tag(&a, &xb, 4, x->dims, dnnl_nChw8c) == dnnl_success &&
