@@ -37,13 +37,13 @@
  * per 2x2 output tile; Lavin and Gray 2016) where fsl_device.winograd_3x3
  * describes it: a dense 2-D 3x3 convolution, stride and dilation 1, constant
  * weights, C, K and C x K at least FSL_WINOGRAD_MIN_CHANNELS and
- * FSL_WINOGRAD_MIN_CK (orchestrate.h), 24 MFLOP or more as a direct
+ * FSL_WINOGRAD_MIN_CK (orchestrate.h), FSL_WINOGRAD_MIN_FLOP or more as a direct
  * convolution (the CPU backend's rule: onednn.c wino_pays and wino_try);
  * 0 otherwise. */
 static double winograd_flops(const fsl_node *n, double direct) {
   const fsl_value *x = n->in[0], *w = n->in[1], *y = n->out[0];
   if (x->rank != 4 || w->rank != 4 || y->rank != 4 || !w->data || w->dims[2] != 3 || w->dims[3] != 3 ||
-      fsl_attr_int(n, "group", 1) != 1 || direct < 24e6)
+      fsl_attr_int(n, "group", 1) != 1 || direct < FSL_WINOGRAD_MIN_FLOP)
     return 0;
   const char *one[] = {"strides", "dilations", "lhs_dilation"};
   for (int a = 0; a < 3; a++) {

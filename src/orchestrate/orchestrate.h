@@ -116,6 +116,9 @@ typedef struct fsl_device {
  *  1.39, 64->128 over 28x28 0.62 and 1.09, 128->128 0.57 and 0.96). */
 #define FSL_WINOGRAD_MIN_CHANNELS 64
 #define FSL_WINOGRAD_MIN_CK 8192
+/** The FLOPs (as a direct convolution) below which no Winograd is asked for
+ *  (onednn.c wino_pays) nor charged (cost.c). */
+#define FSL_WINOGRAD_MIN_FLOP 24e6
 
 /** A fixed, documented default device (for tests and when uncalibrated). */
 void fsl_device_default(fsl_device *d);

@@ -755,7 +755,7 @@ static bool wino_pays(const geom *g, const fsl_node *lin) {
   for (int i = 0; i < 2; i++)
     if (w->dims[2 + i] != 3 || g->strides[i] != 1 || g->dil[i] != 0) return false;
   double flop = 2.0 * (double)fsl_value_numel(y) * (double)x->dims[1] * 9.0;
-  return x->dims[1] >= 16 && y->dims[1] >= 16 && flop >= 24e6;
+  return x->dims[1] >= 16 && y->dims[1] >= 16 && flop >= FSL_WINOGRAD_MIN_FLOP;
 }
 
 /* Whether post-op entry e (the first of linear op g with output y that is
