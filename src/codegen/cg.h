@@ -260,6 +260,9 @@ bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a);
 /* Whether some outside read of v moves by more than one element as v's
  * coordinate a steps from 0 to 1 (false where the probe cannot tell). */
 bool fsl_cg_strided_along(const em *e, const fsl_value *v, int a);
+/* The largest step in bytes of such a strided read (0: none, or the
+ * probe cannot tell). */
+int64_t fsl_cg_stride_bytes_along(const em *e, const fsl_value *v, int a);
 /* The interleave factor f in 2..8 of a LOOP nest over value v: some read
  * strides along v's innermost axis while every read is contiguous (or
  * broadcast) from innermost coordinate j to j + f for each j < f, as in a
@@ -286,6 +289,9 @@ typedef struct fsl_cg_red_acc {
 bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr);
 bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr);
 unsigned fsl_cg_red_mask(const fsl_node *n);
+/* The innermost axis that reduce node n reduces among those of its input
+ * longer than 1; -1 when none. */
+int fsl_cg_red_last_axis(const fsl_node *n);
 void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a);
 void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner);
 

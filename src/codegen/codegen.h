@@ -93,17 +93,6 @@ void fsl_codegen_prelude(const fsl_dialect *d, fsl_sbuf *b);
  */
 fsl_status fsl_codegen_kernel(const fsl_dialect *d, const fsl_cg_spec *spec, fsl_sbuf *b, fsl_cg_launch *launch);
 
-/**
- * Whether one of the `n_nodes` nodes reduces a tensor of v's shape (v:
- * any value the nodes read) over axes that leave out the innermost memory
- * axis of `lay` (a dense permutation of v's axes; that axis longer than
- * 1): a reduction row then steps that axis's extent apart in memory, a
- * cache line per element in the C dialect (InstanceNormalization, which
- * reduces H and W, over a channels-last tensor).  A reduction over another
- * shape (after a reshape) is not judged: false.  No errors.
- */
-bool fsl_codegen_reduce_across(int n_nodes, fsl_node *const *nodes, const fsl_value *v, const fsl_cg_layout *lay);
-
 /** An epilogue computed inside a generated matmul or convolution, on the
  *  accumulated value before its store (linsplit.h: a closed prefix of the
  *  chain, fsl_linear_split_fused): `nodes` are the chain (elementwise

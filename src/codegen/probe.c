@@ -163,14 +163,20 @@ static bool strides(const probe *base, const probe *in, int k) {
   return in->v[k] == base->v[k] && (d > 1 || d < -1);
 }
 
-bool fsl_cg_strided_along(const em *e, const fsl_value *v, int a) {
-  if (a < 0 || a >= v->rank || v->dims[a] < 2) return false;
+int64_t fsl_cg_stride_bytes_along(const em *e, const fsl_value *v, int a) {
+  if (a < 0 || a >= v->rank || v->dims[a] < 2) return 0;
   probe base = probe_at(e, v, -1, 0), in = probe_at(e, v, a, 1);
-  if (!base.ok || !in.ok || in.n != base.n) return false;
-  for (int k = 0; k < base.n; k++)
-    if (strides(&base, &in, k)) return true;
-  return false;
+  if (!base.ok || !in.ok || in.n != base.n) return 0;
+  int64_t most = 0;
+  for (int k = 0; k < base.n; k++) {
+    if (!strides(&base, &in, k)) continue;
+    int64_t d = in.flat[k] - base.flat[k], b = (d < 0 ? -d : d) * (int64_t)fsl_dtype_size(base.v[k]->dtype);
+    if (b > most) most = b;
+  }
+  return most;
 }
+
+bool fsl_cg_strided_along(const em *e, const fsl_value *v, int a) { return fsl_cg_stride_bytes_along(e, v, a) > 0; }
 
 bool fsl_cg_contig_along(const em *e, const fsl_value *v, int a) {
   int r = v->rank;

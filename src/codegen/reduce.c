@@ -13,17 +13,14 @@ unsigned fsl_cg_red_mask(const fsl_node *n) {
   return m;
 }
 
-bool fsl_codegen_reduce_across(int n_nodes, fsl_node *const *nodes, const fsl_value *v, const fsl_cg_layout *lay) {
-  int r = v ? v->rank : 0;
-  if (!lay || lay->rank != r || r < 1) return false;
-  int inner = lay->order[r - 1];
-  if (inner < 0 || inner >= r || v->dims[inner] <= 1) return false;
-  for (int i = 0; i < n_nodes; i++) {
-    const fsl_node *n = nodes[i];
-    if (fsl_op_get(n->op)->kind != FSL_KIND_REDUCE || n->n_in < 1 || !n->in[0]) continue;
-    if (fsl_cg_same_shape(n->in[0], v) && !(fsl_cg_red_mask(n) & (1u << inner))) return true;
-  }
-  return false;
+
+int fsl_cg_red_last_axis(const fsl_node *n) {
+  const fsl_value *x = n->in[0];
+  unsigned m = fsl_cg_red_mask(n);
+  int last = -1;
+  for (int i = 0; i < x->rank; i++)
+    if ((m & (1u << i)) && x->dims[i] > 1) last = i;
+  return last;
 }
 
 void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a) {
@@ -59,6 +56,32 @@ void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *
 }
 
 static bool is_arg(const fsl_node *n) { return n->op == FSL_OP_argmax || n->op == FSL_OP_argmin; }
+
+/* Whether the rows of reduction n would read an input stored in a layout
+ * (a oneDNN convolution's channels-last result) a cache line per element:
+ * its innermost reduced axis steps the layout's innermost axis's extent,
+ * 64 bytes or more, apart (InstanceNormalization's H and W over an nhwc
+ * tensor: style
+ * transfer's first one took 11.1 ms so on AVX2, 19.8 ms on AVX-512; on the
+ * conv's output reordered to plain 1.0 and 0.9 ms).  The columns form
+ * (columns.c) reads such an input in place; the rows form refuses it, and
+ * the CPU backend then hands the kernel plain data. */
+static bool rows_cross_layout(const em *e, const fsl_node *n) {
+  const fsl_value *x = n->in[0];
+  if (!e->s->in_layout || is_arg(n)) return false;
+  int last = fsl_cg_red_last_axis(n);
+  return last >= 0 && fsl_cg_stride_bytes_along(e, x, last) >= 64;
+}
+
+/* fsl_cg_fail for a rows form of red[0..nr) that rows_cross_layout
+ * refuses; true when none is. */
+static bool rows_ok(em *e, const fsl_node **red, int nr) {
+  for (int k = 0; k < nr; k++)
+    if (rows_cross_layout(e, red[k]))
+      return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "reduction '%s' would read an input layout across its rows",
+                         red[k]->name ? red[k]->name : "?");
+  return true;
+}
 
 /* The bound of a row's loops over its `inner` elements: none past the
  * last row when rows share a group (fsl_cg_row_loop_open). */
@@ -616,6 +639,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
   bool cols = false;
   if (ok) ok = fsl_cg_cols(e, red, nr, cls, oc, 0, &cols);
   if (ok && cols) e->n_red = nr;
+  if (ok && !cols && !rows_ok(e, red, nr)) e->fused_fail = true, ok = false;
   if (ok && !cols) {
     group_open(e, red, nr, outer, inner);
     fsl_cg_row_loop_open(e, outer, inner);
@@ -759,6 +783,7 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
     fsl_cg_open_scope(e);
     bool cols = false;
     ok = fsl_cg_cols(e, &red[k], 1, NULL, NULL, k, &cols);
+    if (ok && !cols) ok = rows_ok(e, &red[k], 1);
     if (ok && !cols) {
       fsl_cg_row_loop_open(e, outer, inner);
       coords c;

@@ -908,27 +908,30 @@ static void test_residual_kept_for_epilogue(void **state) {
 
 /* A 3 -> 16 channel convolution (channels-last: channels_last_pays, and
  * oneDNN's own choice on AVX-512) and then, in a generated kernel, a
- * normalization over `axes`: y = h - mean(h over axes).  Over H and W
- * (InstanceNormalization's reduction) a row steps 16 floats apart in nhwc,
- * so the conv output is reordered to plain instead
- * (fsl_codegen_reduce_across); over C (LayerNorm over channels) the row is
- * contiguous in nhwc and the generated kernel reads the conv's layout.
- * Returns the values chained. */
-static int reduce_chain_run(const int64_t *axes, int n_axes) {
+ * reduction over `axes`: with `rows` y = h - sum(h over axes), else the
+ * sum alone.  Over H and W with rows (InstanceNormalization's shape) the
+ * kernel writes y row-major and its loops would read h a cache line per
+ * element in nhwc, so the code generator refuses the layout and the conv
+ * output is reordered to plain (kernel.c: rows_read_layout); the sum alone
+ * (a global pooling, mobilenet's squeeze-excitation) reads nhwc in place as
+ * columns; over C (LayerNorm over channels) the rows are contiguous in
+ * nhwc and the kernel reads the layout.  Returns the values chained. */
+static int reduce_chain_run(const int64_t *axes, int n_axes, bool rows) {
   fsl_graph *g = fsl_graph_new();
   fsl_builder b = B_INIT(g);
   int64_t dx[] = {1, 3, 20, 20}, dw[] = {16, 3, 3, 3}, st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
   fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
   fsl_value *h = fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL);
   fsl_value *m = fsl_b_reduce(&b, FSL_OP_reduce_sum, h, axes, n_axes, true);
-  fsl_value *z = fsl_b_binary(&b, FSL_OP_sub, h, m);
+  fsl_value *z = rows ? fsl_b_binary(&b, FSL_OP_sub, h, m) : m;
   assert_int_equal(b.st, FSL_OK);
   fsl_graph_add_output(g, z);
   void *in[] = {random_data(x, -1, 1), random_data(w, -0.3, 0.3)};
   assert_int_equal(g->nodes[0]->op, FSL_OP_conv);
   fsl_node **sets[2] = {&g->nodes[0], &g->nodes[1]};
   int sizes[2] = {1, g->n_nodes - 1};
-  int chained = run_hand_plan(g, sets, sizes, 2, in, z, n_axes == 2 ? "reduce-hw-chain" : "reduce-c-chain");
+  const char *what = n_axes == 2 ? (rows ? "reduce-hw-chain" : "reduce-hw-only-chain") : "reduce-c-chain";
+  int chained = run_hand_plan(g, sets, sizes, 2, in, z, what);
   free_inputs(in, 2);
   fsl_graph_free(g);
   return chained;
@@ -937,10 +940,12 @@ static int reduce_chain_run(const int64_t *axes, int n_axes) {
 static void test_reduce_chain(void **state) {
   (void)state;
   int64_t hw[] = {2, 3}, c[] = {1};
-  int across = reduce_chain_run(hw, 2), along = reduce_chain_run(c, 1);
-  if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "reduce-chain: H,W %d, C %d values chained\n", across, along);
-  assert_int_equal(along, 1); /* the layout is channels-last ... */
-  assert_int_equal(across, 0); /* ... which the H,W reduction does not read */
+  int across = reduce_chain_run(hw, 2, true), pooled = reduce_chain_run(hw, 2, false), along = reduce_chain_run(c, 1, true);
+  if (getenv("FSL_TEST_VERBOSE"))
+    fprintf(stderr, "reduce-chain: H,W %d, H,W alone %d, C %d values chained\n", across, pooled, along);
+  assert_int_equal(along, 1);  /* the layout is channels-last ... */
+  assert_int_equal(pooled, 1); /* ... which a sum over H,W alone reads as columns ... */
+  assert_int_equal(across, 0); /* ... and one with rows of H,W to write does not read */
 }
 
 /* A 3 -> 16 channel convolution (channels-last, as in reduce_chain_run)

@@ -383,13 +383,10 @@ static bool regen(fsl_cpu_lowering *L, fsl_cpu_step *s) {
 }
 
 /* Sets (lay) or clears (NULL) the layout of v among GEN step s's inputs
- * and generates s again; false (s unchanged) when that fails, or when s
- * would reduce across lay's rows (fsl_codegen_reduce_across: style_transfer's
- * first InstanceNormalization over its channels-last 3 -> 32 convolution
- * took 11.1 ms so on AVX2 and 19.8 ms on AVX-512; on the conv's output
- * reordered to plain by oneDNN, 1.0 and 0.9 ms). */
+ * and generates s again; false (s unchanged) when that fails: the code
+ * generator refuses a layout its loops would read with a stride per
+ * element (a reduction's rows across it, a window not read as columns). */
 static bool gen_reads_layout(fsl_cpu_lowering *L, fsl_cpu_step *s, const fsl_value *v, const fsl_cg_layout *lay) {
-  if (lay && fsl_codegen_reduce_across(s->n_nodes, s->nodes, v, lay)) return false;
   if (!s->in_layout && !(s->in_layout = calloc((size_t)s->n_in, sizeof *s->in_layout))) return false;
   fsl_cg_layout none = {0};
   for (int k = 0; k < s->n_in; k++)
