@@ -21,21 +21,22 @@ typedef enum { UPD_BOTH, UPD_ROW_FLAG, UPD_FLAGS } upd_mode;
 
 /* The update of accumulator a<k>[o] by value v (mode: what it notes of
  * a NaN, upd_mode). */
-static void col_update(em *e, const fsl_node *n, int k, const char *o, const char *v, const fsl_cg_red_acc *a,
-                       upd_mode mode) {
+static void col_update(em *e, const fsl_node *n, const char *acc, int k, const char *o, const char *v,
+                       const fsl_cg_red_acc *a, upd_mode mode) {
   bool tn = fsl_cg_tracks_nan(e, n);
   const char *sym = n->op == FSL_OP_reduce_sum ? "+" : "*";
   switch (n->op) {
   case FSL_OP_reduce_sum:
   case FSL_OP_reduce_prod:
-    if (mode != UPD_FLAGS) fsl_cg_line(e, "a%d[%s] %s= (%s)%s;", k, o, sym, a->type, v);
+    if (mode != UPD_FLAGS) fsl_cg_line(e, "%s%d[%s] %s= (%s)%s;", acc, k, o, sym, a->type, v);
     break;
   default: {
     const char *cmp = n->op == FSL_OP_reduce_max ? ">" : "<";
     if (tn && mode == UPD_ROW_FLAG) fsl_cg_line(e, "rn_ |= %s != %s;", v, v);
     else if (tn) fsl_cg_line(e, "n%d[%s] |= %s != %s;", k, o, v, v);
     if (mode != UPD_FLAGS)
-      fsl_cg_line(e, "a%d[%s] = (%s)%s %s a%d[%s] ? (%s)%s : a%d[%s];", k, o, a->type, v, cmp, k, o, a->type, v, k, o);
+      fsl_cg_line(e, "%s%d[%s] = (%s)%s %s %s%d[%s] ? (%s)%s : %s%d[%s];", acc, k, o, a->type, v, cmp, acc, k, o, a->type,
+                  v, acc, k, o);
   }
   }
 }
@@ -54,13 +55,15 @@ static bool depends(const em *e, const fsl_value *v, const fsl_value *y, int dep
 }
 
 /* Serial loops j<a> over the reduced axes ja[0..nj) of x, clamped by
- * the window row w where there is one, each opened with its scope; with
- * c, those coordinates of c become the loop variables. */
-static void reduced_loops(em *e, const fsl_value *x, const int *ja, int nj, const fsl_cg_win_row *w, coords *c) {
+ * the window row w where there is one, the innermost up to last_hi where
+ * that is positive, each opened with its scope; with c, those coordinates
+ * of c become the loop variables. */
+static void reduced_loops(em *e, const fsl_value *x, const int *ja, int nj, const fsl_cg_win_row *w, coords *c,
+                          int64_t last_hi) {
   for (int q = 0; q < nj; q++) {
     char jv[CLEN], jd[32];
     snprintf(jv, CLEN, "j%d", ja[q]);
-    snprintf(jd, sizeof jd, "%lld", (long long)x->dims[ja[q]]);
+    snprintf(jd, sizeof jd, "%lld", (long long)(q == nj - 1 && last_hi > 0 ? last_hi : x->dims[ja[q]]));
     if (c) memcpy(c->c[ja[q]], jv, CLEN);
     fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = jv, .lo = w ? w->lo[q] : "0",
                                        .hi = w ? w->hi[q] : jd});
@@ -93,14 +96,17 @@ static void col_results(em *e, const fsl_node **red, int nk, const char *o) {
  * reduced axes (ja[0..nj), clamped by the window row w where there is
  * one), then the SIMD loop across the innermost kept axis o in [lo, hi),
  * L long, updating the accumulators of reductions k0..k1-1 (col_update,
- * mode), whose inputs may read the results of those before k0. */
+ * mode), whose inputs may read the results of those before k0.  With
+ * half > 0 (no window), two streams: the innermost reduced loop runs over
+ * [0, half), and each step updates a<k> at its coordinate and b<k> at the
+ * coordinate + half (merge_streams adds them up after). */
 static bool direct(em *e, const fsl_node **red, int k0, int k1, const fsl_cg_win_row *w, const fsl_cg_red_acc *a,
                    coords *c, const char *o, const char *lo, const char *hi, int64_t L, const int *ja, int nj,
-                   upd_mode mode) {
+                   upd_mode mode, int64_t half) {
   loop_ctx lc;
   /* the window loops, then the SIMD loop across the innermost kept axis */
   fsl_cg_loop_begin(e, &lc, "j", o);
-  reduced_loops(e, red[0]->in[0], ja, nj, w, c);
+  reduced_loops(e, red[0]->in[0], ja, nj, w, c, half);
   char olo[CLEN], ohi[CLEN];
   snprintf(olo, CLEN, "%s", lo);
   snprintf(ohi, CLEN, "%s", hi);
@@ -112,14 +118,43 @@ static bool direct(em *e, const fsl_node **red, int k0, int k1, const fsl_cg_win
   e->body_depth = e->depth;
   col_results(e, red, k0, o);
   bool ok = true;
-  for (int k = k0; k < k1 && ok; k++) {
-    char v[CLEN];
-    ok = w ? fsl_cg_win_ev(e, w, c, v) : fsl_cg_ev(e, red[k]->in[0], c, v);
-    if (ok) col_update(e, red[k], k, o, v, &a[k], mode);
+  coords ch = *c;
+  for (int s = 0; s < (half > 0 ? 2 : 1) && ok; s++) {
+    /* each stream in a block and scope of its own: the values it computes
+     * hold at its own coordinates */
+    fsl_cg_line(e, "{");
+    fsl_cg_open_scope(e);
+    if (s == 1) {
+      fsl_cg_line(e, "const int64_t jh_ = j%d + %lld;", ja[nj - 1], (long long)half);
+      snprintf(ch.c[ja[nj - 1]], CLEN, "jh_");
+    }
+    for (int k = k0; k < k1 && ok; k++) {
+      char v[CLEN];
+      ok = w ? fsl_cg_win_ev(e, w, c, v) : fsl_cg_ev(e, red[k]->in[0], s ? &ch : c, v);
+      if (ok) col_update(e, red[k], s ? "b" : "a", k, o, v, &a[k], mode);
+    }
+    fsl_cg_close_scope(e);
+    fsl_cg_line(e, "}");
   }
   close_loops(e, nj + 1);
   fsl_cg_loop_end(e, &lc);
   return ok;
+}
+
+/* Accumulators b<k> of the second stream (direct) into a<k>, for
+ * reductions k0..k1-1 over columns o in [lo, hi); the NaN flags are
+ * shared, so a max/min compares values only. */
+static void merge_streams(em *e, const fsl_node **red, int k0, int k1, const char *o, const char *lo, const char *hi) {
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi});
+  for (int k = k0; k < k1; k++) {
+    fsl_op op = red[k]->op;
+    if (op == FSL_OP_reduce_sum || op == FSL_OP_reduce_prod)
+      fsl_cg_line(e, "  a%d[%s] %s= b%d[%s];", k, o, op == FSL_OP_reduce_sum ? "+" : "*", k, o);
+    else
+      fsl_cg_line(e, "  a%d[%s] = b%d[%s] %s a%d[%s] ? b%d[%s] : a%d[%s];", k, o, k, o,
+                  op == FSL_OP_reduce_max ? ">" : "<", k, o, k, o, k, o);
+  }
+  fsl_cg_line(e, "}");
 }
 
 /* The column pass of a separable window row (separable): the clamped
@@ -235,7 +270,7 @@ static bool row_outputs(em *e, const fsl_node **red, int nr, const int *cls, con
   const fsl_cg_spec *s = e->s;
   loop_ctx lc;
   fsl_cg_loop_begin(e, &lc, "j", o);
-  reduced_loops(e, red[0]->in[0], ja, nj, NULL, NULL);
+  reduced_loops(e, red[0]->in[0], ja, nj, NULL, NULL, 0);
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi, .n_red = 1, .red = {"|:e_"}});
   fsl_cg_open_scope(e);
   e->body_depth = e->depth;
@@ -378,6 +413,14 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
       if (q != qs) other *= x0->dims[w.axis[q]];
     sep = other > 1 && other * Lin + K * L <= other * K * L && Lin * 12 <= COL_BYTES;
   }
+  /* two streams along the innermost reduced axis (direct): the
+   * accumulators live in memory, so with one stream each column's update
+   * waits on its previous store; two halve that chain (a global average
+   * pooling over a 96 x 40 x 64 nhwc tensor: 33 -> 17 us, AVX2 28 -> 15 us,
+   * bench/results/pool-nhwc-columns-zen4.md) where their accumulators
+   * still fit in L1 */
+  int64_t E = nj > 0 ? x0->dims[ja[nj - 1]] : 0, half = 0;
+  if (!sep && !w.src && E >= 4 && E % 2 == 0 && 2 * (bytes / L) * (span < L ? span : L) <= COL_BYTES) half = E / 2;
   fsl_cg_red_acc a[FSL_MAX_RANK * 8];
   bool nan[FSL_MAX_RANK * 8];
   if (nr > (int)(sizeof a / sizeof a[0])) return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "too many reductions in one kernel");
@@ -389,12 +432,14 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
     }
     nan[k] = fsl_cg_tracks_nan(e, red[k]);
     fsl_cg_line(e, "%s a%d[%lld];", a[k].type, k, (long long)L);
+    if (half) fsl_cg_line(e, "%s b%d[%lld];", a[k].type, k, (long long)L);
     if (nan[k]) fsl_cg_line(e, "int n%d[%lld];", k, (long long)L);
   }
   fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = FSL_CG_SIMD, .var = o, .lo = lo, .hi = hi});
   fsl_cg_open_scope(e);
   for (int k = 0; k < nr; k++) {
     fsl_cg_line(e, "a%d[%s] = %s;", k, o, a[k].init);
+    if (half) fsl_cg_line(e, "b%d[%s] = %s;", k, o, a[k].init);
     if (nan[k]) fsl_cg_line(e, "n%d[%s] = 0;", k, o);
   }
   fsl_cg_close_scope(e);
@@ -415,14 +460,15 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
       fsl_cg_line(e, "{");
       fsl_cg_open_scope(e);
       if (flag) fsl_cg_line(e, "int rn_ = 0;");
-      ok = direct(e, red, k0, k1, wr, a, &c, o, lo, hi, L, ja, nj, flag ? UPD_ROW_FLAG : UPD_BOTH);
+      ok = direct(e, red, k0, k1, wr, a, &c, o, lo, hi, L, ja, nj, flag ? UPD_ROW_FLAG : UPD_BOTH, half);
       if (ok && flag) {
         fsl_cg_line(e, "if (rn_) {");
         fsl_cg_open_scope(e);
-        ok = direct(e, red, k0, k1, wr, a, &c, o, lo, hi, L, ja, nj, UPD_FLAGS);
+        ok = direct(e, red, k0, k1, wr, a, &c, o, lo, hi, L, ja, nj, UPD_FLAGS, half);
         fsl_cg_close_scope(e);
         fsl_cg_line(e, "}");
       }
+      if (ok && half) merge_streams(e, red, k0, k1, o, lo, hi);
       fsl_cg_close_scope(e);
       fsl_cg_line(e, "}");
     }

@@ -403,7 +403,10 @@ static void test_input_layout(void **state) {
  * [1, 40, 5, 6] (one row of the kept space: its 40 channels are split in
  * slots across the parallel loop) and [3, 24, 4, 4].  Both run as columns
  * (an accumulator per channel, the SIMD loop along the channels the
- * input stores innermost) and match the reference on the row-major data. */
+ * input stores innermost) in two streams along W (a<k> over its first
+ * half, b<k> over its second: columns.c, direct) and match the reference
+ * on the row-major data, a NaN in the second half of one channel's rows
+ * included (its sum and max NaN, the other channels' not). */
 static void test_layout_columns(void **state) {
   (void)state;
   int64_t shapes[2][4] = {{1, 40, 5, 6}, {3, 24, 4, 4}}, axes[] = {2, 3};
@@ -426,12 +429,15 @@ static void test_layout_columns(void **state) {
     fsl_codegen_prelude(&fsl_dialect_c, &src);
     assert_int_equal(fsl_codegen_kernel(&fsl_dialect_c, &spec, &src, NULL), FSL_OK);
     assert_non_null(strstr(src.p, "a0[o1] += (float)")); /* 30 and 16 elements per sum */
+    assert_non_null(strstr(src.p, "b0[o1] += (float)"));
+    assert_non_null(strstr(src.p, "const int64_t jh_ = j3 + "));
     void *h = NULL;
     void *sym = compile_k0(src.p, &h);
     int (*k0)(const void *const *, void *const *);
     memcpy(&k0, &sym, sizeof k0);
     float *xr = random_data(x, -1, 1), *xn = malloc(sizeof(float) * (size_t)(N * C * HW));
     assert_non_null(xn);
+    xr[(N - 1) * C * HW + 3 * HW + dx[3] - 1] = NAN; /* channel 3, the last W of row 0 */
     to_nhwc(xr, xn, N, C, HW);
     float got_s[120], got_m[120];
     void *in[1] = {xn}, *in_rm[1] = {xr}, *want[2] = {0}, *outp[2] = {got_s, got_m};
@@ -439,6 +445,9 @@ static void test_layout_columns(void **state) {
     assert_int_equal(fsl_ref_run(g, (const void *const *)in_rm, want), FSL_OK);
     for (int64_t j = 0; j < N * C; j++) {
       float ws = ((float *)want[0])[j], wm = ((float *)want[1])[j];
+      assert_true(isnan(ws) == (j == (N - 1) * C + 3) && isnan(wm) == isnan(ws));
+      assert_true(isnan(got_s[j]) == isnan(ws) && isnan(got_m[j]) == isnan(wm));
+      if (isnan(ws)) continue;
       assert_true(fabsf(got_s[j] - ws) <= 1e-5f * (1 + fabsf(ws)));
       assert_true(got_m[j] == wm);
     }
