@@ -292,6 +292,11 @@ unsigned fsl_cg_red_mask(const fsl_node *n);
 /* The innermost axis that reduce node n reduces among those of its input
  * longer than 1; -1 when none. */
 int fsl_cg_red_last_axis(const fsl_node *n);
+/* Whether value x (of reduce node n's input shape) is read 64 bytes (a
+ * cache line) or more apart per step along n's innermost reduced axis
+ * (fsl_cg_stride_bytes_along): a row of n over x read through an input
+ * layout that keeps another axis innermost. */
+bool fsl_cg_reads_across(const em *e, const fsl_value *x, const fsl_node *n);
 void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a);
 void fsl_cg_row_loop_open(em *e, int64_t outer, int64_t inner);
 

@@ -23,6 +23,11 @@ int fsl_cg_red_last_axis(const fsl_node *n) {
   return last;
 }
 
+bool fsl_cg_reads_across(const em *e, const fsl_value *x, const fsl_node *n) {
+  int last = fsl_cg_red_last_axis(n);
+  return last >= 0 && fsl_cg_stride_bytes_along(e, x, last) >= 64; /* a cache line */
+}
+
 void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *a) {
   fsl_dtype dt = n->in[0]->dtype;
   fsl_op op = n->op;
@@ -58,19 +63,14 @@ void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *
 static bool is_arg(const fsl_node *n) { return n->op == FSL_OP_argmax || n->op == FSL_OP_argmin; }
 
 /* Whether the rows of reduction n would read an input stored in a layout
- * (a oneDNN convolution's channels-last result) a cache line per element:
- * its innermost reduced axis steps the layout's innermost axis's extent,
- * 64 bytes or more, apart (InstanceNormalization's H and W over an nhwc
- * tensor: style
- * transfer's first one took 11.1 ms so on AVX2, 19.8 ms on AVX-512; on the
- * conv's output reordered to plain 1.0 and 0.9 ms).  The columns form
+ * (a oneDNN convolution's channels-last result) a cache line per element
+ * (fsl_cg_reads_across: InstanceNormalization's H and W over an nhwc
+ * tensor; style transfer's first one took 11.1 ms so on AVX2, 19.8 ms on
+ * AVX-512; on the conv's output reordered to plain 1.0 and 0.9 ms).  The columns form
  * (columns.c) reads such an input in place; the rows form refuses it, and
  * the CPU backend then hands the kernel plain data. */
 static bool rows_cross_layout(const em *e, const fsl_node *n) {
-  const fsl_value *x = n->in[0];
-  if (!e->s->in_layout || is_arg(n)) return false;
-  int last = fsl_cg_red_last_axis(n);
-  return last >= 0 && fsl_cg_stride_bytes_along(e, x, last) >= 64;
+  return e->s->in_layout && !is_arg(n) && fsl_cg_reads_across(e, n->in[0], n);
 }
 
 /* fsl_cg_fail for a rows form of red[0..nr) that rows_cross_layout

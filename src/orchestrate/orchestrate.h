@@ -100,7 +100,7 @@ typedef struct fsl_device {
                             plain operands) and in the default device; not part of the record */
   bool winograd_3x3;     /* the backend runs dense 3x3 stride-1 convolutions with constant weights,
                             FSL_WINOGRAD_MIN_CHANNELS or more channels on each side (C x K >=
-                            FSL_WINOGRAD_MIN_CK) and 24 MFLOP or more as Winograd
+                            FSL_WINOGRAD_MIN_CK) and FSL_WINOGRAD_MIN_FLOP or more as Winograd
                             F(2x2,3x3) (16 products per 2x2 output tile instead of 36: cost.c); set by the
                             CPU backend (oneDNN's Winograd with AVX-512, fissile's without:
                             backend/cpu/winograd.h), false in the default device; not part of the record */
