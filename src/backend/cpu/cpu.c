@@ -35,12 +35,13 @@ typedef struct cpu_exe {
   unsigned char *arena;    /* one allocation of mem.peak_bytes for the executable */
   int *last;               /* value id -> last step touching it, -1 */
   fsl_cpu_stats stats;
-  /* FSL_CPU_PROFILE set: seconds per step, summed over every run but the
-   * first, then the first run's (n_steps more): it pays one-time costs,
-   * such as oneDNN's lazy JIT code generation (a batched gemm:jit matmul's
-   * mean over 23 runs went 0.8 -> 3.8 ms with it) */
+  /* FSL_CPU_PROFILE set: seconds per step and run, one row of n_steps per
+   * run, the first run's first (it pays one-time costs, such as oneDNN's
+   * lazy JIT code generation: a batched gemm:jit matmul's mean over 23 runs
+   * went 0.8 -> 3.8 ms with it), for the first PROFILE_MAX_RUNS runs */
   double *prof;
-  int n_runs;              /* runs profiled, the first included */
+  int n_runs;              /* rows of prof filled, the first run's included */
+  int cap_runs;            /* rows allocated */
   /* buffers released by earlier steps and runs, for reuse by size: a fresh
    * malloc of a large buffer is a fresh mmap whose page faults cost more
    * than the kernel writing it (softmax 8x32000: 0.40 ms -> 0.14 ms) */
@@ -54,31 +55,53 @@ static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
 
 /* ---- compile ---- */
 
-/* FSL_CPU_PROFILE: per-step times on stderr, slowest first, the mean over
- * every run but the first (the first alone when there is no other); a
+/* The runs FSL_CPU_PROFILE records (the first included); later runs are
+ * not recorded. */
+#define PROFILE_MAX_RUNS 4096
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* FSL_CPU_PROFILE: per-step times on stderr, slowest first by the median
+ * over every run but the first (the first alone when there is no other),
+ * with the mean beside it: on a shared host one preempted run (a 0.19 ms
+ * convolution once took 5.5 ms) moves a mean, not a median.  The header
+ * gives the means per run, by kind of step, and the sum of the medians.  A
  * number above 1 is how many steps to list (default 20). */
 static void print_profile(const cpu_exe *x) {
   long n_list = strtol(getenv("FSL_CPU_PROFILE") ? getenv("FSL_CPU_PROFILE") : "", NULL, 10);
   if (n_list <= 1) n_list = 20;
-  int timed = x->n_runs - 1; /* the runs after the first */
-  const double *prof = timed > 0 ? x->prof : x->prof + x->low.n_steps;
-  double total = 0;
-  for (int i = 0; i < x->low.n_steps; i++) total += prof[i];
-  double runs = timed > 0 ? timed : 1, by_kind[3] = {0};
+  int ns = x->low.n_steps, timed = x->n_runs - 1; /* the runs after the first */
+  const double *rows = timed > 0 ? x->prof + ns : x->prof;
+  int runs = timed > 0 ? timed : x->n_runs;
+  if (runs <= 0) return;
+  double *mean = calloc((size_t)(ns > 0 ? ns : 1), sizeof(double)), *med = calloc((size_t)(ns > 0 ? ns : 1), sizeof(double));
+  double *col = malloc((size_t)runs * sizeof(double));
+  bool *done = calloc((size_t)(ns > 0 ? ns : 1), sizeof(bool));
+  double total = 0, med_total = 0, by_kind[3] = {0};
   int n_kind[3] = {0};
-  for (int i = 0; i < x->low.n_steps; i++) by_kind[x->low.steps[i].kind] += prof[i], n_kind[x->low.steps[i].kind]++;
+  for (int i = 0; mean && med && col && done && i < ns; i++) {
+    for (int r = 0; r < runs; r++) col[r] = rows[(size_t)r * (size_t)ns + (size_t)i], mean[i] += col[r] / runs;
+    qsort(col, (size_t)runs, sizeof(double), cmp_double);
+    med[i] = runs % 2 ? col[runs / 2] : 0.5 * (col[runs / 2 - 1] + col[runs / 2]);
+    total += mean[i], med_total += med[i];
+    by_kind[x->low.steps[i].kind] += mean[i], n_kind[x->low.steps[i].kind]++;
+  }
   char which[64] = "the first run only, one-time costs included";
   if (timed > 0) snprintf(which, sizeof which, "%d runs after the first", timed);
-  fprintf(stderr, "cpu profile: %s, %.3f ms per run (gen %.3f ms in %d steps, onednn %.3f ms in %d, ref %.3f ms in %d)\n",
-          which, 1e3 * total / runs, 1e3 * by_kind[FSL_CPU_STEP_GEN] / runs, n_kind[FSL_CPU_STEP_GEN],
-          1e3 * by_kind[FSL_CPU_STEP_ONEDNN] / runs, n_kind[FSL_CPU_STEP_ONEDNN], 1e3 * by_kind[FSL_CPU_STEP_REF] / runs,
-          n_kind[FSL_CPU_STEP_REF]);
-  bool *done = calloc((size_t)(x->low.n_steps > 0 ? x->low.n_steps : 1), sizeof(bool));
-  if (!done) return;
-  for (int r = 0; r < x->low.n_steps && r < n_list; r++) {
+  if (mean && med && col && done)
+    fprintf(stderr,
+            "cpu profile: %s, %.3f ms per run (gen %.3f ms in %d steps, onednn %.3f ms in %d, ref %.3f ms in %d), "
+            "step medians sum to %.3f ms\n",
+            which, 1e3 * total, 1e3 * by_kind[FSL_CPU_STEP_GEN], n_kind[FSL_CPU_STEP_GEN],
+            1e3 * by_kind[FSL_CPU_STEP_ONEDNN], n_kind[FSL_CPU_STEP_ONEDNN], 1e3 * by_kind[FSL_CPU_STEP_REF],
+            n_kind[FSL_CPU_STEP_REF], 1e3 * med_total);
+  for (int r = 0; mean && med && col && done && r < ns && r < n_list; r++) {
     int b = -1;
-    for (int i = 0; i < x->low.n_steps; i++)
-      if (!done[i] && (b < 0 || prof[i] > prof[b])) b = i;
+    for (int i = 0; i < ns; i++)
+      if (!done[i] && (b < 0 || med[i] > med[b])) b = i;
     done[b] = true;
     const step *s = &x->low.steps[b];
     const fsl_kernel *k = x->p->kernels.k[s->kernel];
@@ -86,11 +109,14 @@ static void print_profile(const cpu_exe *x) {
     char what[224] = ""; /* the function, or what oneDNN runs */
     if (s->kind == FSL_CPU_STEP_GEN) snprintf(what, sizeof what, " fsl_k%d", s->fn_id);
     if (s->kind == FSL_CPU_STEP_ONEDNN) snprintf(what, sizeof what, " %s", fsl_onednn_linear_describe(s->dnn));
-    fprintf(stderr, "  %8.3f ms  step %d kernel %d (%s, %d nodes, from %s '%s')%s\n",
-            1e3 * prof[b] / runs, b, s->kernel,
-            s->kind == FSL_CPU_STEP_GEN ? "gen" : s->kind == FSL_CPU_STEP_ONEDNN ? "onednn" : "ref", k->n_nodes,
-            n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?", what);
+    fprintf(stderr, "  %8.3f ms  step %d kernel %d (%s, %d nodes, from %s '%s')%s; mean %.3f ms\n", 1e3 * med[b], b,
+            s->kernel, s->kind == FSL_CPU_STEP_GEN ? "gen" : s->kind == FSL_CPU_STEP_ONEDNN ? "onednn" : "ref",
+            k->n_nodes, n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
+            what, 1e3 * mean[b]);
   }
+  free(mean);
+  free(med);
+  free(col);
   free(done);
 }
 
@@ -198,8 +224,9 @@ static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe
     }
     for (int i = 0; i < g->n_outputs; i++) x->last[g->outputs[i]->id] = L->n_steps;
   }
-  if (st == FSL_OK && getenv("FSL_CPU_PROFILE") && !(x->prof = calloc(2 * (size_t)L->n_steps + 1, sizeof(double))))
+  if (st == FSL_OK && getenv("FSL_CPU_PROFILE") && !(x->prof = calloc((size_t)L->n_steps + 1, sizeof(double))))
     st = oom();
+  if (x->prof) x->cap_runs = 1;
   if (st != FSL_OK) {
     free_exe(x);
     return st;
@@ -407,6 +434,23 @@ static fsl_status run_step(run_ctx *r, const step *s) {
   return e ? kernel_error(r, s, e) : FSL_OK;
 }
 
+/* FSL_CPU_PROFILE: the zeroed row of prof for this run, or NULL (not
+ * profiling, PROFILE_MAX_RUNS recorded, or out of memory: the run is not
+ * recorded). */
+static double *profile_row(cpu_exe *x) {
+  if (!x->prof || x->n_runs >= PROFILE_MAX_RUNS) return NULL;
+  size_t ns = (size_t)x->low.n_steps;
+  if (x->n_runs == x->cap_runs) {
+    int cap = 2 * x->cap_runs < PROFILE_MAX_RUNS ? 2 * x->cap_runs : PROFILE_MAX_RUNS;
+    double *p = realloc(x->prof, ((size_t)cap * ns + 1) * sizeof(double));
+    if (!p) return NULL;
+    x->prof = p, x->cap_runs = cap;
+  }
+  double *row = x->prof + (size_t)x->n_runs * ns;
+  memset(row, 0, ns * sizeof(double));
+  return row;
+}
+
 static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) {
   cpu_exe *x = exe;
   if (!x || (!outputs && x->p->g->n_outputs > 0)) return fsl_errorf(FSL_ERR_ARG, "cpu run: NULL argument");
@@ -429,11 +473,12 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
     }
     r.buf[v->id] = inputs && inputs[i] ? inputs[i] : k_empty;
   }
+  double *prof_row = profile_row(x);
   for (int i = 0; i < x->low.n_steps && st == FSL_OK; i++) {
     const step *s = &x->low.steps[i];
-    double t0 = x->prof ? fsl_now_s() : 0;
+    double t0 = prof_row ? fsl_now_s() : 0;
     st = run_step(&r, s);
-    if (x->prof) x->prof[x->n_runs > 0 ? i : x->low.n_steps + i] += fsl_now_s() - t0;
+    if (prof_row) prof_row[i] = fsl_now_s() - t0;
     /* free what this step touched last */
     for (int pass = 0; pass < 2 && st == FSL_OK; pass++) {
       int n = pass ? s->n_out : s->n_in;
@@ -462,7 +507,7 @@ static fsl_status cpu_run(void *exe, const void *const *inputs, void **outputs) 
     if (!outputs[i]) st = oom();
     else if (nb > 0) memcpy(outputs[i], r.buf[v->id], (size_t)nb);
   }
-  if (x->prof) x->n_runs++;
+  if (prof_row) x->n_runs++;
   if (st != FSL_OK)
     for (int i = 0; i < g->n_outputs; i++) {
       /* an output handed over is no longer owned: free it here */
