@@ -157,17 +157,21 @@ static fsl_status liveness(const fsl_plan *p, fsl_memplan *mp, int *writes) {
 }
 
 /* In place: y (the one output of an elementwise kernel at step i, written
- * once) takes the buffer of an input x that dies at step i. */
-static void find_inplace(const fsl_plan *p, fsl_memplan *mp, const int *writes, int *root) {
+ * once, or of a kernel the executor's may_alias allows) takes the buffer of
+ * an input x that dies at step i. */
+static void find_inplace(const fsl_plan *p, const fsl_memplan_options *opt, fsl_memplan *mp, const int *writes,
+                         int *root) {
   for (int i = 0; i < p->kernels.n; i++) {
     const fsl_kernel *k = p->kernels.k[i];
-    if (!inplace_kernel(k)) continue;
+    bool elementwise = inplace_kernel(k);
+    if (!elementwise && !(opt->may_alias && k->n_out == 1 && k->out[0])) continue;
     const fsl_value *y = k->out[0];
     if (writes[y->id] != 1 || mp->first[y->id] != i) continue;
     for (int j = 0; j < k->n_in; j++) {
       const fsl_value *x = k->in[j];
       if (!x || is_external(x) || mp->last[x->id] != i || mp->size[x->id] != mp->size[y->id] ||
-          fsl_dtype_size(x->dtype) != fsl_dtype_size(y->dtype) || !same_shape(x, y))
+          fsl_dtype_size(x->dtype) != fsl_dtype_size(y->dtype) || !same_shape(x, y) ||
+          (!elementwise && !opt->may_alias(opt->alias_ctx, i, k, y, x)))
         continue;
       mp->alias[y->id] = x->id;
       root[y->id] = root[x->id];
@@ -201,7 +205,7 @@ fsl_status fsl_memplan_build(const fsl_plan *p, const fsl_memplan_options *opt, 
       int v = p->g->outputs[i]->id;
       if (v < n_ids) mp.first[v] = mp.last[v] = -1, mp.size[v] = 0;
     }
-  if (opt && opt->inplace) find_inplace(p, &mp, writes, root);
+  if (opt && opt->inplace) find_inplace(p, opt, &mp, writes, root);
 
   /* one slot per group (a value and the values placed in place over it) */
   slots = malloc(sizeof *slots * ((size_t)n_ids + 1));

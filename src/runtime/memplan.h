@@ -18,7 +18,9 @@
  * executor that computes element i of the output after reading element i
  * of the inputs and reads no input after writing the output (a fused loop,
  * or node by node when the output node comes last, which holds for a kernel
- * with one output).
+ * with one output).  An executor may allow more kernels (`may_alias`):
+ * the CPU backend lets a convolution that adds a dying residual as
+ * oneDNN's sum post-op write over the residual.
  *
  * Graph inputs and constants are external: not planned (offset -1), and so
  * are values no kernel writes (kernel-internal values are the backend's)
@@ -40,6 +42,14 @@ typedef struct fsl_memplan_options {
   bool inplace;           /* allow in-place reuse (see above); default false */
   bool external_outputs;  /* graph outputs are not planned: the executor returns them in
                              buffers of their own (handed to the caller, no copy) */
+  /* with `inplace`, the executor's own rule for kernels the elementwise
+   * rule does not take (NULL: none): whether kernel k, at step `step`,
+   * may write its one output y over the buffer of input x.  Asked only
+   * where x dies at that step and has y's shape and element size, and y is
+   * written once, there (a residual add that the linear op accumulates
+   * into: the CPU backend's sum post-op) */
+  bool (*may_alias)(const void *ctx, int step, const fsl_kernel *k, const fsl_value *y, const fsl_value *x);
+  const void *alias_ctx;
 } fsl_memplan_options;
 
 typedef struct fsl_memplan {

@@ -198,6 +198,63 @@ static void test_chain(void **state) {
   fsl_graph_free(g);
 }
 
+
+/* may_alias: the executor's own in-place rule for a non-elementwise
+ * kernel.  b = exp(a), c = b + a in a LINEAR kernel, d = |c| (output):
+ * asked about b (which dies at c's kernel, same shape) and not about the
+ * graph input a, c goes in place over b when the hook says so, and the
+ * plan stays sound; when b lives on past that kernel the hook is not
+ * asked. */
+static int g_asked;
+static const fsl_value *g_allow;
+static bool allow_one(const void *ctx, int step, const fsl_kernel *k, const fsl_value *y, const fsl_value *x) {
+  assert_ptr_equal(ctx, &g_asked);
+  assert_int_equal(step, 1);
+  assert_int_equal(k->kind, FSL_KERNEL_LINEAR);
+  assert_ptr_equal(y, k->out[0]);
+  g_asked++;
+  return x == g_allow;
+}
+
+static void test_may_alias(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  fsl_value *a = input(g, 1024);
+  fsl_value *b = node(g, FSL_OP_exp, a, NULL);
+  fsl_value *c = node(g, FSL_OP_add, b, a);
+  fsl_value *d = node(g, FSL_OP_abs, c, NULL);
+  assert_int_equal(fsl_graph_add_output(g, d), FSL_OK);
+  fsl_plan p;
+  memset(&p, 0, sizeof p);
+  p.g = g;
+  plan_add(&p, kernel_of(g, 0, 1, FSL_KERNEL_LOOP));
+  plan_add(&p, kernel_of(g, 1, 2, FSL_KERNEL_LINEAR));
+  plan_add(&p, kernel_of(g, 2, 3, FSL_KERNEL_LOOP));
+  fsl_memplan mp;
+  fsl_memplan_options opt = {.inplace = true, .may_alias = allow_one, .alias_ctx = &g_asked};
+  for (int allow = 0; allow < 2; allow++) {
+    g_asked = 0, g_allow = allow ? b : NULL;
+    assert_int_equal(fsl_memplan_build(&p, &opt, &mp), FSL_OK);
+    assert_int_equal(g_asked, 1); /* b only: a is a graph input */
+    assert_int_equal(mp.alias[c->id], allow ? b->id : -1);
+    assert_int_equal(mp.alias[d->id], c->id); /* the elementwise rule as before */
+    assert_int_equal(mp.peak_bytes, allow ? 4096 : 2 * 4096);
+    assert_int_equal(fsl_memplan_verify(&p, &mp), FSL_OK);
+    simulate(&p, &mp);
+    fsl_memplan_free(&mp);
+  }
+  /* b written again after c's kernel (so live there): never asked */
+  plan_add(&p, kernel_of(g, 0, 1, FSL_KERNEL_LOOP));
+  g_asked = 0, g_allow = b;
+  assert_int_equal(fsl_memplan_build(&p, &opt, &mp), FSL_OK);
+  assert_int_equal(g_asked, 0);
+  assert_int_equal(mp.alias[c->id], -1);
+  simulate(&p, &mp);
+  fsl_memplan_free(&mp);
+  plan_clear(&p);
+  fsl_graph_free(g);
+}
+
 /* A kernel that reads a value nothing has written is rejected; so is a
  * graph output no kernel writes. */
 static void test_invalid(void **state) {
@@ -307,6 +364,7 @@ static void test_random(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain),
+      cmocka_unit_test(test_may_alias),
       cmocka_unit_test(test_invalid),
       cmocka_unit_test(test_empty),
       cmocka_unit_test(test_random),

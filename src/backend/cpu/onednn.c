@@ -1964,6 +1964,18 @@ const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i
   return op->post_val[i];
 }
 
+bool fsl_onednn_linear_sum_in_place(const fsl_onednn_linear *op, const fsl_value *v) {
+  if (!op || !v || (op->dst_reorder && !op->dst_chained)) return false;
+  int sums = 0;
+  for (int i = 0; i < op->n_entries; i++) {
+    const post_entry *e = &op->entries[i];
+    if (!e->binary || e->cdata || fsl_onednn_linear_post_value(op, e->node) != v) continue;
+    if (!e->sum || (op->post_reorder[i] && !op->post_chained[i])) return false;
+    sums++;
+  }
+  return sums == 1;
+}
+
 fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const void *wei, const void *const *post,
                                  void *dst) {
   if (op && op->src_const) { /* CONV_MM_WX: w [M, C] times x [C, HW] */

@@ -72,6 +72,16 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
  *  expanded view).  NULL when none is needed (an eltwise post-op, or a
  *  constant operand captured at create time). */
 const fsl_value *fsl_onednn_linear_post_value(const fsl_onednn_linear *op, int i);
+/** Whether op's output may take over the buffer of v (in place): v is the
+ *  operand of op's one residual add, run as oneDNN's sum post-op (the
+ *  destination starts as the operand and the primitive accumulates into
+ *  it), v already lies in the destination's layout (row-major where the
+ *  destination is, or chained), the primitive writes the caller's output
+ *  buffer itself (no reorder after it), and no other post-op reads v.
+ *  Then fsl_onednn_linear_run skips copying v into the destination when
+ *  the two are one buffer.  The caller must also check that the primitive
+ *  does not read v as its source or weights. */
+bool fsl_onednn_linear_sum_in_place(const fsl_onednn_linear *op, const fsl_value *v);
 /**
  * Layout chaining (docs/cpu-backend.md, "Layout chaining").  True when the
  * output of `prod`, in the layout its primitive writes (e.g. nhwc, or
