@@ -48,6 +48,24 @@ static void compare(const fsl_value *v, const void *got, const void *want, doubl
 /* The most outputs a graph of check_graph and check_plan may have. */
 #define MAX_OUTPUTS 8
 
+/* The executable's arena (arena_bytes) is no more than the executors'
+ * memory plan of p says (less where a convolution adds its residual in
+ * place: sum_in_place in cpu.c), and that plan is sound. */
+static void check_arena(const fsl_plan *p, int64_t arena_bytes) {
+  fsl_memplan mp;
+  assert_int_equal(fsl_memplan_build(p, &fsl_memplan_executor, &mp), FSL_OK);
+  assert_true(arena_bytes <= mp.peak_bytes);
+  assert_int_equal(fsl_memplan_verify(p, &mp), FSL_OK);
+  fsl_memplan_free(&mp);
+}
+
+/* Whether oneDNN's ISA is AVX2 without AVX-512 (FSL_CPU_ISA=avx2, or such
+ * a CPU): where fissile's Winograd and oneDNN's sum post-op run. */
+static bool onednn_avx2_only(void) {
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2 && (isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
+}
+
 /* Runs plan p on the CPU backend and compares with ref outputs. */
 static void check_plan(const fsl_plan *p, void **inputs, void **want, double tol, const char *what) {
   const fsl_graph *g = p->g;
@@ -71,12 +89,7 @@ static void check_plan(const fsl_plan *p, void **inputs, void **want, double tol
   assert_int_equal(ei.n_kernels, p->kernels.n);
   assert_int_equal(ei.n_native + ei.n_fallback + ei.n_opaque, ei.n_kernels);
   assert_int_equal(ei.n_fallback, 0);
-  /* the arena is what the executors' memory plan says, and the plan is sound */
-  fsl_memplan mp;
-  assert_int_equal(fsl_memplan_build(p, &fsl_memplan_executor, &mp), FSL_OK);
-  assert_true(ei.arena_bytes <= mp.peak_bytes); /* less where a convolution adds its residual in place */
-  assert_int_equal(fsl_memplan_verify(p, &mp), FSL_OK);
-  fsl_memplan_free(&mp);
+  check_arena(p, ei.arena_bytes);
   fsl_cpu_stats stats;
   fsl_cpu_exe_stats(exe, &stats);
   if (getenv("FSL_TEST_VERBOSE"))
@@ -680,14 +693,9 @@ static fsl_cpu_stats run_hand_plan_stats(const fsl_graph *g, fsl_node ***sets, c
   assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
   assert_int_equal(fsl_ref_run(g, (const void *const *)in, want), FSL_OK);
   compare(z, got[0], want[0], 1e-4, what);
-  /* the arena: never more than the executors' plan (less where a
-   * convolution adds its residual in place, sum_in_place in cpu.c) */
   fsl_backend_exe_info ei;
   fsl_backend_cpu.exe_info(exe, &ei);
-  fsl_memplan mp;
-  assert_int_equal(fsl_memplan_build(&p, &fsl_memplan_executor, &mp), FSL_OK);
-  assert_true(ei.arena_bytes <= mp.peak_bytes);
-  fsl_memplan_free(&mp);
+  check_arena(&p, ei.arena_bytes);
   free(got[0]), free(want[0]);
   fsl_backend_cpu.free_exe(exe);
   fsl_plan_free(&p);
@@ -870,8 +878,7 @@ static void test_winograd_conv(void **state) {
     sizes[n - 1]++;
   }
   fsl_cpu_stats stats = run_hand_plan_stats(g, sets, sizes, n, in, y5, "winograd/per-conv");
-  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  bool avx2_only = (isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2 && (isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
+  bool avx2_only = onednn_avx2_only();
   if (getenv("FSL_TEST_VERBOSE")) fprintf(stderr, "winograd: %d of %d oneDNN steps (avx2 only: %d)\n", stats.n_winograd, stats.n_onednn, avx2_only);
   assert_int_equal(stats.n_onednn, 5);
   assert_int_equal(stats.n_winograd, avx2_only ? 4 : 0);
@@ -893,8 +900,7 @@ static void test_winograd_conv(void **state) {
  * (run_hand_plan_stats, which also bounds the arena). */
 static void test_residual_sum_in_place(void **state) {
   (void)state;
-  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  bool avx2_only = (isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2 && (isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
+  bool avx2_only = onednn_avx2_only();
   for (int keep = 0; keep < 2; keep++) {
     fsl_graph *g = fsl_graph_new();
     fsl_builder b = B_INIT(g);

@@ -198,7 +198,6 @@ static void test_chain(void **state) {
   fsl_graph_free(g);
 }
 
-
 /* may_alias: the executor's own in-place rule for a non-elementwise
  * kernel.  b = exp(a), c = b + a in a LINEAR kernel, d = |c| (output):
  * asked about b (which dies at c's kernel, same shape) and not about the

@@ -82,7 +82,8 @@ static void print_profile(const cpu_exe *x) {
   bool *done = calloc((size_t)(ns > 0 ? ns : 1), sizeof(bool));
   double total = 0, med_total = 0, by_kind[3] = {0};
   int n_kind[3] = {0};
-  for (int i = 0; mean && med && col && done && i < ns; i++) {
+  if (!mean || !med || !col || !done) goto out; /* out of memory: no profile */
+  for (int i = 0; i < ns; i++) {
     for (int r = 0; r < runs; r++) col[r] = rows[(size_t)r * (size_t)ns + (size_t)i], mean[i] += col[r] / runs;
     qsort(col, (size_t)runs, sizeof(double), cmp_double);
     med[i] = runs % 2 ? col[runs / 2] : 0.5 * (col[runs / 2 - 1] + col[runs / 2]);
@@ -91,14 +92,13 @@ static void print_profile(const cpu_exe *x) {
   }
   char which[64] = "the first run only, one-time costs included";
   if (timed > 0) snprintf(which, sizeof which, "%d runs after the first", timed);
-  if (mean && med && col && done)
-    fprintf(stderr,
-            "cpu profile: %s, %.3f ms per run (gen %.3f ms in %d steps, onednn %.3f ms in %d, ref %.3f ms in %d), "
-            "step medians sum to %.3f ms\n",
-            which, 1e3 * total, 1e3 * by_kind[FSL_CPU_STEP_GEN], n_kind[FSL_CPU_STEP_GEN],
-            1e3 * by_kind[FSL_CPU_STEP_ONEDNN], n_kind[FSL_CPU_STEP_ONEDNN], 1e3 * by_kind[FSL_CPU_STEP_REF],
-            n_kind[FSL_CPU_STEP_REF], 1e3 * med_total);
-  for (int r = 0; mean && med && col && done && r < ns && r < n_list; r++) {
+  fprintf(stderr,
+          "cpu profile: %s, %.3f ms per run (gen %.3f ms in %d steps, onednn %.3f ms in %d, ref %.3f ms in %d), "
+          "step medians sum to %.3f ms\n",
+          which, 1e3 * total, 1e3 * by_kind[FSL_CPU_STEP_GEN], n_kind[FSL_CPU_STEP_GEN],
+          1e3 * by_kind[FSL_CPU_STEP_ONEDNN], n_kind[FSL_CPU_STEP_ONEDNN], 1e3 * by_kind[FSL_CPU_STEP_REF],
+          n_kind[FSL_CPU_STEP_REF], 1e3 * med_total);
+  for (int r = 0; r < ns && r < n_list; r++) {
     int b = -1;
     for (int i = 0; i < ns; i++)
       if (!done[i] && (b < 0 || med[i] > med[b])) b = i;
@@ -114,6 +114,7 @@ static void print_profile(const cpu_exe *x) {
             k->n_nodes, n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
             what, 1e3 * mean[b]);
   }
+out:
   free(mean);
   free(med);
   free(col);
