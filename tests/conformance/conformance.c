@@ -622,6 +622,7 @@ typedef struct opts {
   bool verbose, no_fork, fail_on_crash;
   const char *list, *write_list, *filter;
   const char *fallback_list, *write_fallback_list;
+  int sample_k, sample_n; /* --sample K/N: only the cases at sorted positions i with i % N == K */
 } opts;
 
 static case_rec *cases;
@@ -884,6 +885,8 @@ static void usage(FILE *f) {
           "  -v, --verbose    print details of failures (values, both compile attempts) and times\n"
           "  -j N             run N cases in parallel (default 2)\n"
           "  -k TEXT          only cases whose name contains TEXT\n"
+          "  --sample K/N     only every N-th case, starting at the K-th (0 <= K < N), in name order\n"
+          "                   (a deterministic sample: make test's sanitizer stage)\n"
           "  --timeout S      time limit per case in seconds (default 60)\n"
           "  --backend B      run on backend B: ref (default), plan-ref, cpu or opencl\n"
           "  --strategy S     build the plan with strategy S: unfused, opfuse, greedy or optimal\n"
@@ -916,6 +919,14 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "-j", 2) && a[2]) o.jobs = atoi(a + 2);
     else if (!strcmp(a, "-k") && has_next) o.filter = argv[++i];
     else if (!strcmp(a, "--timeout") && has_next) o.timeout = atof(argv[++i]);
+    else if (!strcmp(a, "--sample") && has_next) {
+      const char *v = argv[++i];
+      if (sscanf(v, "%d/%d", &o.sample_k, &o.sample_n) != 2 || o.sample_n < 1 || o.sample_k < 0 ||
+          o.sample_k >= o.sample_n) {
+        fprintf(stderr, "fsl_conformance: --sample expects K/N with 0 <= K < N, got '%s'\n", v);
+        return 2;
+      }
+    }
     else if (!strcmp(a, "--list") && has_next) o.list = argv[++i];
     else if (!strcmp(a, "--write-list") && has_next) o.write_list = argv[++i];
     else if (!strcmp(a, "--fallback-list") && has_next) o.fallback_list = argv[++i];
@@ -955,6 +966,15 @@ int main(int argc, char **argv) {
       return 2;
     }
     collect(paths[i], o.filter);
+  }
+  if (o.sample_n > 1) { /* cases are collected in name order per PATH (list_subdirs sorts) */
+    int kept = 0;
+    for (int i = 0; i < n_cases; i++) {
+      if (i % o.sample_n == o.sample_k) cases[kept++] = cases[i];
+      else free(cases[i].dir), free(cases[i].name);
+    }
+    printf("conformance: sample %d/%d: %d of %d cases\n", o.sample_k, o.sample_n, kept, n_cases);
+    n_cases = kept;
   }
   if (n_cases == 0) {
     fprintf(stderr, "fsl_conformance: no test cases found\n");
@@ -1068,7 +1088,7 @@ int main(int argc, char **argv) {
       for (int j = 0; j < n_cases; j++)
         if (!strcmp(cases[j].name, names[i])) { c = &cases[j]; break; }
       if (!c) {
-        if (!o.filter) missing++;
+        if (!o.filter && o.sample_n <= 1) missing++;
         continue;
       }
       if (!passed(c)) {

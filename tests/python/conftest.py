@@ -1,5 +1,5 @@
 """Shared pytest setup: import path, per-run seed, the fissile binary, time
-limits for calls into the library made in-process."""
+limits for calls into the library made in-process, the markers slow and gpu."""
 from __future__ import annotations
 
 import faulthandler
@@ -56,6 +56,19 @@ _HUNG: list[str] = []  # what hung first, once something has
 def pytest_configure(config):
     global _CONFIG
     _CONFIG = config
+    # The tiers (docs/testing.md): `make test` runs -m "not slow", `make test-full` -m slow.
+    config.addinivalue_line("markers", "slow: in make test-full only (every strategy x backend on real models)")
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and driver (libcuda.so.1); skipped where there is none")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked gpu are skipped, with the reason, where there is no NVIDIA driver."""
+    if any("gpu" in it.keywords for it in items) and not fsl_models.have_nvidia_driver():
+        skip = pytest.mark.skip(reason="no NVIDIA driver on this machine (libcuda.so.1): the CUDA backend runs only "
+                                       "on a GPU")
+        for it in items:
+            if "gpu" in it.keywords:
+                it.add_marker(skip)
 
 
 def _stderr_fd():

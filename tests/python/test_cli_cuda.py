@@ -207,14 +207,13 @@ def test_backend_cuda_without_a_gpu(fissile, tmp_path):
     assert proc.returncode == 1 and "--backend cuda only" in proc.stderr
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("graphs", ["1", "0"])
 @pytest.mark.parametrize("strategy", ["unfused", "opfuse", "greedy", "optimal"])
 @pytest.mark.parametrize("model", [softmax_model, conv_silu_model, layernorm_model, short_rows_model])
 def test_backend_cuda_runs_every_strategy(fissile, tmp_path, model, strategy, graphs):
     """On a GPU: every strategy of each model on --backend cuda, with CUDA
     graphs and step by step (FSL_CUDA_GRAPHS=0), against ONNX Runtime."""
-    if not fsl_models.have_nvidia_driver():
-        pytest.skip("no NVIDIA driver on this machine (libcuda.so.1): the CUDA backend runs only on a GPU")
     ort = pytest.importorskip("onnxruntime")
     m = model()
     path = tmp_path / "m.onnx"

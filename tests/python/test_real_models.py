@@ -71,17 +71,16 @@ def test_model_matches_onnxruntime(model, rng, fissile, tmp_path):
     assert not problems, f"{model.name}: " + "; ".join(problems)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("graphs", ["1", "0"])
 @pytest.mark.parametrize("strategy", ["unfused", "opfuse", "greedy", "optimal"])
 @pytest.mark.parametrize("model", TEST_MODELS, ids=[m.name for m in TEST_MODELS])
 def test_model_on_cuda_matches_onnxruntime(model, strategy, graphs, rng, fissile, tmp_path, monkeypatch):
     """On a GPU: every strategy of every real model on --backend cuda, with
     CUDA graphs and step by step (FSL_CUDA_GRAPHS=0), against ONNX Runtime
-    (issue 11: rel. L2 <= 1e-4, TF32 off).  Skipped without an NVIDIA
-    driver, and for a model not in .cache/models (a GPU machine cannot
+    (issue 11: rel. L2 <= 1e-4, TF32 off).  Marked gpu (skipped without an
+    NVIDIA driver); skipped for a model not in .cache/models (a GPU machine cannot
     fetch or export it: carry it)."""
-    if not fsl_models.have_nvidia_driver():
-        pytest.skip("no NVIDIA driver on this machine (libcuda.so.1): the CUDA backend runs only on a GPU")
     if not model.path.exists():
         pytest.skip(f"{model.path} missing (not fetched or exported on this machine)")
     path = with_extra_outputs(model, model.path, tmp_path)
