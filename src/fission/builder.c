@@ -350,6 +350,14 @@ fsl_value *fsl_b_expand(fsl_builder *b, fsl_value *x, const int64_t *dims) {
   return fsl_b_prim(b, FSL_OP_expand, &x, 1, &a, 1);
 }
 
+fsl_value *fsl_b_on_axis(fsl_builder *b, fsl_value *v, int rank, int axis) {
+  if (!v || fsl_value_numel(v) == 1 || v->rank != 1) return v;
+  int64_t d[FSL_MAX_RANK];
+  for (int i = 0; i < rank; i++) d[i] = 1;
+  d[axis] = v->dims[0];
+  return fsl_b_reshape(b, v, rank, d);
+}
+
 fsl_value *fsl_b_slice(fsl_builder *b, fsl_value *x, const int64_t *starts, const int64_t *steps, const int64_t *sizes) {
   if (b->st || !x) return NULL;
   bool ident = true;

@@ -98,6 +98,10 @@ fsl_value *fsl_b_reshape(fsl_builder *b, fsl_value *x, int rank, const int64_t *
 fsl_value *fsl_b_permute(fsl_builder *b, fsl_value *x, const int64_t *perm);
 /** Same-rank broadcast of size-1 dims to dims. */
 fsl_value *fsl_b_expand(fsl_builder *b, fsl_value *x, const int64_t *dims);
+/** A 1-D v of n > 1 elements reshaped to `rank` dims with its values on
+ *  `axis` and 1 elsewhere (a per-channel parameter against NCHW); NULL,
+ *  one-element tensors and tensors of another rank pass unchanged. */
+fsl_value *fsl_b_on_axis(fsl_builder *b, fsl_value *v, int rank, int axis);
 /** Normalized slice: for every axis i, out[i][j] = x[starts[i] + j*steps[i]],
  *  j < sizes[i] (steps may be negative, never 0). */
 fsl_value *fsl_b_slice(fsl_builder *b, fsl_value *x, const int64_t *starts, const int64_t *steps, const int64_t *sizes);

@@ -1,8 +1,8 @@
 /*
  * misc.c — decompositions of signal, image and miscellaneous ONNX ops:
- * QLinearMatMul, QLinearConv, CumProd, CenterCropPad, the window
- * generators, MelWeightMatrix, ReverseSequence, MaxUnpool, Col2Im,
- * AffineGrid, GridSample, DFT and Det.
+ * CumProd, CenterCropPad, the window generators, MelWeightMatrix,
+ * ReverseSequence, MaxUnpool, Col2Im, AffineGrid, GridSample, DFT and
+ * Det.
  *
  * Shapes are static, so index tables, masks and coefficient matrices are
  * computed here as constants; run-time data flows through elementwise,
@@ -50,99 +50,6 @@ static bool float_dtype_attr(fsl_fctx *fx, const char *name, fsl_dtype def, fsl_
     return false;
   }
   return true;
-}
-
-/* ------------------------------------------------------------------ */
-/* QLinearMatMul, QLinearConv                                           */
-/* ------------------------------------------------------------------ */
-
-/* Saturating range of a quantized integer type. */
-static bool q_range(fsl_dtype dt, double *lo, double *hi) {
-  switch (dt) {
-  case FSL_DT_U8: *lo = 0; *hi = 255; return true;
-  case FSL_DT_I8: *lo = -128; *hi = 127; return true;
-  case FSL_DT_U16: *lo = 0; *hi = 65535; return true;
-  case FSL_DT_I16: *lo = -32768; *hi = 32767; return true;
-  default: return false;
-  }
-}
-
-/* A 1-D per-axis parameter of n > 1 elements reshaped to `rank` with its
- * values on `axis`; scalars and 1-element tensors pass unchanged. */
-static fsl_value *per_axis(fsl_builder *b, fsl_value *v, int rank, int axis) {
-  if (!v || fsl_value_numel(v) == 1 || v->rank != 1) return v;
-  int64_t d[FSL_MAX_RANK];
-  for (int i = 0; i < rank; i++) d[i] = 1;
-  d[axis] = v->dims[0];
-  return fsl_b_reshape(b, v, rank, d);
-}
-
-/* y = saturate(round_half_even(acc * mult + zp)) as zp's dtype; computed
- * in float64 (acc int32, mult float, exact like the reference). */
-static fsl_value *requantize(fsl_fctx *fx, fsl_value *acc, fsl_value *mult, fsl_value *zp) {
-  fsl_builder *b = fx->b;
-  double lo, hi;
-  if (!acc || !mult || !zp) return NULL;
-  if (!q_range(zp->dtype, &lo, &hi)) {
-    fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "output type %s (expected uint8, int8, uint16 or int16)",
-                fsl_dtype_name(zp->dtype));
-    return NULL;
-  }
-  fsl_value *d = fsl_b_binary(b, FSL_OP_mul, cast_opt(b, acc, FSL_DT_F64), cast_opt(b, mult, FSL_DT_F64));
-  d = fsl_b_binary(b, FSL_OP_add, d, cast_opt(b, zp, FSL_DT_F64));
-  d = fsl_b_unary(b, FSL_OP_round, d);
-  d = fsl_b_binary_scalar(b, FSL_OP_min, fsl_b_binary_scalar(b, FSL_OP_max, d, lo), hi);
-  return fsl_b_cast(b, d, zp->dtype);
-}
-
-/* Runs another op's decomposition (MatMulInteger, ConvInteger) on the same
- * node with the given inputs; returns its output 0. */
-static fsl_value *sub_fission(fsl_fctx *fx, fsl_fission_fn fn, fsl_value **in, int n_in) {
-  fsl_value *out[1] = {NULL};
-  fsl_fctx sub = *fx;
-  sub.in = in;
-  sub.n_in = n_in;
-  sub.out = out;
-  sub.n_out = 1;
-  if (fn(&sub) != FSL_OK) return NULL;
-  return out[0];
-}
-
-/** ONNX QLinearMatMul (opset 10, 21): integer matmul of (a - a_zp) and
- *  (b - b_zp), rescaled by a_scale * b_scale / y_scale and requantized. */
-fsl_status fsl_fission_QLinearMatMul(fsl_fctx *fx) {
-  fsl_builder *b = fx->b;
-  for (int i = 0; i < 8; i++)
-    if (!fsl_fx_req(fx, i)) return fsl_fx_done(fx);
-  fsl_value **in = fx->in;
-  if (in[0]->rank < 2 || in[3]->rank < 1)
-    return fsl_fx_fail(fx, FSL_ERR_INVALID, "expected A of rank >= 2 and B of rank >= 1");
-  fsl_value *mm_in[4] = {in[0], in[3], in[2], in[5]};
-  fsl_value *acc = sub_fission(fx, fsl_fission_MatMulInteger, mm_in, 4);
-  /* a_scale per row of A: [M, 1]; b_scale per column of B: [N] */
-  fsl_value *mult = fsl_b_binary(b, FSL_OP_mul, per_axis(b, in[1], 2, 0), in[4]);
-  mult = fsl_b_binary(b, FSL_OP_div, mult, in[6]);
-  fx->out[0] = requantize(fx, acc, mult, in[7]);
-  return fsl_fx_done(fx);
-}
-
-/** ONNX QLinearConv (opset 10): integer convolution of (x - x_zp) and
- *  (w - w_zp) plus int32 bias, rescaled by x_scale * w_scale / y_scale and
- *  requantized. */
-fsl_status fsl_fission_QLinearConv(fsl_fctx *fx) {
-  fsl_builder *b = fx->b;
-  for (int i = 0; i < 8; i++)
-    if (!fsl_fx_req(fx, i)) return fsl_fx_done(fx);
-  fsl_value **in = fx->in;
-  fsl_value *bias = fx->n_in > 8 ? in[8] : NULL;
-  fsl_value *conv_in[4] = {in[0], in[3], in[2], in[5]};
-  fsl_value *acc = sub_fission(fx, fsl_fission_ConvInteger, conv_in, 4);
-  if (!acc) return fsl_fx_done(fx);
-  if (bias) acc = fsl_b_binary(b, FSL_OP_add, acc, per_axis(b, cast_opt(b, bias, FSL_DT_I32), acc->rank, 1));
-  fsl_value *mult = fsl_b_binary(b, FSL_OP_mul, in[1], per_axis(b, in[4], acc->rank, 1));
-  mult = fsl_b_binary(b, FSL_OP_div, mult, in[6]);
-  fx->out[0] = requantize(fx, acc, mult, in[7]);
-  return fsl_fx_done(fx);
 }
 
 /* ------------------------------------------------------------------ */
@@ -377,7 +284,7 @@ fsl_status fsl_fission_ReverseSequence(fsl_fctx *fx) {
     return fsl_fx_fail(fx, FSL_ERR_INVALID, "expected input of rank >= 2, distinct batch/time axes and 1-D "
                                             "sequence_lens of the batch size");
   fsl_value *t = iota_on_axis(fx, x->dims[ta], x->rank, (int)ta);
-  fsl_value *len = per_axis(b, cast_opt(b, lens, FSL_DT_I64), x->rank, (int)ba);
+  fsl_value *len = fsl_b_on_axis(b, cast_opt(b, lens, FSL_DT_I64), x->rank, (int)ba);
   if (len && len->rank == 1) { /* batch of one */
     int64_t d[FSL_MAX_RANK];
     for (int i = 0; i < x->rank; i++) d[i] = 1;

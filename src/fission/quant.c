@@ -1,6 +1,8 @@
 /*
- * quant.c — decompositions of the ONNX linear quantization ops into
- * elementwise primitives (plus reductions for DynamicQuantizeLinear).
+ * quant.c — decompositions of the ONNX quantization ops: the linear
+ * quantization ops into elementwise primitives (plus reductions for
+ * DynamicQuantizeLinear), and the quantized linear ops QLinearMatMul and
+ * QLinearConv as MatMulInteger / ConvInteger (linear.c) requantized.
  *
  * Scale and zero point are per tensor (a scalar or one element), per axis
  * (1-D, length x.dims[axis]) or blocked (opset 21+: same rank as x, the
@@ -176,5 +178,77 @@ fsl_status fsl_fission_DynamicQuantizeLinear(fsl_fctx *fx) {
   fx->out[0] = round_saturate(b, fsl_b_binary(b, FSL_OP_div, xf, scale), zpf, FSL_DT_U8);
   if (fx->n_out > 1) fx->out[1] = to_dtype(b, scale, x->dtype);
   if (fx->n_out > 2) fx->out[2] = fsl_b_cast(b, zpf, FSL_DT_U8);
+  return fsl_fx_done(fx);
+}
+
+/* ------------------------------------------------------------------ */
+/* QLinearMatMul, QLinearConv: integer matmul / conv, then requantized */
+/* ------------------------------------------------------------------ */
+
+/* y = saturate(round_half_even(acc * mult + zp)) as zp's dtype; computed
+ * in float64 (acc int32, mult float, exact like the reference). */
+static fsl_value *requantize(fsl_fctx *fx, fsl_value *acc, fsl_value *mult, fsl_value *zp) {
+  fsl_builder *b = fx->b;
+  double lo, hi;
+  if (!acc || !mult || !zp) return NULL;
+  if (zp->dtype == FSL_DT_I32 || !qrange(zp->dtype, &lo, &hi)) {
+    fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "output type %s (expected uint8, int8, uint16 or int16)",
+                fsl_dtype_name(zp->dtype));
+    return NULL;
+  }
+  fsl_value *d = fsl_b_binary(b, FSL_OP_mul, to_dtype(b, acc, FSL_DT_F64), to_dtype(b, mult, FSL_DT_F64));
+  d = fsl_b_binary(b, FSL_OP_add, d, to_dtype(b, zp, FSL_DT_F64));
+  d = fsl_b_unary(b, FSL_OP_round, d);
+  d = fsl_b_binary_scalar(b, FSL_OP_min, fsl_b_binary_scalar(b, FSL_OP_max, d, lo), hi);
+  return fsl_b_cast(b, d, zp->dtype);
+}
+
+/* Runs another op's decomposition (MatMulInteger, ConvInteger) on the same
+ * node with the given inputs; returns its output 0. */
+static fsl_value *sub_fission(fsl_fctx *fx, fsl_fission_fn fn, fsl_value **in, int n_in) {
+  fsl_value *out[1] = {NULL};
+  fsl_fctx sub = *fx;
+  sub.in = in;
+  sub.n_in = n_in;
+  sub.out = out;
+  sub.n_out = 1;
+  if (fn(&sub) != FSL_OK) return NULL;
+  return out[0];
+}
+
+/** ONNX QLinearMatMul (opset 10, 21): integer matmul of (a - a_zp) and
+ *  (b - b_zp), rescaled by a_scale * b_scale / y_scale and requantized. */
+fsl_status fsl_fission_QLinearMatMul(fsl_fctx *fx) {
+  fsl_builder *b = fx->b;
+  for (int i = 0; i < 8; i++)
+    if (!fsl_fx_req(fx, i)) return fsl_fx_done(fx);
+  fsl_value **in = fx->in;
+  if (in[0]->rank < 2 || in[3]->rank < 1)
+    return fsl_fx_fail(fx, FSL_ERR_INVALID, "expected A of rank >= 2 and B of rank >= 1");
+  fsl_value *mm_in[4] = {in[0], in[3], in[2], in[5]};
+  fsl_value *acc = sub_fission(fx, fsl_fission_MatMulInteger, mm_in, 4);
+  /* a_scale per row of A: [M, 1]; b_scale per column of B: [N] */
+  fsl_value *mult = fsl_b_binary(b, FSL_OP_mul, fsl_b_on_axis(b, in[1], 2, 0), in[4]);
+  mult = fsl_b_binary(b, FSL_OP_div, mult, in[6]);
+  fx->out[0] = requantize(fx, acc, mult, in[7]);
+  return fsl_fx_done(fx);
+}
+
+/** ONNX QLinearConv (opset 10): integer convolution of (x - x_zp) and
+ *  (w - w_zp) plus int32 bias, rescaled by x_scale * w_scale / y_scale and
+ *  requantized. */
+fsl_status fsl_fission_QLinearConv(fsl_fctx *fx) {
+  fsl_builder *b = fx->b;
+  for (int i = 0; i < 8; i++)
+    if (!fsl_fx_req(fx, i)) return fsl_fx_done(fx);
+  fsl_value **in = fx->in;
+  fsl_value *bias = fx->n_in > 8 ? in[8] : NULL;
+  fsl_value *conv_in[4] = {in[0], in[3], in[2], in[5]};
+  fsl_value *acc = sub_fission(fx, fsl_fission_ConvInteger, conv_in, 4);
+  if (!acc) return fsl_fx_done(fx);
+  if (bias) acc = fsl_b_binary(b, FSL_OP_add, acc, fsl_b_on_axis(b, to_dtype(b, bias, FSL_DT_I32), acc->rank, 1));
+  fsl_value *mult = fsl_b_binary(b, FSL_OP_mul, in[1], fsl_b_on_axis(b, in[4], acc->rank, 1));
+  mult = fsl_b_binary(b, FSL_OP_div, mult, in[6]);
+  fx->out[0] = requantize(fx, acc, mult, in[7]);
   return fsl_fx_done(fx);
 }
