@@ -3,6 +3,8 @@
  */
 #include "backend/cuda/dialect_cuda.h"
 
+#include "backend/gpudialect.h"
+
 extern const char fsl_prelude_cuda[]; /* prelude.h, embedded by cmake/embed.cmake */
 
 static void cuda_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
@@ -19,26 +21,13 @@ static void cuda_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
  * row's 256-element sum block completely and ptxas keeps every load in
  * flight (an EfficientViT layer norm: 255 registers and 17 kB of spills
  * per thread on sm_90; with unroll 4: no spills). */
+static const fsl_gpu_loops cuda_loops = {
+    .item = "(int64_t)blockIdx.x * blockDim.x + threadIdx.x", .items = "(int64_t)gridDim.x * blockDim.x",
+    .group = "(int64_t)blockIdx.x", .groups = "(int64_t)gridDim.x", .unroll = "#pragma unroll 4",
+};
+
 static void cuda_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char *head, size_t hcap) {
-  annot[0] = 0;
-  char step[32];
-  switch (L->kind) {
-  case FSL_CG_PARALLEL:
-    fsl_cg_grid_stride_line(L, "(int64_t)blockIdx.x * blockDim.x + threadIdx.x", "(int64_t)gridDim.x * blockDim.x",
-                            head, hcap);
-    break;
-  case FSL_CG_GROUPS:
-    fsl_cg_grid_stride_line(L, "(int64_t)blockIdx.x", "(int64_t)gridDim.x", head, hcap);
-    break;
-  case FSL_CG_LANES:
-    snprintf(annot, acap, "#pragma unroll 4");
-    snprintf(step, sizeof step, "%lld", L->step);
-    fsl_cg_grid_stride_line(L, "l_", step, head, hcap);
-    break;
-  default:
-    snprintf(annot, acap, "#pragma unroll 4");
-    fsl_cg_for_line(L, head, hcap);
-  }
+  fsl_gpu_loop_header(&cuda_loops, L, annot, acap, head, hcap);
 }
 
 /* The value of v in the lane this one's XOR mask, within aligned runs of
@@ -56,28 +45,14 @@ static void cuda_warp_xor(char *dst, size_t cap, const char *v, const char *mask
  * KiB of static __shared__ memory a block may have on every architecture
  * since sm_20 (sm_80 and sm_90 included). */
 static const fsl_cg_group cuda_group = {
-    .size = 256,
-    .tile = 16,
-    .local_bytes = 49152,
-    .local_kw = "__shared__ ",
-    .local_id = "(int64_t)threadIdx.x",
-    .barrier = "__syncthreads();",
-    .warp = 32,
-    .warp_xor = cuda_warp_xor,
+    .size = 256, .tile = 16, .local_bytes = 49152,
+    .local_kw = "__shared__ ", .local_id = "(int64_t)threadIdx.x", .barrier = "__syncthreads();",
+    .warp = 32, .warp_xor = cuda_warp_xor,
 };
 
 const fsl_dialect fsl_dialect_cuda = {
-    .name = "cuda",
-    .prelude = fsl_prelude_cuda,
-    .type_name = fsl_cg_stdint_type,
-    .f32_math_suffix = "f",
-    .restrict_kw = "__restrict__ ",
-    .buf_space = "",
+    FSL_GPU_DIALECT_COMMON,
+    .name = "cuda", .prelude = fsl_prelude_cuda, .restrict_kw = "__restrict__ ", .buf_space = "",
     .ret_err = "if (err_) atomicOr(err, err_);",
-    .ret_ok = "",
-    .multi_pass = false,
-    .par_min = 0,
-    .kernel_open = cuda_kernel_open,
-    .loop_header = cuda_loop_header,
-    .group = &cuda_group,
+    .kernel_open = cuda_kernel_open, .loop_header = cuda_loop_header, .group = &cuda_group,
 };

@@ -3,6 +3,8 @@
  */
 #include "backend/opencl/dialect_opencl.h"
 
+#include "backend/gpudialect.h"
+
 extern const char fsl_prelude_opencl[]; /* prelude.h, embedded by cmake/embed.cmake */
 
 /* One __global pointer and byte offset per buffer; in[] and out[] rebuilt
@@ -21,49 +23,26 @@ static void ocl_kernel_open(fsl_sbuf *b, int id, int n_in, int n_out) {
 /* PARALLEL: a grid-stride loop over work-items; GROUPS: the same over
  * work-groups; LANES: over the work-items of the group (step: the group
  * size); SERIAL and SIMD: a loop in the work-item. */
+static const fsl_gpu_loops ocl_loops = {
+    .item = "(int64_t)get_global_id(0)", .items = "(int64_t)get_global_size(0)",
+    .group = "(int64_t)get_group_id(0)", .groups = "(int64_t)get_num_groups(0)",
+};
+
 static void ocl_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char *head, size_t hcap) {
-  (void)acap;
-  annot[0] = 0;
-  char step[32];
-  switch (L->kind) {
-  case FSL_CG_PARALLEL:
-    fsl_cg_grid_stride_line(L, "(int64_t)get_global_id(0)", "(int64_t)get_global_size(0)", head, hcap);
-    break;
-  case FSL_CG_GROUPS:
-    fsl_cg_grid_stride_line(L, "(int64_t)get_group_id(0)", "(int64_t)get_num_groups(0)", head, hcap);
-    break;
-  case FSL_CG_LANES:
-    snprintf(step, sizeof step, "%lld", L->step);
-    fsl_cg_grid_stride_line(L, "l_", step, head, hcap);
-    break;
-  default: fsl_cg_for_line(L, head, hcap);
-  }
+  fsl_gpu_loop_header(&ocl_loops, L, annot, acap, head, hcap);
 }
 
 /* 64 work-items per REDUCE row, 16 x 16 matmul tiles, within the 32 KiB
  * of local memory every OpenCL 1.2 GPU has; the backend narrows these to
  * the device it runs on (opencl.c). */
 static const fsl_cg_group ocl_group = {
-    .size = 64,
-    .tile = 16,
-    .local_bytes = 32768,
-    .local_kw = "__local ",
-    .local_id = "(int64_t)get_local_id(0)",
-    .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
+    .size = 64, .tile = 16, .local_bytes = 32768,
+    .local_kw = "__local ", .local_id = "(int64_t)get_local_id(0)", .barrier = "barrier(CLK_LOCAL_MEM_FENCE);",
 };
 
 const fsl_dialect fsl_dialect_opencl = {
-    .name = "opencl",
-    .prelude = fsl_prelude_opencl,
-    .type_name = fsl_cg_stdint_type,
-    .f32_math_suffix = "f", /* macros over the overloaded built-ins (prelude.h) */
-    .restrict_kw = "restrict ",
-    .buf_space = "__global ",
+    FSL_GPU_DIALECT_COMMON,
+    .name = "opencl", .prelude = fsl_prelude_opencl, .restrict_kw = "restrict ", .buf_space = "__global ",
     .ret_err = "if (err_) atomic_or(err_buf + err_i, err_);",
-    .ret_ok = "",
-    .multi_pass = false,
-    .par_min = 0,
-    .kernel_open = ocl_kernel_open,
-    .loop_header = ocl_loop_header,
-    .group = &ocl_group,
+    .kernel_open = ocl_kernel_open, .loop_header = ocl_loop_header, .group = &ocl_group,
 };
