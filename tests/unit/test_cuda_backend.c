@@ -147,13 +147,15 @@ static fsl_status emu_host_alloc(int64_t bytes, void **p) {
 
 static void emu_host_free(void *p) { free(p); }
 
-static fsl_status emu_upload(fsl_cu_ptr dst, const void *src, int64_t bytes) {
+static fsl_status emu_upload(fsl_cu_ptr dst, int64_t off, const void *src, int64_t bytes) {
+  dst += (fsl_cu_ptr)off;
   check_range(dst, bytes, "upload");
   memcpy((void *)(uintptr_t)dst, src, (size_t)bytes);
   return FSL_OK;
 }
 
-static fsl_status emu_download(void *dst, fsl_cu_ptr src, int64_t bytes) {
+static fsl_status emu_download(void *dst, fsl_cu_ptr src, int64_t off, int64_t bytes) {
+  src += (fsl_cu_ptr)off;
   check_range(src, bytes, "download");
   memcpy(dst, (const void *)(uintptr_t)src, (size_t)bytes);
   return FSL_OK;
@@ -290,15 +292,9 @@ static const fsl_cu_driver k_emu = {
     .module_load = emu_module_load,
     .module_unload = emu_module_unload,
     .function = emu_function,
-    .mem_alloc = emu_mem_alloc,
-    .mem_free = emu_mem_free,
-    .host_alloc = emu_host_alloc,
-    .host_free = emu_host_free,
-    .upload = emu_upload,
-    .download = emu_download,
-    .zero32 = emu_zero32,
+    .mem = {.alloc = emu_mem_alloc, .free = emu_mem_free, .host_alloc = emu_host_alloc, .host_free = emu_host_free,
+            .upload = emu_upload, .download = emu_download, .zero32 = emu_zero32, .sync = emu_sync},
     .launch = emu_launch,
-    .sync = emu_sync,
     .graph_create = emu_graph_create,
     .graph_add_kernel = emu_graph_add_kernel,
     .graph_instantiate = emu_graph_instantiate,

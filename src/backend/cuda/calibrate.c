@@ -58,7 +58,7 @@ static fsl_status best_time(cal *c, fsl_status (*run)(cal *, void *), void *arg,
   for (int r = 0; r <= reps; r++) {
     double t = fsl_now_s();
     FSL_TRY(run(c, arg));
-    FSL_TRY(c->drv->sync());
+    FSL_TRY(c->drv->mem.sync());
     t = fsl_now_s() - t;
     if (r > 0 && t < *best) *best = t;
   }
@@ -134,13 +134,13 @@ static fsl_status measure(cal *c, bool graphs, fsl_device *m) {
   if (st == FSL_OK) st = drv->function(c->mod, "cal_empty", &c->f_empty);
   if (st == FSL_OK) st = drv->function(c->mod, "cal_copy", &c->f_copy);
   if (st == FSL_OK) st = drv->function(c->mod, "cal_elem", &c->f_elem);
-  if (st == FSL_OK) st = drv->mem_alloc(c->copy_bytes, &c->a);
-  if (st == FSL_OK) st = drv->mem_alloc(c->copy_bytes, &c->b);
-  if (st == FSL_OK) st = drv->mem_alloc(24, &c->tab);
+  if (st == FSL_OK) st = drv->mem.alloc(c->copy_bytes, &c->a);
+  if (st == FSL_OK) st = drv->mem.alloc(c->copy_bytes, &c->b);
+  if (st == FSL_OK) st = drv->mem.alloc(24, &c->tab);
   uint64_t tab[3] = {c->a, c->b, 0}; /* the third slot is the (unused) error word */
-  if (st == FSL_OK) st = drv->upload(c->tab, tab, sizeof tab);
-  if (st == FSL_OK) st = drv->zero32(c->a, c->copy_bytes / 4);
-  if (st == FSL_OK) st = drv->zero32(c->b, c->copy_bytes / 4);
+  if (st == FSL_OK) st = drv->mem.upload(c->tab, 0, tab, sizeof tab);
+  if (st == FSL_OK) st = drv->mem.zero32(c->a, c->copy_bytes / 4);
+  if (st == FSL_OK) st = drv->mem.zero32(c->b, c->copy_bytes / 4);
   double t = 0;
   if (st == FSL_OK) st = measure_launch(c, graphs, &m->launch_s);
   if (st == FSL_OK) st = best_time(c, run_copy, NULL, 3, &t);
@@ -158,9 +158,9 @@ static fsl_status measure(cal *c, bool graphs, fsl_device *m) {
     if (st == FSL_OK) m->peak_flops = 2.0 * (double)n * (double)n * (double)n / t;
     if (plan) drv->matmul_free(plan);
   }
-  if (c->tab) drv->mem_free(c->tab);
-  if (c->b) drv->mem_free(c->b);
-  if (c->a) drv->mem_free(c->a);
+  if (c->tab) drv->mem.free(c->tab);
+  if (c->b) drv->mem.free(c->b);
+  if (c->a) drv->mem.free(c->a);
   if (c->mod) drv->module_unload(c->mod);
   if (st != FSL_OK) fsl_error_context(st, "cuda calibration on '%s'", c->info.name);
   return st;

@@ -67,11 +67,11 @@ static fsl_status locate(fsl_cuda_exe *x, const fsl_value *v, fsl_cu_ptr *at) {
   if (!x->own[v->id]) {
     int64_t nb = fsl_value_nbytes(v);
     if (nb < 0) return fsl_errorf(FSL_ERR_SHAPE, "cuda backend: value '%s' has no static shape", vname(v));
-    fsl_status st = x->drv->mem_alloc(nb > 0 ? nb : 64, &x->own[v->id]);
+    fsl_status st = x->drv->mem.alloc(nb > 0 ? nb : 64, &x->own[v->id]);
     if (st != FSL_OK) return fsl_error_context(st, "cuda backend: %lld bytes for '%s'", (long long)nb, vname(v));
     if (v->data && nb > 0) {
-      FSL_TRY(x->drv->upload(x->own[v->id], v->data, nb));
-      FSL_TRY(x->drv->sync()); /* v->data is pageable: the copy must end before it may change */
+      FSL_TRY(x->drv->mem.upload(x->own[v->id], 0, v->data, nb));
+      FSL_TRY(x->drv->mem.sync()); /* v->data is pageable: the copy must end before it may change */
     }
   }
   *at = x->own[v->id];
@@ -174,7 +174,7 @@ static fsl_status make_tables(fsl_cuda_exe *x) {
     if (x->low.steps[i].kind == FSL_GPU_GEN) n += x->low.steps[i].n_in + x->low.steps[i].n_out;
   uint64_t *host = calloc((size_t)(n > 0 ? n : 1), sizeof *host);
   if (!host) return oom();
-  fsl_status st = x->drv->mem_alloc((n > 0 ? n : 1) * 8, &x->tables);
+  fsl_status st = x->drv->mem.alloc((n > 0 ? n : 1) * 8, &x->tables);
   int64_t at = 0;
   for (int i = 0; i < x->low.n_steps && st == FSL_OK; i++) {
     const fsl_gpu_step *s = &x->low.steps[i];
@@ -187,8 +187,8 @@ static fsl_status make_tables(fsl_cuda_exe *x) {
     if (s->n_out == 0) x->launch[i].out = x->tables + (fsl_cu_ptr)at * 8;
     x->launch[i].err = x->errs + (fsl_cu_ptr)i * 4;
   }
-  if (st == FSL_OK && n > 0) st = x->drv->upload(x->tables, host, n * 8);
-  if (st == FSL_OK) st = x->drv->sync();
+  if (st == FSL_OK && n > 0) st = x->drv->mem.upload(x->tables, 0, host, n * 8);
+  if (st == FSL_OK) st = x->drv->mem.sync();
   free(host);
   return st;
 }
@@ -258,8 +258,8 @@ static fsl_status cu_compile(const fsl_plan *p, void **exe) {
   if (st == FSL_OK && !(x->launch = calloc((size_t)(n_steps > 0 ? n_steps : 1), sizeof *x->launch))) st = oom();
   const fsl_memplan_options mo = {.inplace = true, .external_outputs = false};
   if (st == FSL_OK) st = fsl_memplan_build(p, &mo, &x->mem);
-  if (st == FSL_OK && x->mem.peak_bytes > 0) st = drv->mem_alloc(x->mem.peak_bytes, &x->arena);
-  if (st == FSL_OK) st = drv->mem_alloc(4 * (n_steps > 0 ? n_steps : 1), &x->errs);
+  if (st == FSL_OK && x->mem.peak_bytes > 0) st = drv->mem.alloc(x->mem.peak_bytes, &x->arena);
+  if (st == FSL_OK) st = drv->mem.alloc(4 * (n_steps > 0 ? n_steps : 1), &x->errs);
   const char *dump = getenv("FSL_CUDA_SOURCE"); /* docs/gpu-backend.md: the generated source, for inspection */
   if (st == FSL_OK && dump && *dump) {
     FILE *f = fopen(dump, "w");
@@ -301,7 +301,7 @@ static fsl_status cu_compile(const fsl_plan *p, void **exe) {
   for (int i = 0; i < g->n_inputs; i++) staging += staged(fsl_value_nbytes(g->inputs[i]));
   for (int i = 0; i < g->n_outputs; i++) staging += staged(fsl_value_nbytes(g->outputs[i]));
   staging += 4 * (int64_t)(n_steps > 0 ? n_steps : 1);
-  if (st == FSL_OK) st = drv->host_alloc(staging, &x->staging);
+  if (st == FSL_OK) st = drv->mem.host_alloc(staging, &x->staging);
   if (st != FSL_OK) {
     cu_free(x);
     return st;
@@ -315,16 +315,16 @@ static fsl_status copy_to_host(void *ctx, const fsl_value *v, void *host, int64_
   fsl_cuda_exe *x = ctx;
   fsl_cu_ptr at;
   FSL_TRY(locate(x, v, &at));
-  FSL_TRY(x->drv->download(host, at, bytes));
-  return x->drv->sync();
+  FSL_TRY(x->drv->mem.download(host, at, 0, bytes));
+  return x->drv->mem.sync();
 }
 
 static fsl_status copy_to_device(void *ctx, const fsl_value *v, void *host, int64_t bytes) {
   fsl_cuda_exe *x = ctx;
   fsl_cu_ptr at;
   FSL_TRY(locate(x, v, &at));
-  FSL_TRY(x->drv->upload(at, host, bytes));
-  return x->drv->sync();
+  FSL_TRY(x->drv->mem.upload(at, 0, host, bytes));
+  return x->drv->mem.sync();
 }
 
 /* Steps [lo, hi) (GEN and LIB) on the stream: one graph launch, or one launch each. */
@@ -361,16 +361,16 @@ static fsl_status cu_run(void *exe, const void *const *inputs, void **outputs) {
     fsl_cu_ptr at;
     memcpy(stage, inputs[i], (size_t)nb);
     st = locate(x, v, &at);
-    if (st == FSL_OK) st = drv->upload(at, stage, nb);
+    if (st == FSL_OK) st = drv->mem.upload(at, 0, stage, nb);
     stage += staged(nb);
   }
   const int n_steps = x->low.n_steps;
-  if (st == FSL_OK && n_steps > 0) st = drv->zero32(x->errs, n_steps);
+  if (st == FSL_OK && n_steps > 0) st = drv->mem.zero32(x->errs, n_steps);
   int seg = 0;
   for (int lo = 0; lo < n_steps && st == FSL_OK;) {
     const fsl_gpu_step *s = &x->low.steps[lo];
     if (s->kind == FSL_GPU_HOST) {
-      st = drv->sync();
+      st = drv->mem.sync();
       if (st == FSL_OK) st = fsl_gpu_run_host(g, s, copy_to_host, copy_to_device, x, "cuda");
       lo++;
       continue;
@@ -387,13 +387,13 @@ static fsl_status cu_run(void *exe, const void *const *inputs, void **outputs) {
     if (nb > 0 && !v->data) {
       fsl_cu_ptr at;
       st = locate(x, v, &at);
-      if (st == FSL_OK) st = drv->download(stage, at, nb);
+      if (st == FSL_OK) st = drv->mem.download(stage, at, 0, nb);
     }
     stage += staged(nb);
   }
   int *errs = (int *)(void *)stage;
-  if (st == FSL_OK && n_steps > 0) st = drv->download(errs, x->errs, 4 * (int64_t)n_steps);
-  fsl_status sync_st = drv->sync();
+  if (st == FSL_OK && n_steps > 0) st = drv->mem.download(errs, x->errs, 0, 4 * (int64_t)n_steps);
+  fsl_status sync_st = drv->mem.sync();
   if (st == FSL_OK) st = sync_st;
   for (int i = 0; i < n_steps && st == FSL_OK; i++) st = fsl_gpu_step_error(x->p, &x->low.steps[i], errs[i], "cuda");
   stage = out_stage;
@@ -425,12 +425,12 @@ static void cu_free(void *p) {
     if (x->launch[i].lib) drv->matmul_free(x->launch[i].lib);
   if (x->own)
     for (int i = 0; i < x->p->g->n_values; i++)
-      if (x->own[i]) drv->mem_free(x->own[i]);
+      if (x->own[i]) drv->mem.free(x->own[i]);
   free(x->own);
-  if (x->arena) drv->mem_free(x->arena);
-  if (x->errs) drv->mem_free(x->errs);
-  if (x->tables) drv->mem_free(x->tables);
-  if (x->staging) drv->host_free(x->staging);
+  if (x->arena) drv->mem.free(x->arena);
+  if (x->errs) drv->mem.free(x->errs);
+  if (x->tables) drv->mem.free(x->tables);
+  if (x->staging) drv->mem.host_free(x->staging);
   if (x->module) drv->module_unload(x->module);
   free(x->launch);
   fsl_memplan_free(&x->mem);

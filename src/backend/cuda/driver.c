@@ -190,13 +190,13 @@ static fsl_status drv_host_alloc(int64_t bytes, void **p) {
 
 static void drv_host_free(void *p) { cu.cuMemFreeHost(p); }
 
-static fsl_status drv_upload(fsl_cu_ptr dst, const void *src, int64_t bytes) {
-  CU_TRY("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, (size_t)bytes, g_stream));
+static fsl_status drv_upload(fsl_cu_ptr dst, int64_t off, const void *src, int64_t bytes) {
+  CU_TRY("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync((CUdeviceptr)(dst + (uint64_t)off), src, (size_t)bytes, g_stream));
   return FSL_OK;
 }
 
-static fsl_status drv_download(void *dst, fsl_cu_ptr src, int64_t bytes) {
-  CU_TRY("cuMemcpyDtoHAsync", cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, (size_t)bytes, g_stream));
+static fsl_status drv_download(void *dst, fsl_cu_ptr src, int64_t off, int64_t bytes) {
+  CU_TRY("cuMemcpyDtoHAsync", cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)(src + (uint64_t)off), (size_t)bytes, g_stream));
   return FSL_OK;
 }
 
@@ -429,15 +429,9 @@ const fsl_cu_driver fsl_cu_libcuda = {
     .module_load = drv_module_load,
     .module_unload = drv_module_unload,
     .function = drv_function,
-    .mem_alloc = drv_mem_alloc,
-    .mem_free = drv_mem_free,
-    .host_alloc = drv_host_alloc,
-    .host_free = drv_host_free,
-    .upload = drv_upload,
-    .download = drv_download,
-    .zero32 = drv_zero32,
+    .mem = {.alloc = drv_mem_alloc, .free = drv_mem_free, .host_alloc = drv_host_alloc, .host_free = drv_host_free,
+            .upload = drv_upload, .download = drv_download, .zero32 = drv_zero32, .sync = drv_sync},
     .launch = drv_launch,
-    .sync = drv_sync,
     .graph_create = drv_graph_create,
     .graph_add_kernel = drv_graph_add_kernel,
     .graph_instantiate = drv_graph_instantiate,

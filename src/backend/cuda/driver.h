@@ -12,10 +12,10 @@
 #ifndef FSL_CUDA_DRIVER_H
 #define FSL_CUDA_DRIVER_H
 
-#include "core/core.h"
+#include "backend/gpumem.h"
 
-/** A device address (CUdeviceptr). */
-typedef uint64_t fsl_cu_ptr;
+/** A device address (CUdeviceptr): a buffer of the memory calls (gpumem.h) is one. */
+typedef fsl_gpu_buf fsl_cu_ptr;
 
 /** The device the driver opened. */
 typedef struct fsl_cu_device_info {
@@ -55,20 +55,12 @@ typedef struct fsl_cu_driver {
   fsl_status (*module_load)(const char *source, const void *cubin, size_t cubin_bytes, void **mod);
   void (*module_unload)(void *mod);
   fsl_status (*function)(void *mod, const char *name, void **fn);
-  fsl_status (*mem_alloc)(int64_t bytes, fsl_cu_ptr *p);
-  void (*mem_free)(fsl_cu_ptr p);
-  /** Page-locked host memory (copies to and from it are asynchronous). */
-  fsl_status (*host_alloc)(int64_t bytes, void **p);
-  void (*host_free)(void *p);
-  /** Copies on the stream (asynchronous from page-locked memory). */
-  fsl_status (*upload)(fsl_cu_ptr dst, const void *src, int64_t bytes);
-  fsl_status (*download)(void *dst, fsl_cu_ptr src, int64_t bytes);
-  /** Sets n 32-bit words at p to 0 on the stream. */
-  fsl_status (*zero32)(fsl_cu_ptr p, int64_t n);
+  /** Device memory, copies and the wait, on the stream (gpumem.h; a
+   *  buffer is a device address; copies are asynchronous from page-locked
+   *  host memory, host_alloc's). */
+  fsl_gpu_mem mem;
   /** Launches fn on the stream with a one-dimensional grid and block. */
   fsl_status (*launch)(void *fn, unsigned grid, unsigned block, fsl_cu_ptr in, fsl_cu_ptr out, fsl_cu_ptr err);
-  /** Waits for everything on the stream. */
-  fsl_status (*sync)(void);
   /** CUDA graphs: an empty graph; a kernel node after `deps` (nodes of the
    *  same graph); the executable graph; a launch of it on the stream. */
   fsl_status (*graph_create)(void **graph);
