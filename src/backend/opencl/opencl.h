@@ -1,12 +1,14 @@
 /*
  * opencl.h — internals of the OpenCL backend (src/backend/opencl/): the
- * device (device.c) and the backend itself (opencl.c, the vtable
- * fsl_backend_opencl in backend.h).  docs/gpu-backend.md.
+ * device (device.c), the driver table over it (driver.c) and the backend
+ * itself (opencl.c, the vtable fsl_backend_opencl in backend.h).
+ * docs/gpu-backend.md.
  */
 #ifndef FSL_OPENCL_H
 #define FSL_OPENCL_H
 
 #include "backend/backend.h"
+#include "backend/gpumem.h"
 
 #include <CL/cl.h>
 
@@ -50,6 +52,41 @@ fsl_status fsl_ocl_device_get(const fsl_ocl_device **out);
  * then.
  */
 fsl_status fsl_ocl_build(const fsl_ocl_device *d, const char *src, size_t len, cl_program *out, bool *cache_hit);
+
+/**
+ * What the OpenCL backend (opencl.c) asks of the OpenCL runtime, as a
+ * table of fissile-level operations like the CUDA backend's fsl_cu_driver
+ * (cuda/driver.h), so that the GPU executor copies and waits through the
+ * same calls (`mem`) for both.  Every call works on the process's device
+ * and its in-order queue (fsl_ocl_device_get), which `open` opens: it
+ * comes first.  Functions return FSL_OK or an error whose message names
+ * the OpenCL call and its error code (FSL_ERR_NOMEM when the device is
+ * out of memory).
+ */
+typedef struct fsl_ocl_driver {
+  const char *name;          /* "icd": the ICD loader (driver.c) */
+  /** Buffers (a buffer is a cl_mem handle), copies and the wait on the
+   *  queue; host memory is malloc's. */
+  fsl_gpu_mem mem;
+  /** The process's device (fsl_ocl_device_get). */
+  fsl_status (*open)(const fsl_ocl_device **d);
+  /** Builds source src[0..len) for device d into *prog through the
+   *  binary cache (fsl_ocl_build). */
+  fsl_status (*build)(const fsl_ocl_device *d, const char *src, size_t len, cl_program *prog, bool *cache_hit);
+  void (*program_free)(cl_program prog);
+  /** Kernel `name` of prog, with the bytes of local memory it uses and the
+   *  most work-items a work-group of it may have on the device (0 and 1
+   *  when the runtime does not say). */
+  fsl_status (*kernel)(cl_program prog, const char *name, cl_kernel *k, uint64_t *local_bytes, size_t *max_group);
+  /** Argument i of k: the `bytes` bytes at value (a cl_mem, a cl_ulong ...). */
+  fsl_status (*set_arg)(cl_kernel k, unsigned i, size_t bytes, const void *value);
+  /** Queues k over `global` work-items in work-groups of `local`. */
+  fsl_status (*launch)(cl_kernel k, size_t global, size_t local);
+  void (*kernel_free)(cl_kernel k);
+} fsl_ocl_driver;
+
+/** The driver over the ICD loader (driver.c). */
+extern const fsl_ocl_driver fsl_ocl_icd;
 
 /**
  * The device's numbers for the roofline cost model (the backend's
