@@ -315,16 +315,6 @@ int64_t fsl_gpu_step_items(const fsl_gpu_step *s) {
   return most < ((int64_t)1 << 20) ? most : ((int64_t)1 << 20);
 }
 
-void fsl_gpu_exe_info(const fsl_gpu_lowering *l, int64_t arena_bytes, fsl_backend_exe_info *out) {
-  memset(out, 0, sizeof *out);
-  out->n_kernels = l->p ? l->p->kernels.n : 0;
-  out->n_fallback = l->n_fallback;
-  out->n_opaque = l->n_opaque;
-  out->n_native = out->n_kernels - out->n_fallback - out->n_opaque;
-  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", l->why);
-  out->arena_bytes = arena_bytes;
-}
-
 /* ---- dependencies ---- */
 
 static bool overlap(fsl_gpu_range a, fsl_gpu_range b) {

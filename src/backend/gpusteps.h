@@ -120,11 +120,6 @@ fsl_status fsl_gpu_run_host(const fsl_graph *g, const fsl_gpu_step *s, fsl_gpu_c
  *  naming the step's kernel and ONNX node; FSL_OK when bits is 0. */
 fsl_status fsl_gpu_step_error(const fsl_plan *p, const fsl_gpu_step *s, int bits, const char *backend);
 
-/** The backends' exe_info of an executable lowered into l whose arena
- *  holds arena_bytes: kernels, native, fallback and opaque counts, the
- *  first fallback's reason. */
-void fsl_gpu_exe_info(const fsl_gpu_lowering *l, int64_t arena_bytes, fsl_backend_exe_info *out);
-
 /** "kernel K (from OP 'NODE')" for messages: the ONNX node of kernel ki's
  *  first primitive. */
 void fsl_gpu_kernel_label(const fsl_plan *p, int ki, char *buf, size_t len);

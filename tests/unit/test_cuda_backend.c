@@ -1,7 +1,8 @@
 /*
- * test_cuda_backend.c — the CUDA backend (src/backend/cuda/cuda.c) without
- * a GPU.  Its driver table (driver.h) is replaced by an emulating driver:
- * device memory is host memory, the module is the generated CUDA C
+ * test_cuda_backend.c — the CUDA backend (src/backend/cuda/cuda.c, over
+ * the GPU executor src/backend/gpuexec.c) without a GPU.  Its driver
+ * table (driver.h) is replaced by an emulating driver: device memory is
+ * host memory, the module is the generated CUDA C
  * compiled by g++ against the CPU emulation of CUDA's device side
  * (cuda_emu/; NVRTC still compiles the CUBIN for sm_90, which the driver
  * checks is an ELF image), and a CUDA graph runs its kernel nodes in the
@@ -310,16 +311,19 @@ static const fsl_cu_driver k_emu = {
 
 static bool have_cxx(void) { return system("c++ --version > /dev/null 2>&1") == 0; }
 
+/* The launch records of x's steps. */
+static const fsl_cuda_launch *launches(const fsl_cuda_exe *x) { return x->gpu.launch; }
+
 /* Byte range k of device step i (inputs, then outputs) as the uploaded
  * pointer table (a kernel) or the matmul's request (a library step) says. */
 static void step_range(const fsl_cuda_exe *x, int i, int k, uint64_t *lo, uint64_t *hi) {
-  const fsl_gpu_step *s = &x->low.steps[i];
+  const fsl_gpu_step *s = &x->gpu.low.steps[i];
   const fsl_value *v = k < s->n_in ? s->in[k] : s->out[k - s->n_in];
   if (s->kind == FSL_GPU_LIB) {
-    const fsl_cu_matmul *mm = x->launch[i].lib;
+    const fsl_cu_matmul *mm = launches(x)[i].lib;
     *lo = k == 0 ? mm->a : k == 1 ? mm->b : mm->c;
   } else {
-    const uint64_t *tab = (const uint64_t *)(uintptr_t)(k < s->n_in ? x->launch[i].in : x->launch[i].out);
+    const uint64_t *tab = (const uint64_t *)(uintptr_t)(k < s->n_in ? launches(x)[i].in : launches(x)[i].out);
     *lo = tab[k < s->n_in ? k : k - s->n_in];
   }
   *hi = *lo + (uint64_t)fsl_value_nbytes(v);
@@ -330,7 +334,7 @@ static void step_range(const fsl_cuda_exe *x, int i, int k, uint64_t *lo, uint64
  * reads; *war_only: only the latter (an anti-dependency: the arena gave
  * b's output the bytes of a value a read). */
 static bool steps_conflict(const fsl_cuda_exe *x, int a, int b, bool *war_only) {
-  const fsl_gpu_step *sa = &x->low.steps[a], *sb = &x->low.steps[b];
+  const fsl_gpu_step *sa = &x->gpu.low.steps[a], *sb = &x->gpu.low.steps[b];
   bool war = false, other = false;
   for (int i = 0; i < sa->n_in + sa->n_out; i++)
     for (int j = 0; j < sb->n_in + sb->n_out; j++) {
@@ -374,7 +378,7 @@ static int check_graphs(const fsl_cuda_exe *x, int *war_only) {
     const emu_graph *gr = sg->exec;
     assert_int_equal(gr->n, sg->hi - sg->lo);
     covered += gr->n;
-    for (int i = sg->lo; i < sg->hi; i++) assert_int_not_equal(x->low.steps[i].kind, FSL_GPU_HOST);
+    for (int i = sg->lo; i < sg->hi; i++) assert_int_not_equal(x->gpu.low.steps[i].kind, FSL_GPU_HOST);
     if (s > 0) assert_true(sg->lo > x->seg[s - 1].hi); /* a host step between two graphs */
     bool *r = reachability(gr);
     int n = gr->n;
@@ -396,7 +400,7 @@ static int check_graphs(const fsl_cuda_exe *x, int *war_only) {
     free(r);
   }
   int device = 0;
-  for (int i = 0; i < x->low.n_steps; i++) device += x->low.steps[i].kind != FSL_GPU_HOST;
+  for (int i = 0; i < x->gpu.low.n_steps; i++) device += x->gpu.low.steps[i].kind != FSL_GPU_HOST;
   assert_int_equal(covered, device);
   return unordered;
 }
@@ -421,9 +425,9 @@ static run_stats check_plan(fsl_graph *g, fsl_plan *p, void **inputs, void **wan
   if (st != FSL_OK) fail_msg("%s: compile: %s", what, fsl_last_error());
   const fsl_cuda_exe *x = exe;
   assert_int_equal(x->graphs, graphs);
-  for (int i = 0; i < x->low.n_steps; i++) {
-    if (x->low.steps[i].kind == FSL_GPU_HOST) rs.host_steps++;
-    else if (x->low.steps[i].kind == FSL_GPU_LIB) rs.lib_steps++;
+  for (int i = 0; i < x->gpu.low.n_steps; i++) {
+    if (x->gpu.low.steps[i].kind == FSL_GPU_HOST) rs.host_steps++;
+    else if (x->gpu.low.steps[i].kind == FSL_GPU_LIB) rs.lib_steps++;
     else rs.gen_steps++;
   }
   rs.segments = x->n_seg;
@@ -454,7 +458,7 @@ static run_stats check_plan(fsl_graph *g, fsl_plan *p, void **inputs, void **wan
   fsl_backend_exe_info ei;
   fsl_backend_cuda.exe_info(exe, &ei);
   assert_int_equal(ei.n_kernels, p->kernels.n);
-  assert_int_equal(ei.arena_bytes, x->mem.peak_bytes);
+  assert_int_equal(ei.arena_bytes, x->gpu.plan.peak_bytes);
   fsl_backend_cuda.free_exe(exe);
   assert_int_equal(E.n_alloc, 0); /* everything the executable allocated is freed */
   fsl_cuda_use_driver(NULL);

@@ -1,17 +1,18 @@
 /*
- * cuda.h — the CUDA backend's executable (cuda.c; the vtable
- * fsl_backend_cuda in backend.h), visible to tests, which check its
- * graphs, tables and arena against the plan.  docs/gpu-backend.md.
+ * cuda.h — the CUDA backend's executable (cuda.c over the GPU executor,
+ * gpuexec.h; the vtable fsl_backend_cuda in backend.h), visible to tests,
+ * which check its graphs, tables and arena against the plan.
+ * docs/gpu-backend.md.
  */
 #ifndef FSL_CUDA_H
 #define FSL_CUDA_H
 
 #include "backend/backend.h"
 #include "backend/cuda/driver.h"
-#include "backend/gpusteps.h"
-#include "runtime/memplan.h"
+#include "backend/gpuexec.h"
 
-/** How one step runs (zero for HOST steps). */
+/** How one step runs (zero for HOST steps): the executor's launch
+ *  records of a CUDA executable (fsl_gpu_exe.launch). */
 typedef struct fsl_cuda_launch {
   void *lib;                 /* LIB: the library matmul's plan (driver table) */
   void *fn;                  /* GEN: the loaded function fsl_k<fn_id> */
@@ -27,23 +28,15 @@ typedef struct fsl_cuda_segment {
   void *graph, *exec;
 } fsl_cuda_segment;
 
+/** A CUDA executable: the GPU executor's (gpuexec.h), then what only CUDA has. */
 typedef struct fsl_cuda_exe {
-  const fsl_plan *p;
+  fsl_gpu_exe gpu;           /* plan, steps, arena, buffers; gpu.launch: an fsl_cuda_launch per step */
   const fsl_cu_driver *drv;  /* the driver it was compiled with */
   fsl_cu_device_info info;
-  fsl_dialect dia;           /* the CUDA dialect, its blocks narrowed to the device */
-  fsl_cg_group grp;
-  fsl_gpu_lowering low;      /* steps and source (backend/gpusteps.h) */
-  fsl_cuda_launch *launch;   /* per step */
   fsl_cuda_segment *seg;     /* graphs, in step order (graphs on) */
   int n_seg, cap_seg;
   bool graphs;               /* CUDA graphs (FSL_CUDA_GRAPHS unset or not "0") */
-  fsl_memplan mem;
-  fsl_cu_ptr arena;          /* mem.peak_bytes bytes; 0 when empty */
-  fsl_cu_ptr *own;           /* value id -> an allocation of its own, or 0 */
   fsl_cu_ptr tables;         /* every GEN step's pointer tables */
-  fsl_cu_ptr errs;           /* one int of FSL_KERR_* bits per step */
-  void *staging;             /* page-locked: inputs, outputs, error words */
   void *module;
 } fsl_cuda_exe;
 

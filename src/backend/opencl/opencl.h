@@ -1,8 +1,8 @@
 /*
  * opencl.h — internals of the OpenCL backend (src/backend/opencl/): the
  * device (device.c), the driver table over it (driver.c) and the backend
- * itself (opencl.c, the vtable fsl_backend_opencl in backend.h).
- * docs/gpu-backend.md.
+ * itself (opencl.c over the GPU executor, gpuexec.h; the vtable
+ * fsl_backend_opencl in backend.h).  docs/gpu-backend.md.
  */
 #ifndef FSL_OPENCL_H
 #define FSL_OPENCL_H
