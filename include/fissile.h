@@ -210,10 +210,11 @@ fsl_status fsl_model_set_backend(fsl_model *m, const char *name);
 
 /**
  * The names fsl_model_set_backend accepts, NULL-terminated, in static
- * storage: "ref" (the whole-graph reference interpreter), then every
- * backend registered in this build (src/backend/registry.c) in order of
- * preference, e.g. {"ref", "cpu", "plan-ref", NULL}.  If summary is not
- * NULL, (*summary)[i] is a one-line description of names[i].
+ * storage: every backend registered in this build (src/backend/registry.c),
+ * "ref" (the whole-graph reference interpreter) first, then the plan
+ * backends in order of preference, e.g. {"ref", "cpu", "plan-ref", NULL}.
+ * If summary is not NULL, (*summary)[i] is a one-line description of
+ * names[i].
  */
 const char *const *fsl_backend_names(const char *const **summary);
 
@@ -429,6 +430,8 @@ typedef struct fsl_plan_info {
   int tune_same_as[FSL_STRATEGY_COUNT]; /**< -1, or the strategy whose identical plan stood for it */
   /* what the backend made of the plan (0 for "ref", which runs no plan):
    * n_native + n_fallback + n_opaque == n_kernels */
+  bool runs_plan;          /**< the backend runs the plan's kernels (false for "ref", which runs the
+                                whole graph: the plan is built for its numbers alone) */
   int n_native;            /**< kernels run entirely by the backend's own code */
   int n_fallback;          /**< kernels with a part the backend cannot run, run by the
                                 host reference interpreter instead (a gap to close) */

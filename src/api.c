@@ -1,6 +1,7 @@
 /* api.c — the public model API: load, bind, compile (fission, then the
  * plan of a strategy and a backend's executable), run, inspect. */
 #include "model.h"
+#include "backend/ref/interp.h"
 #include "rewrite/rewrite.h"
 #include "eval/eval.h"
 #include "fission/fission.h"
@@ -59,7 +60,7 @@ fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl
   if (!m) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   m->strategy = -1;
   m->rewrite = FSL_REWRITE_RULES;
-  snprintf(m->backend, sizeof m->backend, "ref");
+  snprintf(m->backend, sizeof m->backend, "%s", fsl_backend_interp.name);
   fsl_status st = fsl_onnx_import(buf, len, dir, &m->onnx);
   if (st != FSL_OK) { free(m); return st; }
   m->src_hash = fsl_hash(FSL_HASH_INIT, buf, len);
@@ -112,6 +113,7 @@ static void drop_plan(fsl_model *m) {
   m->exe = NULL;
   fsl_memplan_free(&m->mem);
   if (m->has_plan) fsl_plan_free(&m->plan);
+  else memset(&m->plan, 0, sizeof m->plan); /* a backend that needs no plan: the graph alone */
   m->has_plan = false;
   m->backend_s = 0;
   m->tune = (fsl_tune_result){.tuned = false};
@@ -257,19 +259,16 @@ fsl_status fsl_model_set_strategy(fsl_model *m, fsl_strategy strategy) {
   return FSL_OK;
 }
 
-/* "ref" is the whole-graph interpreter (no plan); the rest are the
- * registered plan backends (src/backend/registry.c). */
+/* The registered backends (src/backend/registry.c), the whole-graph
+ * interpreter "ref" first. */
 #define MAX_NAMES 16
 static const char *g_names[MAX_NAMES + 1], *g_summaries[MAX_NAMES + 1];
 static pthread_once_t g_names_once = PTHREAD_ONCE_INIT;
 
 static void fill_names(void) {
-  int n = 0;
-  g_names[n] = "ref";
-  g_summaries[n++] = "the reference interpreter over the whole primitive graph (float64 accumulation; no plan)";
-  for (int i = 0; i < fsl_backend_count() && n < MAX_NAMES; i++, n++) {
-    g_names[n] = fsl_backend_at(i)->name;
-    g_summaries[n] = fsl_backend_at(i)->summary;
+  for (int i = 0; i < fsl_backend_count() && i < MAX_NAMES; i++) {
+    g_names[i] = fsl_backend_at(i)->name;
+    g_summaries[i] = fsl_backend_at(i)->summary;
   }
 }
 
@@ -281,7 +280,7 @@ const char *const *fsl_backend_names(const char *const **summary) {
 
 const char *fsl_backend_default(void) {
   const fsl_backend *b = fsl_backend_best();
-  return b ? b->name : "ref";
+  return b ? b->name : fsl_backend_interp.name;
 }
 
 fsl_status fsl_model_set_backend(fsl_model *m, const char *name) {
@@ -338,13 +337,18 @@ int fsl_model_rewrite_fired(const fsl_model *m, int i, const char **rule) {
   return -1;
 }
 
-static bool wants_plan(const fsl_model *m) { return m->strategy >= 0 || strcmp(m->backend, "ref") != 0; }
+/* Whether compile builds a plan: with a strategy set, or for a backend
+ * that runs one (backend.h, no_plan). */
+static bool wants_plan(const fsl_model *m) {
+  const fsl_backend *be = fsl_backend_find(m->backend);
+  return m->strategy >= 0 || (be && !be->no_plan);
+}
 
 /* Plan of the chosen strategy over m->prim on the calibrated device, its
  * memory plan, and the chosen backend's executable. */
 static fsl_status build_plan(fsl_model *m) {
   fsl_strategy s = m->strategy >= 0 ? (fsl_strategy)m->strategy : FSL_STRATEGY_OPTIMAL;
-  const fsl_backend *be = fsl_backend_find(m->backend); /* NULL: "ref" */
+  const fsl_backend *be = fsl_backend_find(m->backend);
   /* the device the plan is costed for: the backend's own, else the host's */
   const fsl_backend *dev = be && be->calibrate ? be : fsl_backend_host();
   /* calibration failing is not fatal: the documented default device is used;
@@ -369,14 +373,24 @@ static fsl_status build_plan(fsl_model *m) {
   FSL_TRY(fsl_plan_build_opt(m->prim, s, &m->dev, &popt, &m->plan));
   m->has_plan = true;
   FSL_TRY(fsl_model_finish_plan(m, NULL, 0));
-  /* the measured choice needs the backend's runs (not the interpreter's) */
-  return m->autotune && s == FSL_STRATEGY_OPTIMAL && m->be ? fsl_model_autotune(m, &popt) : FSL_OK;
+  /* the measured choice needs the backend's runs of the plans */
+  return m->autotune && s == FSL_STRATEGY_OPTIMAL && !m->be->no_plan ? fsl_model_autotune(m, &popt) : FSL_OK;
 }
 
 fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len) {
-  FSL_TRY(fsl_memplan_build(&m->plan, &fsl_memplan_executor, &m->mem));
-  m->be = fsl_backend_find(m->backend); /* NULL: "ref" */
-  if (!m->be) return FSL_OK;
+  const fsl_backend *be = fsl_backend_find(m->backend);
+  if (!be) return fsl_errorf(FSL_ERR_UNSUPPORTED, "this build of fissile has no backend '%s'", m->backend);
+  if (m->has_plan) {
+    FSL_TRY(fsl_memplan_build(&m->plan, &fsl_memplan_executor, &m->mem));
+  } else if (be->no_plan) {
+    /* the graph alone: a plan of no kernels */
+    memset(&m->plan, 0, sizeof m->plan);
+    m->plan.g = m->prim;
+    m->plan.kernels.g = m->prim;
+  } else {
+    return fsl_errorf(FSL_ERR_INVALID, "backend %s runs a plan, and the model has none", m->backend);
+  }
+  m->be = be;
   double t0 = fsl_now_s();
   fsl_status st = exe && m->be->import_exe ? m->be->import_exe(&m->plan, exe, len, &m->exe)
                                            : m->be->compile(&m->plan, &m->exe);
@@ -428,6 +442,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   info->predicted_s = p->predicted_s;
   info->orchestrate_s = p->orchestrate_s;
   info->backend_s = m->backend_s;
+  info->runs_plan = m->be && !m->be->no_plan;
   int64_t arena = -1; /* what the backend allocates, when it runs from an arena */
   if (m->be && m->exe && m->be->exe_info) {
     fsl_backend_exe_info ei;
@@ -515,7 +530,7 @@ fsl_status fsl_model_compile(fsl_model *m) {
   if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_compile: NULL model");
   if (fsl_model_is_compiled(m)) return FSL_OK;
   FSL_TRY(fsl_model_fission(m));
-  fsl_status st = wants_plan(m) ? build_plan(m) : FSL_OK;
+  fsl_status st = wants_plan(m) ? build_plan(m) : fsl_model_finish_plan(m, NULL, 0);
   if (st != FSL_OK) {
     fsl_model_invalidate(m);
     return st;
@@ -610,7 +625,7 @@ fsl_status fsl_model_output_info(const fsl_model *m, int i, fsl_tensor *info) {
 
 fsl_status fsl_model_run(fsl_model *m, const fsl_tensor *inputs, int n_inputs, fsl_tensor *outputs, int n_outputs) {
   if (!m || (n_inputs && !inputs) || !outputs) return fsl_errorf(FSL_ERR_ARG, "fsl_model_run: NULL argument");
-  if (!m->prim) return fsl_errorf(FSL_ERR_ARG, "fsl_model_run: the model is not compiled");
+  if (!m->prim || !m->be) return fsl_errorf(FSL_ERR_ARG, "fsl_model_run: the model is not compiled");
   const fsl_graph *g = m->prim;
   if (n_outputs != g->n_outputs)
     return fsl_errorf(FSL_ERR_ARG, "the model has %d outputs, %d requested", g->n_outputs, n_outputs);
@@ -638,7 +653,7 @@ fsl_status fsl_model_run(fsl_model *m, const fsl_tensor *inputs, int n_inputs, f
       st = fsl_errorf(FSL_ERR_ARG, "input '%s' is not given", g->inputs[i]->name);
       goto done;
     }
-  st = m->be ? m->be->run(m->exe, in, out) : fsl_ref_run(g, in, out);
+  st = m->be->run(m->exe, in, out);
   if (st != FSL_OK) goto done;
   for (int i = 0; i < g->n_outputs; i++) {
     describe(m->onnx->outputs[i], g->outputs[i], &outputs[i]);

@@ -243,10 +243,10 @@ static fsl_status check_target(aot_file *f, char *backend, size_t cap) {
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "compiled by fissile %s; this is fissile %s: compile the ONNX model "
                       "again (fissile compile MODEL.onnx -o FILE.fsl)", version, fsl_version());
   const fsl_backend *be = fsl_backend_find(backend);
-  if (!be && strcmp(backend, "ref"))
+  if (!be)
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "compiled for backend '%s', which this build of fissile does not have",
                       backend);
-  if (be && be->fingerprint) be->fingerprint(here, sizeof here);
+  if (be->fingerprint) be->fingerprint(here, sizeof here);
   if (strcmp(fp, here))
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "compiled for another machine: the file's backend %s targets '%s', this "
                       "machine is '%s'; compile the ONNX model again here", backend, fp, here);
@@ -400,7 +400,7 @@ fsl_status fsl_aot_load(const void *buf, size_t len, fsl_model **out) {
   }
   if (st == FSL_OK) st = fsl_model_fission(m);
   if (st == FSL_OK && has_plan) st = rebuild_plan(m, &head, plan);
-  if (st == FSL_OK && has_plan) {
+  if (st == FSL_OK) {
     fsl_reader *exe = &f.sec[SEC_EXE];
     st = fsl_model_finish_plan(m, exe->p, (size_t)(exe->end - exe->p));
   }

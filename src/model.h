@@ -42,13 +42,14 @@ struct fsl_model {
   int search_evals;
   int search_regions_solved, search_regions_cached; /* the last search's region costs */
   double search_alpha;
-  /* built by compile when a strategy or a plan backend is set: */
+  /* built by compile when a strategy or a plan backend is set (for a
+   * backend that needs no plan, plan holds the graph alone otherwise): */
   bool has_plan;
   fsl_plan plan;     /* over prim */
   fsl_memplan mem;
   fsl_device dev;
-  const fsl_backend *be;  /* NULL: the reference interpreter over prim */
-  void *exe;              /* be's executable of plan */
+  const fsl_backend *be;  /* the backend that runs the model (NULL: not compiled) */
+  void *exe;              /* be's executable of plan (a backend that needs no plan: of prim) */
   double backend_s;
   fsl_tune_result tune;   /* what the measured plan choice did (tuned false: none) */
   /* compile's result is current: prim (and plan, exe) match the settings
@@ -73,9 +74,11 @@ struct fsl_model {
 void fsl_model_invalidate(fsl_model *m);
 /** Fission of the bound ONNX graph into m->prim (CSE, DCE, verified). */
 fsl_status fsl_model_fission(fsl_model *m);
-/** With m->plan built: the memory plan and the backend's executable, made by
- *  the backend's import_exe from `exe` (len bytes) when given, else by
- *  compiling. */
+/** The backend's executable of m (m->be, m->exe), made by the backend's
+ *  import_exe from `exe` (len bytes) when given, else by compiling: of
+ *  m->plan with its memory plan when m has a plan; of the graph alone (a
+ *  plan of no kernels) for a backend that needs none (backend.h, no_plan);
+ *  FSL_ERR_INVALID for a plan backend without a plan. */
 fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len);
 /** A new model over an imported ONNX graph (settings at their defaults). */
 fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl_model **out);

@@ -928,7 +928,7 @@ static void print_plan_summary(const char *model, const fsl_model *m, const fsl_
   printf("costs: %s\n", costs);
   printf("orchestration: %.3f s\n", pi->orchestrate_s);
   print_autotune(pi);
-  if (strcmp(pi->backend, "ref")) {
+  if (pi->runs_plan) {
     printf("backend: %s (compile %.3f s): %d kernels native, %d through the reference fallback, %d opaque (host)\n",
            pi->backend, pi->backend_s, pi->n_native, pi->n_fallback, pi->n_opaque);
     if (pi->n_fallback) printf("first fallback: %s\n", pi->fallback_why);

@@ -32,6 +32,12 @@ typedef struct fsl_backend_exe_info {
 typedef struct fsl_backend {
   const char *name;       /* the name users pass (fsl_model_set_backend, --backend) */
   const char *summary;    /* one line for help texts */
+  /** True for a backend that runs the whole primitive graph and needs no
+   *  plan (the reference interpreter, "ref"): compile reads only p->g (a
+   *  plan of no kernels when no strategy is set; with one, the plan is
+   *  built for its numbers alone), and no measured plan choice runs on it.
+   *  False (zero): a plan backend. */
+  bool no_plan;
   /** Fills *d with this backend's device numbers for the roofline cost
    *  model for n_threads host threads (<= 0: the default); cached per
    *  device unless force.  NULL: the plan is costed for the host CPU (the
@@ -84,9 +90,9 @@ const fsl_backend *fsl_backend_at(int i);
  *  NULL when none is built. */
 const fsl_backend *fsl_backend_host(void);
 
-/** The most preferred registered backend that is not the plan oracle
- *  (fsl_backend_ref), or NULL when the build has none (the users'
- *  default, fsl_backend_default). */
+/** The most preferred registered plan backend (no_plan false) that is not
+ *  the plan oracle (fsl_backend_ref), or NULL when the build has none (the
+ *  users' default, fsl_backend_default). */
 const fsl_backend *fsl_backend_best(void);
 
 /** Executes a plan kernel by kernel with the reference interpreter (the

@@ -1,10 +1,14 @@
 /* registry.c — the one table of backends (backend.h). */
 #include "backend/backend.h"
+#include "backend/ref/interp.h"
 
-/* In the order of preference for the host device.  A backend is listed
- * when the build includes it (CMake option FSL_BACKEND_<NAME> defines
- * FSL_BACKEND_<NAME>=1 for this file); plan-ref is always built. */
+/* The whole-graph interpreter "ref" first (the default of a new model),
+ * then the plan backends in the order of preference for the host device.
+ * A backend is listed when the build includes it (CMake option
+ * FSL_BACKEND_<NAME> defines FSL_BACKEND_<NAME>=1 for this file); ref and
+ * plan-ref are always built. */
 static const fsl_backend *const k_backends[] = {
+    &fsl_backend_interp,
 #if FSL_BACKEND_CPU
     &fsl_backend_cpu,
 #endif
@@ -37,6 +41,6 @@ const fsl_backend *fsl_backend_host(void) {
 
 const fsl_backend *fsl_backend_best(void) {
   for (int i = 0; i < fsl_backend_count(); i++)
-    if (k_backends[i] != &fsl_backend_ref) return k_backends[i];
+    if (!k_backends[i]->no_plan && k_backends[i] != &fsl_backend_ref) return k_backends[i];
   return NULL;
 }

@@ -15,24 +15,31 @@
 /* ---- tests ---- */
 
 /* One table of backends: the names users type are the vtables' names, the
- * host device is the CPU backend's, and the public list starts with the
- * whole-graph interpreter. */
+ * whole-graph interpreter "ref" is registered first and is the one that
+ * needs no plan, the host device is the CPU backend's, and the users'
+ * default is the CPU backend. */
 static void test_registry(void **state) {
   (void)state;
   assert_ptr_equal(fsl_backend_find("cpu"), &fsl_backend_cpu);
   assert_ptr_equal(fsl_backend_find("plan-ref"), &fsl_backend_ref);
-  assert_null(fsl_backend_find("ref")); /* not a plan backend */
+  const fsl_backend *interp = fsl_backend_find("ref");
+  assert_ptr_equal(interp, fsl_backend_at(0));
+  assert_true(interp->no_plan);
+  assert_false(fsl_backend_cpu.no_plan);
+  assert_false(fsl_backend_ref.no_plan);
   assert_null(fsl_backend_find("gpu"));
   assert_ptr_equal(fsl_backend_host(), &fsl_backend_cpu);
+  assert_ptr_equal(fsl_backend_best(), &fsl_backend_cpu);
+  assert_string_equal(fsl_backend_default(), "cpu");
   const char *const *sum = NULL;
   const char *const *names = fsl_backend_names(&sum);
   assert_string_equal(names[0], "ref");
   int n = 0;
   for (; names[n]; n++) {
-    assert_non_null(sum[n]);
-    if (n > 0) assert_ptr_equal(fsl_backend_find(names[n]), fsl_backend_at(n - 1));
+    assert_ptr_equal(fsl_backend_find(names[n]), fsl_backend_at(n));
+    assert_string_equal(sum[n], fsl_backend_at(n)->summary);
   }
-  assert_int_equal(n, 1 + fsl_backend_count());
+  assert_int_equal(n, fsl_backend_count());
   assert_null(fsl_backend_at(fsl_backend_count()));
 
   /* supports: a float32 elementwise kernel is the CPU backend's own, a

@@ -613,6 +613,7 @@ static bool cpu_winograd_3x3(void) { return getenv("FSL_NO_ONEDNN") == NULL; }
 const fsl_backend fsl_backend_cpu = {
     .name = "cpu",
     .summary = "generated C per kernel in one shared object, oneDNN for matmul/conv",
+    .no_plan = false,
     .calibrate = fsl_cpu_calibrate,
     .profiler_init = fsl_cpu_profiler_init,
     .supports = cpu_supports,

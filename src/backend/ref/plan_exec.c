@@ -238,6 +238,7 @@ static void ref_exe_info(const void *exe, fsl_backend_exe_info *out) {
 const fsl_backend fsl_backend_ref = {
     .name = "plan-ref",
     .summary = "the reference interpreter running the plan kernel by kernel (checks plans)",
+    .no_plan = false,
     .compile = ref_compile,
     .run = ref_run,
     .exe_info = ref_exe_info,
