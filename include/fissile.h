@@ -525,12 +525,13 @@ fsl_status fsl_model_kernel_origin(const fsl_model *m, int k, int j, const char 
  */
 fsl_status fsl_model_time_kernels(fsl_model *m, double *secs, int n);
 
-/* ---- CUDA C of a plan, compiled without a GPU (src/api_cuda.c) ---- */
-/** Most architectures one fsl_model_emit_cuda call compiles for. */
-#define FSL_CUDA_MAX_ARCHS 4
+/* ---- a plan's source in a dialect, compiled without a device (src/api_cuda.c) ---- */
+/** Most targets one fsl_model_emit call compiles for. */
+#define FSL_EMIT_MAX_TARGETS 4
 
-/** What ptxas reports for one generated kernel on one architecture
- *  (docs/gpu-backend.md, "CUDA").  -1 where ptxas said nothing. */
+/** What ptxas reports for one generated kernel on one architecture of the
+ *  "cuda" dialect (docs/gpu-backend.md, "CUDA").  -1 where ptxas said
+ *  nothing. */
 typedef struct fsl_cuda_usage {
   int registers;             /**< 32-bit registers per thread */
   int barriers;              /**< barriers (bar.sync ids) used */
@@ -541,8 +542,8 @@ typedef struct fsl_cuda_usage {
   int64_t const_bytes;       /**< the kernel's constant banks in the CUBIN (bank 0: parameters), bytes */
 } fsl_cuda_usage;
 
-/** One generated CUDA function (a plan kernel is one, or a LINEAR kernel's
- *  prologue, matmul/conv and epilogue: up to three). */
+/** One generated function of a GPU dialect (a plan kernel is one, or a
+ *  LINEAR kernel's prologue, matmul/conv and epilogue: up to three). */
 typedef struct fsl_cuda_function {
   int kernel;                /**< the plan kernel it belongs to (execution order) */
   int id;                    /**< its name in the source: fsl_k<id> */
@@ -555,17 +556,20 @@ typedef struct fsl_cuda_function {
                                   (grid-stride loops over threads) */
   int64_t blocks;            /**< block_threads > 0: blocks with work (rows or tiles; a grid-stride
                                   loop over blocks, so fewer are correct too and more idle); else 0 */
-  fsl_cuda_usage usage[FSL_CUDA_MAX_ARCHS];  /**< per fsl_cuda_emit_result.archs */
+  fsl_cuda_usage usage[FSL_EMIT_MAX_TARGETS];  /**< per fsl_emit_result.targets ("cuda": ptxas's report) */
 } fsl_cuda_function;
 
-/** The result of fsl_model_emit_cuda (free with fsl_cuda_emit_result_free). */
-typedef struct fsl_cuda_emit_result {
-  char *source;              /**< the CUDA C of the plan: prelude + every function, NUL-terminated */
+/** The result of fsl_model_emit (free with fsl_emit_result_free). */
+typedef struct fsl_emit_result {
+  char dialect[16];          /**< as given to fsl_model_emit, e.g. "cuda" */
+  char *source;              /**< the plan in the dialect: prelude + every function, NUL-terminated
+                                  ("cuda": CUDA C) */
   size_t source_len;         /**< bytes */
-  int n_archs;
-  char archs[FSL_CUDA_MAX_ARCHS][16];    /**< as given, e.g. "sm_90", "sm_80" */
-  double compile_s[FSL_CUDA_MAX_ARCHS];  /**< NVRTC wall seconds per architecture (front end + ptxas) */
-  size_t cubin_bytes[FSL_CUDA_MAX_ARCHS];
+  int n_targets;
+  char targets[FSL_EMIT_MAX_TARGETS][16];    /**< as given ("cuda": real architectures, e.g. "sm_90") */
+  double compile_s[FSL_EMIT_MAX_TARGETS];    /**< compile wall seconds per target ("cuda": NVRTC, front end
+                                                  + ptxas) */
+  size_t binary_bytes[FSL_EMIT_MAX_TARGETS]; /**< bytes of the compiled binary per target ("cuda": CUBIN) */
   int n_functions;
   fsl_cuda_function *functions;
   int n_kernels;             /**< kernels of the plan */
@@ -574,33 +578,37 @@ typedef struct fsl_cuda_emit_result {
   int n_refused;             /**< plan kernels the dialect refuses in whole or part (f16/bf16, scatters,
                                   multi-pass reductions, integer conv): not generated, not errors */
   char **refused;            /**< n_refused lines: "kernel K (OP 'NODE'): why" */
-} fsl_cuda_emit_result;
+} fsl_emit_result;
 
 /**
- * Generates the CUDA C (src/backend/cuda, the CUDA dialect of the shared
- * code generator) of every kernel of m's compiled plan and compiles it with
- * NVRTC to a CUBIN for each of the n_archs (1..FSL_CUDA_MAX_ARCHS) real
- * architectures archs ("sm_90", "sm_80", ...; no GPU or driver needed),
- * with ptxas's resource report (-v) read per kernel into usage[].  A
- * compile that fails, or whose log holds anything beyond ptxas's resource
- * lines (a warning of the front end or of ptxas), is an error.  *out is
- * zeroed first and owned by the caller (fsl_cuda_emit_result_free), also
- * after an error (then source holds what was generated, usage is partial).
- * Where there is an NVIDIA driver, NVRTC may take a CUBIN it built before
- * from the CUDA compute cache without running ptxas, and so without its
- * report: that is an error naming CUDA_CACHE_DISABLE=1, which a caller sets
- * before its first CUDA call (the fissile CLI does for compile --emit-only
- * and explain).
- * Errors: FSL_ERR_ARG (NULL, no plan: compile after fsl_model_set_strategy;
- * n_archs out of range), FSL_ERR_UNSUPPORTED (this build has no CUDA C
- * dialect: NVRTC was not found at configure), FSL_ERR_RUNTIME (NVRTC's
- * error or warning, with its log, the architecture, and the plan kernel,
- * ONNX node and function of the first source line the log names),
- * FSL_ERR_NOMEM.
+ * Generates the source of every kernel of m's compiled plan in `dialect`
+ * (the shared code generator's dialects: "cuda", "opencl", "c") and
+ * compiles it for each of the n_targets (1..FSL_EMIT_MAX_TARGETS) targets,
+ * without a device.  Implemented for "cuda" (src/backend/cuda): CUDA C
+ * compiled by NVRTC to a CUBIN for each real architecture in targets
+ * ("sm_90", "sm_80", ...; no GPU or driver needed), with ptxas's resource
+ * report (-v) read per function into usage[].  A compile that fails, or
+ * whose log holds anything beyond ptxas's resource lines (a warning of the
+ * front end or of ptxas), is an error.  *out is zeroed first and owned by
+ * the caller (fsl_emit_result_free), also after an error (then source
+ * holds what was generated, usage is partial).  Where there is an NVIDIA
+ * driver, NVRTC may take a CUBIN it built before from the CUDA compute
+ * cache without running ptxas, and so without its report: that is an
+ * error naming CUDA_CACHE_DISABLE=1, which a caller sets before its first
+ * CUDA call (the fissile CLI does for compile --emit-only and explain).
+ * Errors: FSL_ERR_ARG (NULL, an unknown dialect, no plan: compile after
+ * fsl_model_set_strategy; n_targets out of range), FSL_ERR_UNSUPPORTED (a
+ * dialect whose output fsl_model_emit does not give: "opencl" and "c"
+ * generate their source only when their backend compiles a plan; "cuda" in
+ * a build without its dialect: NVRTC was not found at configure),
+ * FSL_ERR_RUNTIME (NVRTC's error or warning, with its log, the
+ * architecture, and the plan kernel, ONNX node and function of the first
+ * source line the log names), FSL_ERR_NOMEM.
  */
-fsl_status fsl_model_emit_cuda(const fsl_model *m, const char *const *archs, int n_archs, fsl_cuda_emit_result *out);
-/** Frees what fsl_model_emit_cuda allocated in r and zeroes it (NULL: nothing). */
-void fsl_cuda_emit_result_free(fsl_cuda_emit_result *r);
+fsl_status fsl_model_emit(const fsl_model *m, const char *dialect, const char *const *targets, int n_targets,
+                          fsl_emit_result *out);
+/** Frees what fsl_model_emit allocated in r and zeroes it (NULL: nothing). */
+void fsl_emit_result_free(fsl_emit_result *r);
 
 /* ---- tensors on disk ---- */
 /** Reads an ONNX TensorProto file (.pb, as in the ONNX backend test data)

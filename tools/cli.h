@@ -72,7 +72,7 @@ void cost_source(const fsl_plan_info *pi, char *buf, size_t len);
 
 /* ---- CUDA C (cuda_emit.c) ---- */
 /** The CUDA C of m's plan compiled by NVRTC for sm_90 and sm_80
- *  (fsl_model_emit_cuda): writes the source to o->plan_out when given
+ *  (fsl_model_emit, dialect "cuda"): writes the source to o->plan_out when given
  *  (also when NVRTC fails), prints the summary and the per-function
  *  resource table to f; an exit code (errors printed). */
 int cuda_emit(const options *o, const fsl_model *m, FILE *f);

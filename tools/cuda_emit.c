@@ -1,7 +1,7 @@
 /*
  * cuda_emit.c — `fissile compile MODEL --backend cuda --emit-only` and
  * `fissile explain MODEL --backend cuda`: the CUDA C of a plan compiled by
- * NVRTC (fsl_model_emit_cuda), its summary and the resources of every
+ * NVRTC (fsl_model_emit, dialect "cuda"), its summary and the resources of every
  * generated kernel.  docs/cli.md, docs/gpu-backend.md.
  */
 #include "cli.h"
@@ -17,10 +17,10 @@ static void num(char *buf, size_t len, long long v) {
   else snprintf(buf, len, "%lld", v);
 }
 
-static void print_table(FILE *f, const fsl_cuda_emit_result *r) {
+static void print_table(FILE *f, const fsl_emit_result *r) {
   fprintf(f, "%-7s %-9s %-9s %5s %8s %-28s", "kernel", "function", "part", "block", "grid", "onnx node");
-  for (int a = 0; a < r->n_archs; a++) fprintf(f, " | %-5s %4s %5s %5s %6s %6s %5s", r->archs[a], "regs", "spst", "spld",
-                                               "stack", "smem", "cmem");
+  for (int a = 0; a < r->n_targets; a++)
+    fprintf(f, " | %-5s %4s %5s %5s %6s %6s %5s", r->targets[a], "regs", "spst", "spld", "stack", "smem", "cmem");
   fprintf(f, "\n");
   for (int i = 0; i < r->n_functions; i++) {
     const fsl_cuda_function *fn = &r->functions[i];
@@ -38,7 +38,7 @@ static void print_table(FILE *f, const fsl_cuda_emit_result *r) {
       snprintf(grid, sizeof grid, "-");
     }
     fprintf(f, "%-7d %-9s %-9s %5s %8s %-28s", fn->kernel, name, fn->part, block, grid, node);
-    for (int a = 0; a < r->n_archs; a++) {
+    for (int a = 0; a < r->n_targets; a++) {
       const fsl_cuda_usage *u = &fn->usage[a];
       char c[6][24];
       num(c[0], sizeof c[0], u->registers);
@@ -53,12 +53,12 @@ static void print_table(FILE *f, const fsl_cuda_emit_result *r) {
   }
 }
 
-static void print_summary(FILE *f, const fsl_cuda_emit_result *r) {
+static void print_summary(FILE *f, const fsl_emit_result *r) {
   fprintf(f, "cuda: %d kernels: %d generated as %d functions, %d opaque (host), %d refused by the dialect\n",
           r->n_kernels, r->n_generated, r->n_functions, r->n_opaque, r->n_refused);
   fprintf(f, "cuda: %zu bytes of CUDA C; NVRTC", r->source_len);
-  for (int a = 0; a < r->n_archs; a++)
-    fprintf(f, "%s %s %.3f s (CUBIN %zu bytes)", a ? "," : "", r->archs[a], r->compile_s[a], r->cubin_bytes[a]);
+  for (int a = 0; a < r->n_targets; a++)
+    fprintf(f, "%s %s %.3f s (CUBIN %zu bytes)", a ? "," : "", r->targets[a], r->compile_s[a], r->binary_bytes[a]);
   fprintf(f, ": no errors, no warnings\n");
   for (int i = 0; i < r->n_refused; i++) fprintf(f, "refused: %s\n", r->refused[i]);
   if (r->n_functions == 0) return;
@@ -69,8 +69,8 @@ static void print_summary(FILE *f, const fsl_cuda_emit_result *r) {
 }
 
 int cuda_emit(const options *o, const fsl_model *m, FILE *f) {
-  fsl_cuda_emit_result r;
-  fsl_status st = fsl_model_emit_cuda(m, k_cuda_archs, (int)(sizeof k_cuda_archs / sizeof *k_cuda_archs), &r);
+  fsl_emit_result r;
+  fsl_status st = fsl_model_emit(m, "cuda", k_cuda_archs, (int)(sizeof k_cuda_archs / sizeof *k_cuda_archs), &r);
   int rc = EXIT_OK;
   /* the source is written also when NVRTC fails: it is what to look at */
   if (o->plan_out && r.source) {
@@ -86,6 +86,6 @@ int cuda_emit(const options *o, const fsl_model *m, FILE *f) {
   }
   if (st != FSL_OK) rc = report(st);
   else if (rc == EXIT_OK) print_summary(f, &r);
-  fsl_cuda_emit_result_free(&r);
+  fsl_emit_result_free(&r);
   return rc;
 }
