@@ -76,7 +76,11 @@ class Env:
         return len(self.log.read_text().splitlines())
 
     def env(self, **extra):
-        e = dict(os.environ, FSL_CACHE_DIR=str(self.cache), FSL_CC=str(self.cc))
+        # FSL_DEVICE=default: the default device numbers, no calibration record
+        # in the cache (one measured on a busy machine is measured again by
+        # design, src/orchestrate/device.c, which would change the cache
+        # between runs on a loaded CI host)
+        e = dict(os.environ, FSL_CACHE_DIR=str(self.cache), FSL_CC=str(self.cc), FSL_DEVICE="default")
         e.update({k: str(v) for k, v in extra.items()})
         return e
 

@@ -92,9 +92,18 @@ def _marks(backend):
     return []
 
 
-def _params(items, ids, backends=BACKENDS):
-    return [pytest.param(s, b, it, marks=_marks(b), id=f"{s}-{b}-{i}")
+def _params(items, ids, backends=BACKENDS, quick=lambda strategy, backend: True):
+    """Every strategy x backend for each item; those quick() declines are
+    marked slow (make test-full)."""
+    return [pytest.param(s, b, it, marks=_marks(b) + ([] if quick(s, b) else [pytest.mark.slow]), id=f"{s}-{b}-{i}")
             for it, i in zip(items, ids) for s in STRATEGIES for b in backends]
+
+
+def _quick_real_model(strategy, backend):
+    """make test runs the real models on the CPU backend's optimal plan (the
+    fused kernels users run); the other 3 strategies x 3 backends are slow
+    (minutes each on 2 cores: plan-ref interprets every kernel)."""
+    return strategy == "optimal" and backend == "cpu"
 
 
 def _compare(got: dict, want: dict, what: str):
@@ -158,7 +167,8 @@ def _model_reference(name):
 
 
 @pytest.mark.parametrize("strategy,backend,name",
-                         _params(REAL_MODELS, REAL_MODELS) + _params(CPU_ONLY_MODELS, CPU_ONLY_MODELS, ["cpu"]))
+                         _params(REAL_MODELS, REAL_MODELS, quick=_quick_real_model)
+                         + _params(CPU_ONLY_MODELS, CPU_ONLY_MODELS, ["cpu"], quick=_quick_real_model))
 def test_real_model(strategy, backend, name):
     """Every kernel of a real model's plan runs natively on the CPU backend
     (generated code or oneDNN, none in the reference interpreter), and the
