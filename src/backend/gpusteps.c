@@ -41,14 +41,23 @@ static fsl_status fill_step(fsl_gpu_lowering *x, fsl_gpu_step *s, fsl_value *con
   return FSL_OK;
 }
 
-static void note_fallback(fsl_gpu_lowering *x, int ki, const char *why) {
-  if (!x->fell_back[ki]) x->n_fallback++;
-  x->fell_back[ki] = true;
-  if (x->why[0]) return;
+/* Notes kernel ki's fallback to the host for reason `why` (its first one
+ * is kept: l->fallback[ki], and the plan's first in l->why). */
+static fsl_status note_fallback(fsl_gpu_lowering *x, int ki, const char *why) {
+  if (x->fallback[ki]) return FSL_OK;
+  x->n_fallback++;
   const fsl_kernel *k = x->p->kernels.k[ki];
   const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
-  snprintf(x->why, sizeof x->why, "kernel %d (%s '%s'): %s", ki, n0 && n0->origin_op ? n0->origin_op : "?",
+  char line[sizeof x->why + 256];
+  snprintf(line, sizeof line, "kernel %d (%s '%s'): %s", ki, n0 && n0->origin_op ? n0->origin_op : "?",
            n0 && n0->origin_name ? n0->origin_name : "?", why);
+  if (!x->why[0]) { /* truncated */
+    size_t n = strnlen(line, sizeof x->why - 1);
+    memcpy(x->why, line, n);
+    x->why[n] = '\0';
+  }
+  x->fallback[ki] = strdup(line);
+  return x->fallback[ki] ? FSL_OK : oom();
 }
 
 /* HOST step over nodes (topological order), keeping outs. */
@@ -140,8 +149,8 @@ static fsl_status add_gen(fsl_gpu_lowering *x, int ki, const char *part, fsl_nod
     if (st != FSL_ERR_UNSUPPORTED) return st;
     fsl_error_clear();
   }
-  note_fallback(x, ki, why);
-  return add_host(x, ki, nodes, n, outs, n_out);
+  st = note_fallback(x, ki, why);
+  return st == FSL_OK ? add_host(x, ki, nodes, n, outs, n_out) : st;
 }
 
 /* The linear op: a generated matmul or direct convolution over the
@@ -190,10 +199,10 @@ static fsl_status add_linear(fsl_gpu_lowering *x, int ki, const fsl_kernel *k, c
   char why[160];
   snprintf(why, sizeof why, "no generated %s code for %s over %s", x->dia->name, fsl_op_get(lin->op)->name,
            fsl_dtype_name(lin->in[0]->dtype));
-  note_fallback(x, ki, why);
+  st = note_fallback(x, ki, why);
   fsl_node *hn[2 * FSL_MAX_RANK + 1];
   int n = fsl_linear_ref_nodes(lin, lin_in, hn);
-  return add_host(x, ki, hn, n, lin->out, 1);
+  return st == FSL_OK ? add_host(x, ki, hn, n, lin->out, 1) : st;
 }
 
 static bool was_written(const void *ctx, const fsl_value *v) { return ((const fsl_gpu_lowering *)ctx)->avail[v->id]; }
@@ -202,10 +211,12 @@ static fsl_status lower_linear(fsl_gpu_lowering *x, int ki, const fsl_kernel *k)
   fsl_linear_split sp;
   fsl_status st = fsl_linear_split_make(k, &sp);
   if (st == FSL_ERR_UNSUPPORTED) {
-    note_fallback(x, ki, fsl_last_error());
+    char why[256];
+    snprintf(why, sizeof why, "%s", fsl_last_error());
     fsl_error_clear();
     fsl_linear_split_free(&sp);
-    return add_host(x, ki, k->nodes, k->n_nodes, k->out, k->n_out);
+    st = note_fallback(x, ki, why);
+    return st == FSL_OK ? add_host(x, ki, k->nodes, k->n_nodes, k->out, k->n_out) : st;
   }
   /* a generated matmul reads a prologue of views in place (a library one takes plain operands) */
   if (st == FSL_OK && !(x->library && x->library(sp.lin))) fsl_linear_split_views(&sp, x->dia);
@@ -243,27 +254,31 @@ static fsl_status lower_kernel(fsl_gpu_lowering *x, int ki, const fsl_kernel *k)
 
 /* Sets up x for plan p: the values available before any step. */
 static fsl_status lowering_init(fsl_gpu_lowering *x, const fsl_plan *p, const fsl_dialect *dia,
-                                fsl_gpu_library library) {
+                                fsl_gpu_library library, int first_fn) {
   memset(x, 0, sizeof *x);
   x->p = p;
   x->dia = dia;
   x->library = library;
+  x->first_fn = x->n_fn = first_fn;
   const fsl_graph *g = p->g;
   x->avail = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(bool));
-  x->fell_back = calloc((size_t)(p->kernels.n > 0 ? p->kernels.n : 1), sizeof(bool));
-  if (!x->avail || !x->fell_back) return oom();
+  x->fallback = calloc((size_t)(p->kernels.n > 0 ? p->kernels.n : 1), sizeof *x->fallback);
+  if (!x->avail || !x->fallback) return oom();
   for (int i = 0; i < g->n_values; i++) x->avail[i] = g->values[i]->data != NULL;
   for (int i = 0; i < g->n_inputs; i++) x->avail[g->inputs[i]->id] = true;
   return FSL_OK;
 }
 
-fsl_status fsl_gpu_lower(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_library library, fsl_gpu_lowering *out) {
+fsl_status fsl_gpu_lower_at(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_library library, int first_fn,
+                            fsl_gpu_lowering *out) {
   if (!out) return fsl_errorf(FSL_ERR_ARG, "fsl_gpu_lower: NULL argument");
   memset(out, 0, sizeof *out);
   if (!p || !p->g || !dia) return fsl_errorf(FSL_ERR_ARG, "fsl_gpu_lower: NULL argument");
-  fsl_status st = lowering_init(out, p, dia, library);
+  if (first_fn < 0) return fsl_errorf(FSL_ERR_ARG, "fsl_gpu_lower: first function %d", first_fn);
+  fsl_status st = lowering_init(out, p, dia, library, first_fn);
   if (st == FSL_OK) {
     fsl_codegen_prelude(dia, &out->src);
+    out->prelude_len = out->src.len;
     if (out->src.oom) st = oom();
   }
   for (int ki = 0; ki < p->kernels.n && st == FSL_OK; ki++) {
@@ -271,6 +286,10 @@ fsl_status fsl_gpu_lower(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_libr
     if (st != FSL_OK) fsl_error_context(st, "%s backend, kernel %d", dia->name, ki);
   }
   return st;
+}
+
+fsl_status fsl_gpu_lower(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_library library, fsl_gpu_lowering *out) {
+  return fsl_gpu_lower_at(p, dia, library, 0, out);
 }
 
 void fsl_gpu_lowering_free(fsl_gpu_lowering *l) {
@@ -283,7 +302,8 @@ void fsl_gpu_lowering_free(fsl_gpu_lowering *l) {
   free(l->steps);
   fsl_sbuf_free(&l->src);
   free(l->avail);
-  free(l->fell_back);
+  for (int i = 0; l->fallback && l->p && i < l->p->kernels.n; i++) free(l->fallback[i]);
+  free(l->fallback);
   memset(l, 0, sizeof *l);
 }
 
@@ -295,7 +315,7 @@ bool fsl_gpu_supports(const fsl_dialect *dia, fsl_gpu_library library, const fsl
   p.g = g;
   p.kernels = (fsl_kernel_set){.g = g, .n = 1, .cap = 1, .k = ks};
   fsl_gpu_lowering x;
-  bool ok = lowering_init(&x, &p, dia, library) == FSL_OK;
+  bool ok = lowering_init(&x, &p, dia, library, 0) == FSL_OK;
   for (int i = 0; ok && i < k->n_in; i++) x.avail[k->in[i]->id] = true;
   ok = ok && lower_kernel(&x, 0, k) == FSL_OK && x.n_fallback == 0 && x.n_opaque == 0;
   fsl_error_clear();

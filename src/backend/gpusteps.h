@@ -53,12 +53,13 @@ typedef struct fsl_gpu_lowering {
   fsl_gpu_step *steps;
   int n_steps, cap_steps;
   fsl_sbuf src;            /* the dialect's prelude and every GEN step's function */
-  int n_fn;                /* functions generated: fsl_k0 .. fsl_k<n_fn - 1> */
+  size_t prelude_len;      /* src's first prelude_len bytes are the prelude */
+  int first_fn, n_fn;      /* functions generated: fsl_k<first_fn> .. fsl_k<n_fn - 1> */
   int n_fallback;          /* kernels with a HOST step that is not opaque by design */
   int n_opaque;            /* opaque kernels */
   char why[256];           /* the first fallback: "kernel K (OP 'NODE'): reason"; "" if none */
+  char **fallback;         /* kernel -> its first fallback, as `why` (malloc'd); NULL: none */
   bool *avail;             /* internal: value id -> written by an earlier step (or input/constant) */
-  bool *fell_back;         /* internal: kernel -> has a fallback step */
 } fsl_gpu_lowering;
 
 /**
@@ -70,6 +71,10 @@ typedef struct fsl_gpu_lowering {
  * FSL_ERR_UNSUPPORTED (a bug), with the kernel named.
  */
 fsl_status fsl_gpu_lower(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_library library, fsl_gpu_lowering *out);
+/** fsl_gpu_lower with the functions numbered from first_fn (>= 0): a
+ *  source of several plans (the CUDA emitter, cuda/emit.h). */
+fsl_status fsl_gpu_lower_at(const fsl_plan *p, const fsl_dialect *dia, fsl_gpu_library library, int first_fn,
+                            fsl_gpu_lowering *out);
 void fsl_gpu_lowering_free(fsl_gpu_lowering *l);
 
 /** Whether kernel k of graph g lowers in dialect dia (with `library`) to

@@ -2,7 +2,7 @@
  * emit.h — the CUDA C of a plan (emit.c) and its compilation by NVRTC to
  * CUBINs with ptxas's resource report (nvrtc.c).  Neither needs a GPU or
  * the driver (libnvrtc only; libcuda is never linked).  The public entry
- * is fsl_model_emit_cuda (include/fissile.h, src/api_cuda.c); the unit
+ * is fsl_model_emit (include/fissile.h, src/api_cuda.c); the unit
  * test compiles many plans in one source through these.
  * docs/gpu-backend.md, "CUDA".
  */
@@ -25,19 +25,23 @@ typedef struct fsl_cuda_emitter {
 
 /**
  * Appends the CUDA C of every kernel of plan p (over p->g) to e (zeroed
- * before the first plan; the prelude comes first): a LOOP or REDUCE kernel
- * as one function; a LINEAR kernel as a generated prologue (when its
+ * before the first plan; the prelude comes first): a pass over the steps of
+ * p lowered in the CUDA dialect with every linear op generated
+ * (fsl_gpu_lower_at, gpusteps.h: what the CUDA backend runs with cuBLASLt
+ * off), its functions numbered on from e->next_id.  Each GEN step is a
+ * function: a LOOP or REDUCE kernel whole (one per node when it needs
+ * several passes); a LINEAR kernel as a generated prologue (when its
  * operands are more than reshapes), a generated matmul or direct
- * convolution, and a generated epilogue (codegen/linsplit.h, as the OpenCL
- * backend splits it).  Opaque kernels are counted, not generated; a kernel
- * (or part) the dialect refuses (f16/bf16, scatters, multi-pass
- * reductions, integer conv) is listed in e->refused with its ONNX node,
- * not an error.  Function `kernel` fields index p's kernels; their
- * block_threads/blocks say how to launch them (a REDUCE row per block, a
- * tiled matmul or convolution: the block size the code assumes;
- * fsl_cg_launch from the code generator).
+ * convolution, and a generated epilogue (codegen/linsplit.h).  Opaque
+ * kernels are counted, not generated; a kernel with a part the dialect
+ * refuses (f16/bf16, scatters, integer conv: a host step in the backend)
+ * is listed in e->refused with its ONNX node and reason, not an error (its
+ * generated parts are still functions).  Function `kernel` fields index
+ * p's kernels; their block_threads/blocks say how to launch them (a
+ * REDUCE row per block, a tiled matmul or convolution: the block size the
+ * code assumes; fsl_cg_launch from the code generator).
  * Errors: FSL_ERR_NOMEM, a code generator error other than
- * FSL_ERR_UNSUPPORTED (a bug: names the kernel and its node).
+ * FSL_ERR_UNSUPPORTED (a bug: names the kernel).
  */
 fsl_status fsl_cuda_emit_plan(fsl_cuda_emitter *e, const fsl_plan *p);
 void fsl_cuda_emitter_free(fsl_cuda_emitter *e);
