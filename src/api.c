@@ -1,40 +1,14 @@
 /* api.c — the public model API: load, bind, compile (fission, then the
  * plan of a strategy and a backend's executable), run, inspect. */
-#include "model.h"
+#include "pipeline.h"
 #include "backend/ref/interp.h"
 #include "rewrite/rewrite.h"
-#include "eval/eval.h"
-#include "fission/fission.h"
 #include "onnx/input_range.h"
-#include "onnx/onnx_import.h"
-#include "passes/passes.h"
-#include <dlfcn.h>
 #include <libgen.h>
 #include <math.h>
 #include <pthread.h>
 
 #define MODEL_FILE_LIMIT ((size_t)4 << 30)
-
-/* ---- threads ---- */
-static int g_threads;
-
-fsl_status fsl_set_num_threads(int n) {
-  g_threads = n > 0 ? n : 0;
-  /* libgomp reads OMP_NUM_THREADS once when it loads: an already loaded
-   * runtime (oneDNN pulls libgomp in) is told through its API instead */
-  void (*set)(int) = NULL;
-  void *sym = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
-  memcpy(&set, &sym, sizeof set < sizeof sym ? sizeof set : sizeof sym);
-  if (g_threads > 0) {
-    char buf[16];
-    snprintf(buf, sizeof buf, "%d", g_threads);
-    setenv("OMP_NUM_THREADS", buf, 1);
-    if (set) set(g_threads);
-  }
-  return FSL_OK;
-}
-
-int fsl_num_threads(void) { return g_threads; }
 
 fsl_status fsl_strategy_from_name(const char *name, fsl_strategy *out) {
   if (!name || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_strategy_from_name: NULL argument");
@@ -46,27 +20,10 @@ fsl_status fsl_strategy_from_name(const char *name, fsl_strategy *out) {
   return fsl_errorf(FSL_ERR_ARG, "unknown strategy '%s' (expected unfused, opfuse, greedy or optimal)", name);
 }
 
-int fsl_model_threads(void) { return g_threads; }
-
 const char *fsl_version(void) { return FSL_VERSION; }
 
 bool fsl_model_is_compiled(const fsl_model *m) {
-  return m && m->compiled && (m->from_file || m->compiled_threads == g_threads);
-}
-
-fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl_model **out) {
-  *out = NULL;
-  fsl_model *m = calloc(1, sizeof *m);
-  if (!m) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
-  m->strategy = -1;
-  m->rewrite = FSL_REWRITE_RULES;
-  snprintf(m->backend, sizeof m->backend, "%s", fsl_backend_interp.name);
-  fsl_status st = fsl_onnx_import(buf, len, dir, &m->onnx);
-  if (st != FSL_OK) { free(m); return st; }
-  m->src_hash = fsl_hash(FSL_HASH_INIT, buf, len);
-  m->src_len = len;
-  *out = m;
-  return FSL_OK;
+  return m && m->compiled && (m->from_file || m->compiled_threads == fsl_model_threads());
 }
 
 fsl_status fsl_model_load_bytes(const void *buf, size_t len, const char *dir, fsl_model **out) {
@@ -107,21 +64,9 @@ fsl_status fsl_model_load(const char *path, fsl_model **out) {
   return FSL_OK;
 }
 
-static void drop_plan(fsl_model *m) {
-  if (m->be && m->exe) m->be->free_exe(m->exe);
-  m->be = NULL;
-  m->exe = NULL;
-  fsl_memplan_free(&m->mem);
-  if (m->has_plan) fsl_plan_free(&m->plan);
-  else memset(&m->plan, 0, sizeof m->plan); /* a backend that needs no plan: the graph alone */
-  m->has_plan = false;
-  m->backend_s = 0;
-  m->tune = (fsl_tune_result){.tuned = false};
-}
-
 void fsl_model_free(fsl_model *m) {
   if (!m) return;
-  drop_plan(m);
+  fsl_model_drop_plan(m);
   free(m->src);
   free(m->src_path);
   free(m->frozen);
@@ -150,18 +95,6 @@ static fsl_status no_input(const fsl_model *m, const char *name) {
     if (w > 0) o += (size_t)w;
   }
   return fsl_errorf(FSL_ERR_ARG, "the model has no input '%s' (inputs: %s)", name, list);
-}
-
-/* Binding changes the source graph: drop a stale compiled graph. */
-void fsl_model_invalidate(fsl_model *m) {
-  drop_plan(m);
-  fsl_graph_free(m->prim);
-  m->prim = NULL;
-  free(m->rewrite_fired);
-  m->rewrite_fired = NULL;
-  m->n_rewrites = 0;
-  m->compiled = false;
-  m->from_file = false;
 }
 
 
@@ -235,16 +168,6 @@ fsl_status fsl_model_freeze_input(fsl_model *m, const fsl_tensor *t) {
   m->onnx->n_inputs--;
   fsl_model_invalidate(m);
   return FSL_OK;
-}
-
-static void apply_dims(fsl_model *m) {
-  for (int i = 0; i < m->onnx->n_inputs; i++) {
-    fsl_value *v = m->onnx->inputs[i];
-    if (!v->dim_param) continue;
-    for (int d = 0; d < v->rank; d++)
-      for (int k = 0; k < m->n_dims && v->dim_param[d]; k++)
-        if (v->dims[d] < 0 && !strcmp(v->dim_param[d], m->dims[k].name)) v->dims[d] = m->dims[k].size;
-  }
 }
 
 /* ---- strategies, plans and backends ---- */
@@ -356,7 +279,7 @@ static fsl_status build_plan(fsl_model *m) {
    * machine: the device the rewrite search costs graphs on) */
   const char *want = getenv("FSL_DEVICE");
   bool use_default = want && !strcmp(want, "default");
-  if (use_default || !dev || dev->calibrate(&m->dev, g_threads, false) != FSL_OK) {
+  if (use_default || !dev || dev->calibrate(&m->dev, fsl_model_threads(), false) != FSL_OK) {
     fsl_device_default(&m->dev);
     fsl_error_clear();
   }
@@ -367,7 +290,7 @@ static fsl_status build_plan(fsl_model *m) {
   fsl_plan_options popt = {.profiler = NULL};
   if (m->profile && dev && dev->profiler_init) {
     /* kernels are timed as the device's backend runs them */
-    dev->profiler_init(&prof, g_threads);
+    dev->profiler_init(&prof, fsl_model_threads());
     popt.profiler = &prof;
   }
   FSL_TRY(fsl_plan_build_opt(m->prim, s, &m->dev, &popt, &m->plan));
@@ -375,32 +298,6 @@ static fsl_status build_plan(fsl_model *m) {
   FSL_TRY(fsl_model_finish_plan(m, NULL, 0));
   /* the measured choice needs the backend's runs of the plans */
   return m->autotune && s == FSL_STRATEGY_OPTIMAL && !m->be->no_plan ? fsl_model_autotune(m, &popt) : FSL_OK;
-}
-
-fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len) {
-  const fsl_backend *be = fsl_backend_find(m->backend);
-  if (!be) return fsl_errorf(FSL_ERR_UNSUPPORTED, "this build of fissile has no backend '%s'", m->backend);
-  if (m->has_plan) {
-    FSL_TRY(fsl_memplan_build(&m->plan, &fsl_memplan_executor, &m->mem));
-  } else if (be->no_plan) {
-    /* the graph alone: a plan of no kernels */
-    memset(&m->plan, 0, sizeof m->plan);
-    m->plan.g = m->prim;
-    m->plan.kernels.g = m->prim;
-  } else {
-    return fsl_errorf(FSL_ERR_INVALID, "backend %s runs a plan, and the model has none", m->backend);
-  }
-  m->be = be;
-  double t0 = fsl_now_s();
-  fsl_status st = exe && m->be->import_exe ? m->be->import_exe(&m->plan, exe, len, &m->exe)
-                                           : m->be->compile(&m->plan, &m->exe);
-  if (st != FSL_OK) {
-    m->exe = NULL;
-    m->be = NULL;
-    return fsl_error_context(st, "backend %s", m->backend);
-  }
-  m->backend_s = fsl_now_s() - t0;
-  return FSL_OK;
 }
 
 fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
@@ -491,41 +388,6 @@ fsl_status fsl_model_write_plan_dot(const fsl_model *m, FILE *f) {
   return FSL_OK;
 }
 
-fsl_status fsl_model_fission(fsl_model *m) {
-  fsl_model_invalidate(m);
-  apply_dims(m);
-  fsl_graph *g;
-  FSL_TRY(fsl_fission(m->onnx, &g));
-  fsl_status st = fsl_pass_cse(g);
-  if (st == FSL_OK) st = fsl_pass_dce(g);
-  if (st == FSL_OK && m->rewrite != FSL_REWRITE_OFF) {
-    const fsl_ruleset *rs = fsl_ruleset_builtin();
-    fsl_rewrite_stats rw = {0};
-    if (!rs) st = FSL_ERR_INVALID;
-    else if (m->rewrite == FSL_REWRITE_SEARCH) {
-      st = fsl_rewrite_search(&g, rs, &m->search, &rw);
-      m->search_evals = rw.n_evals;
-      m->search_regions_solved = rw.n_regions_solved;
-      m->search_regions_cached = rw.n_regions_cached;
-      m->search_alpha = fsl_rewrite_search_alpha(&m->search);
-      m->search = (fsl_rewrite_search_opts){0}; /* a replay is for one fission */
-    } else {
-      st = fsl_rewrite(g, rs, &rw);
-    }
-    m->rewrite_fired = rw.fired;
-    m->n_rewrites = rw.n_applied;
-    m->rewrite_s = rw.seconds;
-  }
-  if (st == FSL_OK) st = fsl_pass_unshare_views(g);
-  if (st == FSL_OK) st = fsl_graph_verify(g);
-  if (st != FSL_OK) {
-    fsl_graph_free(g);
-    return fsl_error_context(st, "after fission");
-  }
-  m->prim = g;
-  return FSL_OK;
-}
-
 fsl_status fsl_model_compile(fsl_model *m) {
   if (!m) return fsl_errorf(FSL_ERR_ARG, "fsl_model_compile: NULL model");
   if (fsl_model_is_compiled(m)) return FSL_OK;
@@ -536,7 +398,7 @@ fsl_status fsl_model_compile(fsl_model *m) {
     return st;
   }
   m->compiled = true;
-  m->compiled_threads = g_threads;
+  m->compiled_threads = fsl_model_threads();
   return FSL_OK;
 }
 

@@ -34,7 +34,7 @@
  * object from memory).  Every length is checked against what is left of
  * the file before it is used.
  */
-#include "model.h"
+#include "pipeline.h"
 #include "core/bytes.h"
 
 #define FSL_AOT_FORMAT 3u /* 2: the rewrite search's evaluations and alpha; 3: the search costs optimal plans by region */
@@ -46,24 +46,6 @@ static const char *const k_sec_names[SEC_COUNT] = {"", "VERSION", "BACKEND", "ON
 #define NAME_CAP 1024
 
 bool fsl_aot_is_file(const void *buf, size_t len) { return buf && len >= 8 && !memcmp(buf, k_magic, 8); }
-
-uint64_t fsl_model_graph_hash(const fsl_graph *g) {
-  uint64_t h = fsl_hash(FSL_HASH_INIT, &g->n_nodes, sizeof g->n_nodes);
-  for (int i = 0; i < g->n_nodes; i++) {
-    const fsl_node *n = g->nodes[i];
-    int32_t head[3] = {(int32_t)n->op, n->n_in, n->n_out};
-    h = fsl_hash(h, head, sizeof head);
-    for (int k = 0; k < n->n_in + n->n_out; k++) {
-      const fsl_value *v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-      int32_t vi[4] = {v ? v->id : -1, v ? (int32_t)v->dtype : 0, v ? v->rank : 0, v && v->data};
-      h = fsl_hash(h, vi, sizeof vi);
-      if (v && v->rank > 0) h = fsl_hash(h, v->dims, sizeof(int64_t) * (size_t)v->rank);
-    }
-  }
-  for (int i = 0; i < g->n_inputs; i++) h = fsl_hash(h, &g->inputs[i]->id, sizeof(int));
-  for (int i = 0; i < g->n_outputs; i++) h = fsl_hash(h, &g->outputs[i]->id, sizeof(int));
-  return h;
-}
 
 /* ---- writing ---- */
 

@@ -1,9 +1,36 @@
-/* api_threads.c — the OpenMP thread count of one calling thread
- * (fsl_set_thread_num_threads, include/fissile.h), for hosts that run
- * models from several threads with different counts (the Python package). */
-#include "core/core.h"
+/* api_threads.c — thread counts (include/fissile.h): the process-wide one
+ * that compiles and runs use (fsl_set_num_threads; fsl_model_threads for
+ * the API's files), and the OpenMP thread count of one calling thread
+ * (fsl_set_thread_num_threads), for hosts that run models from several
+ * threads with different counts (the Python package). */
+#include "model.h"
 #include <string.h>
 #include <dlfcn.h>
+
+/* ---- the process-wide count ---- */
+static int g_threads;
+
+fsl_status fsl_set_num_threads(int n) {
+  g_threads = n > 0 ? n : 0;
+  /* libgomp reads OMP_NUM_THREADS once when it loads: an already loaded
+   * runtime (oneDNN pulls libgomp in) is told through its API instead */
+  void (*set)(int) = NULL;
+  void *sym = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+  memcpy(&set, &sym, sizeof set < sizeof sym ? sizeof set : sizeof sym);
+  if (g_threads > 0) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", g_threads);
+    setenv("OMP_NUM_THREADS", buf, 1);
+    if (set) set(g_threads);
+  }
+  return FSL_OK;
+}
+
+int fsl_num_threads(void) { return g_threads; }
+
+int fsl_model_threads(void) { return g_threads; }
+
+/* ---- the calling thread's count ---- */
 
 /* omp_set_num_threads of the OpenMP runtime in the process: in the global
  * scope (an executable linked with oneDNN), else libgomp.so.1 if it is

@@ -12,7 +12,7 @@
  * compiling them, and bounds the damage of a wrong prediction: the kept
  * plan is never measured slower than a baseline's beyond the spread.
  */
-#include "model.h"
+#include "pipeline.h"
 #include "orchestrate/profcache.h"
 
 #include <math.h>

@@ -1,6 +1,6 @@
 /* model.h — the state behind the public fsl_model handle (include/fissile.h),
  * shared by the files that implement the public API (api.c and its
- * siblings); nothing outside src/api*.c includes it. */
+ * siblings, pipeline.c); nothing else includes it. */
 #ifndef FSL_MODEL_H
 #define FSL_MODEL_H
 
@@ -69,19 +69,10 @@ struct fsl_model {
   int n_frozen;
 };
 
-/* ---- shared by the files of the public API (api.c) ---- */
-/** Drops prim, plan and executable (a setting changed). */
-void fsl_model_invalidate(fsl_model *m);
-/** Fission of the bound ONNX graph into m->prim (CSE, DCE, verified). */
-fsl_status fsl_model_fission(fsl_model *m);
-/** The backend's executable of m (m->be, m->exe), made by the backend's
- *  import_exe from `exe` (len bytes) when given, else by compiling: of
- *  m->plan with its memory plan when m has a plan; of the graph alone (a
- *  plan of no kernels) for a backend that needs none (backend.h, no_plan);
- *  FSL_ERR_INVALID for a plan backend without a plan. */
-fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len);
-/** A new model over an imported ONNX graph (settings at their defaults). */
-fsl_status fsl_model_from_onnx(const void *buf, size_t len, const char *dir, fsl_model **out);
+/* ---- entry points of the public API's files (the pipeline they share:
+ * pipeline.h) ---- */
+
+/* api_threads.c */
 /** The threads set with fsl_set_num_threads (0: the default). */
 int fsl_model_threads(void);
 
@@ -92,10 +83,6 @@ int fsl_model_threads(void);
 fsl_status fsl_model_autotune(fsl_model *m, const fsl_plan_options *popt);
 
 /* api_aot.c */
-/** A structural hash of a primitive graph: node ops and wiring, value
- *  dtypes and shapes, which values are inputs, outputs and constants (not
- *  the constants' bytes). */
-uint64_t fsl_model_graph_hash(const fsl_graph *g);
 /** Whether buf starts like a compiled model file (.fsl). */
 bool fsl_aot_is_file(const void *buf, size_t len);
 /** Loads a compiled model file (fsl_model_load and fsl_model_load_bytes
