@@ -79,10 +79,10 @@ models: setup
 
 # ---- the two tiers (scripts/stages.sh times each stage and prints a table) ----
 test:
-	@scripts/stages.sh test $(TEST_STAGES)
+	@bash scripts/stages.sh test $(TEST_STAGES)
 
 test-full:
-	@scripts/stages.sh test-full $(FULL_STAGES)
+	@bash scripts/stages.sh test-full $(FULL_STAGES)
 
 # ---- stages: each assumes the stages before it in its tier have run ----
 stage-setup:

@@ -547,7 +547,7 @@ typedef struct fsl_cuda_usage {
 typedef struct fsl_cuda_function {
   int kernel;                /**< the plan kernel it belongs to (execution order) */
   int id;                    /**< its name in the source: fsl_k<id> */
-  const char *part;          /**< "loop", "reduce", "prologue", "matmul", "conv" or "epilogue" (static) */
+  const char *part;          /**< "loop", "reduce", "node" (a multi-pass reduction, one per node), "prologue", "matmul", "conv" or "epilogue" (static) */
   const char *onnx_op;       /**< op_type of the ONNX node of its first primitive ("?" if none) */
   const char *onnx_name;     /**< that node's name (untrusted model data); both live in the model
                                   until its next compile or free */
