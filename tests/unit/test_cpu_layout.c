@@ -22,7 +22,11 @@ static void test_conv_chain(void **state) {
   int64_t st[] = {1, 1}, dl[] = {1, 1}, pads[] = {1, 1, 1, 1};
   fsl_value *x = input_dt(g, FSL_DT_F32, 4, dx), *w = input_dt(g, FSL_DT_F32, 4, dw);
   fsl_value *bias = input_dt(g, FSL_DT_F32, 1, db);
-  fsl_value *h = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL), fsl_b_reshape(&b, bias, 4, rb));
+  /* the bias reshape first, then the conv: one statement each, since the
+   * order in which a call's arguments are evaluated is unspecified (gcc and
+   * clang differ) and the kernels below are picked by node order */
+  fsl_value *rbias = fsl_b_reshape(&b, bias, 4, rb);
+  fsl_value *h = fsl_b_binary(&b, FSL_OP_add, fsl_b_conv(&b, x, w, st, dl, pads, 1, NULL), rbias);
   fsl_value *a = fsl_b_binary(&b, FSL_OP_mul, h, fsl_b_unary(&b, FSL_OP_sigmoid, h)); /* SiLU */
   fsl_value *c = fsl_b_conv(&b, a, w, st, dl, pads, 1, NULL);
   fsl_value *hs = fsl_b_binary_scalar(&b, FSL_OP_max, fsl_b_binary_scalar(&b, FSL_OP_min,
