@@ -55,6 +55,15 @@ STRATEGIES := unfused opfuse greedy optimal
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
            UBSAN_OPTIONS=print_stacktrace=1 FSL_CACHE_DIR=$(CURDIR)/$(SAN_BUILD)/kernel-cache
 SAN_CONFORMANCE := $(SAN_BUILD)/tests/conformance/fsl_conformance -j $(JOBS) --timeout 180 --fail-on-crash
+# The conformance runs under the sanitizers, one recipe for both tiers:
+# Debian's and onnx 1.22's cases on the reference interpreter, Debian's on
+# cpu/optimal; $(1), $(2), $(3): each run's --sample option (empty: every case).
+define san-conformance
+	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) $(1) --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
+	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) $(2) --list $(CONF_LIST_ONNX122) $(ONNX_NODE) | grep -v '^PASS '
+	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) $(3) --backend cpu --strategy optimal \
+	  --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
+endef
 # Does this CPU have AVX-512?  Then the AVX2 target is a second ISA to test.
 HAS_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo 1)
 export FSL_BUILD_DIR := $(CURDIR)/$(BUILD)
@@ -133,10 +142,7 @@ stage-san-build:
 SAN_UNIT_HEAVY := '^unit\.test_(cuda_codegen|opencl)$$'
 stage-sanitize:
 	cd $(SAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -L '^unit$$' -E $(SAN_UNIT_HEAVY)
-	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) --sample 0/8 --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
-	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) --sample 1/8 --list $(CONF_LIST_ONNX122) $(ONNX_NODE) | grep -v '^PASS '
-	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) --sample 2/8 --backend cpu --strategy optimal \
-	  --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
+	$(call san-conformance,--sample 0/8,--sample 1/8,--sample 2/8)
 
 stage-fuzz:
 	scripts/fuzz.sh $(SAN_BUILD) $(BUILD) $(FUZZ_SECONDS)
@@ -161,10 +167,7 @@ stage-pytest-slow:
 # (test_python_api.py runs the installed package, which is not sanitized).
 stage-sanitize-full:
 	cd $(SAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -L '^unit$$'
-	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
-	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) --list $(CONF_LIST_ONNX122) $(ONNX_NODE) | grep -v '^PASS '
-	set -o pipefail; $(SAN_ENV) $(SAN_CONFORMANCE) --backend cpu --strategy optimal \
-	  --list $(CONF_LIST_DEBIAN) $(DEBIAN_NODE) | grep -v '^PASS '
+	$(call san-conformance,,,)
 	$(SAN_ENV) FSL_BUILD_DIR=$(CURDIR)/$(SAN_BUILD) $(PY) -m pytest -q tests/python \
 	  --ignore=tests/python/test_strategies.py --ignore=tests/python/test_python_api.py $(PYTEST_ARGS)
 
