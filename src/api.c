@@ -283,9 +283,10 @@ static fsl_status build_plan(fsl_model *m) {
     fsl_device_default(&m->dev);
     fsl_error_clear();
   }
-  /* what the backend's linear kernels can take, calibrated or not */
-  m->dev.linear_views = be && be->linear_views && be->linear_views();
-  m->dev.winograd_3x3 = be && be->winograd_3x3 && be->winograd_3x3();
+  /* what the backend's linear kernels can take, calibrated or not (its caps, read once) */
+  const fsl_backend_caps *caps = fsl_model_caps(m, be);
+  m->dev.linear_views = caps->linear_views;
+  m->dev.winograd_3x3 = caps->winograd_3x3;
   fsl_profiler prof;
   fsl_plan_options popt = {.profiler = NULL};
   if (m->profile && dev && dev->profiler_init) {

@@ -62,7 +62,8 @@ static void build_candidate(fsl_model *m, fsl_strategy s, const fsl_plan_options
     fsl_error_clear();
     return;
   }
-  if (m->be->compile(&c->plan, &c->exe) != FSL_OK) {
+  fsl_compile_ctx ctx = {.caps = *fsl_model_caps(m, m->be), .mem = NULL}; /* the backend plans its own arena */
+  if (m->be->compile(&c->plan, &ctx, &c->exe) != FSL_OK) {
     fsl_error_clear();
     fsl_plan_free(&c->plan);
     c->exe = NULL;

@@ -46,8 +46,10 @@ struct fsl_model {
    * backend that needs no plan, plan holds the graph alone otherwise): */
   bool has_plan;
   fsl_plan plan;     /* over prim */
-  fsl_memplan mem;
+  fsl_memplan mem;   /* plan's memory plan with the backend's options, handed to its compile */
   fsl_device dev;
+  fsl_backend_caps caps;  /* the backend's, read once per plan (fsl_model_caps) */
+  bool has_caps;
   const fsl_backend *be;  /* the backend that runs the model (NULL: not compiled) */
   void *exe;              /* be's executable of plan (a backend that needs no plan: of prim) */
   double backend_s;

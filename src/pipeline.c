@@ -35,6 +35,7 @@ void fsl_model_drop_plan(fsl_model *m) {
   if (m->has_plan) fsl_plan_free(&m->plan);
   else memset(&m->plan, 0, sizeof m->plan); /* a backend that needs no plan: the graph alone */
   m->has_plan = false;
+  m->has_caps = false;
   m->backend_s = 0;
   m->tune = (fsl_tune_result){.tuned = false};
 }
@@ -95,11 +96,21 @@ fsl_status fsl_model_fission(fsl_model *m) {
   return FSL_OK;
 }
 
+const fsl_backend_caps *fsl_model_caps(fsl_model *m, const fsl_backend *be) {
+  if (!m->has_caps) fsl_backend_caps_get(be, &m->caps);
+  m->has_caps = true;
+  return &m->caps;
+}
+
 fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len) {
   const fsl_backend *be = fsl_backend_find(m->backend);
   if (!be) return fsl_errorf(FSL_ERR_UNSUPPORTED, "this build of fissile has no backend '%s'", m->backend);
+  fsl_compile_ctx ctx = {.caps = *fsl_model_caps(m, be), .mem = NULL};
   if (m->has_plan) {
-    FSL_TRY(fsl_memplan_build(&m->plan, &fsl_memplan_executor, &m->mem));
+    /* the one memory plan: the report's and the backend's */
+    fsl_memplan_options mo = fsl_backend_memplan_options(be);
+    FSL_TRY(fsl_memplan_build(&m->plan, &mo, &m->mem));
+    ctx.mem = &m->mem;
   } else if (be->no_plan) {
     /* the graph alone: a plan of no kernels */
     memset(&m->plan, 0, sizeof m->plan);
@@ -110,8 +121,8 @@ fsl_status fsl_model_finish_plan(fsl_model *m, const void *exe, size_t len) {
   }
   m->be = be;
   double t0 = fsl_now_s();
-  fsl_status st = exe && m->be->import_exe ? m->be->import_exe(&m->plan, exe, len, &m->exe)
-                                           : m->be->compile(&m->plan, &m->exe);
+  fsl_status st = exe && m->be->import_exe ? m->be->import_exe(&m->plan, &ctx, exe, len, &m->exe)
+                                           : m->be->compile(&m->plan, &ctx, &m->exe);
   if (st != FSL_OK) {
     m->exe = NULL;
     m->be = NULL;

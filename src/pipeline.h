@@ -21,6 +21,11 @@ void fsl_model_invalidate(fsl_model *m);
 /** Fission of the bound ONNX graph into m->prim (CSE, DCE, rewrites,
  *  unshared views, verified). */
 fsl_status fsl_model_fission(fsl_model *m);
+/** The capabilities of backend be for model m (backend.h): read once per
+ *  plan (fsl_model_drop_plan forgets them), then the same for the plan's
+ *  device numbers, its compile and the tuner's candidates. */
+const fsl_backend_caps *fsl_model_caps(fsl_model *m, const fsl_backend *be);
+
 /** The backend's executable of m (m->be, m->exe), made by the backend's
  *  import_exe from `exe` (len bytes) when given, else by compiling: of
  *  m->plan with its memory plan when m has a plan; of the graph alone (a

@@ -16,6 +16,7 @@
 
 #include "core/bytes.h"
 #include "orchestrate/orchestrate.h"
+#include "runtime/memplan.h"
 
 /** What an executable runs natively and what falls back (exe_info). */
 typedef struct fsl_backend_exe_info {
@@ -28,6 +29,27 @@ typedef struct fsl_backend_exe_info {
   int64_t arena_bytes;    /* bytes of the one allocation holding the kernels' outputs
                              (graph outputs excepted); -1: the backend has no arena */
 } fsl_backend_exe_info;
+
+/** What a backend can do on this machine, read once when a model chooses
+ *  it (fsl_backend_caps_get) and handed to its compile: environment
+ *  variables and drivers are read there, never per kernel. */
+typedef struct fsl_backend_caps {
+  bool linear_views;      /* its linear kernels read permute, expand and slice views of their operands in
+                             place (fsl_device.linear_views: orchestration lets LINEAR kernels take them) */
+  bool winograd_3x3;      /* it runs the dense 3x3 stride-1 convolutions fsl_device.winograd_3x3 describes
+                             as Winograd F(2x2,3x3) (the cost model charges them so) */
+  bool library;           /* linear ops may run through its library: oneDNN on the CPU (off with
+                             FSL_NO_ONEDNN set), cuBLASLt with CUDA (off with FSL_CUDA_CUBLASLT=0, or
+                             where the driver has none) */
+} fsl_backend_caps;
+
+/** What compile and import_exe get besides the plan. */
+typedef struct fsl_compile_ctx {
+  fsl_backend_caps caps;  /* the backend's (fsl_backend_caps_get) */
+  const fsl_memplan *mem; /* the plan's memory plan, built once with the backend's options
+                             (fsl_backend_memplan_options; it must outlive the executable), or NULL:
+                             the backend builds its own */
+} fsl_compile_ctx;
 
 typedef struct fsl_backend {
   const char *name;       /* the name users pass (fsl_model_set_backend, --backend) */
@@ -50,16 +72,16 @@ typedef struct fsl_backend {
    *  code (false: part of it would run through the reference interpreter
    *  on the host, as a counted fallback).  NULL: every kernel. */
   bool (*supports)(const fsl_graph *g, const fsl_kernel *k);
-  /** Whether the backend's linear kernels read permute, expand and slice
-   *  views of their operands in place (fsl_device.linear_views, set on
-   *  the plan's device whether or not it was calibrated).  NULL: no. */
-  bool (*linear_views)(void);
-  /** Whether the backend runs the dense 3x3 stride-1 convolutions that
-   *  fsl_device.winograd_3x3 describes as Winograd F(2x2,3x3) (set on the
-   *  plan's device whether or not it was calibrated).  NULL: no. */
-  bool (*winograd_3x3)(void);
-  /** Compiles plan p (which must outlive the executable) into *exe. */
-  fsl_status (*compile)(const fsl_plan *p, void **exe);
+  /** Fills *out with what the backend can do here (fsl_backend_caps).
+   *  NULL: nothing beyond generated code. */
+  void (*caps)(fsl_backend_caps *out);
+  /** True when graph outputs live in the arena too (the GPU backends copy
+   *  them out after a run); false: they are external, written straight
+   *  into the caller's buffers (fsl_memplan_options.external_outputs). */
+  bool arena_outputs;
+  /** Compiles plan p (which must outlive the executable) into *exe; ctx
+   *  may be NULL (the backend's caps, its own memory plan). */
+  fsl_status (*compile)(const fsl_plan *p, const fsl_compile_ctx *ctx, void **exe);
   /** One line naming what this backend's executables depend on (machine,
    *  target ISA, library versions): a compiled model file made on one
    *  machine loads only where the line is the same.  NULL: anywhere. */
@@ -70,7 +92,7 @@ typedef struct fsl_backend {
   fsl_status (*export_exe)(const void *exe, fsl_bytes *out);
   /** Rebuilds the executable of plan p from export_exe's bytes (untrusted:
    *  bounds-checked; FSL_ERR_INVALID when they do not fit the plan). */
-  fsl_status (*import_exe)(const fsl_plan *p, const void *data, size_t len, void **exe);
+  fsl_status (*import_exe)(const fsl_plan *p, const fsl_compile_ctx *ctx, const void *data, size_t len, void **exe);
   /** Runs the executable.  inputs[i] holds the data of p->g->inputs[i];
    *  on success outputs[i] receives a malloc'd buffer with the data of
    *  p->g->outputs[i].  On error nothing is allocated. */
@@ -79,6 +101,16 @@ typedef struct fsl_backend {
   void (*exe_info)(const void *exe, fsl_backend_exe_info *out);
   void (*free_exe)(void *exe);
 } fsl_backend;
+
+/** The capabilities of backend be (NULL: none) on this machine: zeroed,
+ *  then be->caps. */
+void fsl_backend_caps_get(const fsl_backend *be, fsl_backend_caps *out);
+/** The memory plan options backend be (NULL: the CPU's) runs with: in
+ *  place, graph outputs external unless be->arena_outputs. */
+fsl_memplan_options fsl_backend_memplan_options(const fsl_backend *be);
+/** *ctx for compiling with backend be: its caps, no memory plan (for
+ *  callers without one: tests, the tuner's candidate plans). */
+void fsl_compile_ctx_init(fsl_compile_ctx *ctx, const fsl_backend *be);
 
 /** The backend registered under `name`, or NULL. */
 const fsl_backend *fsl_backend_find(const char *name);

@@ -15,9 +15,9 @@ static int64_t staged(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 fsl_status fsl_gpu_locate(fsl_gpu_exe *x, const fsl_value *v, fsl_gpu_buf *buf, int64_t *off) {
   *buf = 0; /* on every path, errors included */
   *off = 0;
-  if (v->id < x->plan.n_ids && x->plan.offset[v->id] >= 0 && x->arena) {
+  if (v->id < x->mem->n_ids && x->mem->offset[v->id] >= 0 && x->arena) {
     *buf = x->arena;
-    *off = x->plan.offset[v->id];
+    *off = x->mem->offset[v->id];
     return FSL_OK;
   }
   const fsl_gpu_mem *mem = x->dev.mem;
@@ -36,9 +36,9 @@ fsl_status fsl_gpu_locate(fsl_gpu_exe *x, const fsl_value *v, fsl_gpu_buf *buf, 
   return FSL_OK;
 }
 
-int fsl_gpu_device_run_end(const fsl_gpu_lowering *l, int lo) {
+int fsl_gpu_device_run_end(const fsl_lowering *l, int lo) {
   int hi = lo;
-  while (hi < l->n_steps && l->steps[hi].kind != FSL_GPU_HOST) hi++;
+  while (hi < l->n_steps && l->steps[hi].kind != FSL_STEP_HOST) hi++;
   return hi;
 }
 
@@ -48,10 +48,10 @@ static fsl_status prepare_steps(fsl_gpu_exe *x) {
   fsl_gpu_buf buf;
   int64_t off;
   for (int i = 0; i < x->low.n_steps; i++) {
-    const fsl_gpu_step *s = &x->low.steps[i];
+    const fsl_step *s = &x->low.steps[i];
     for (int k = 0; k < s->n_in + s->n_out; k++)
       FSL_TRY(fsl_gpu_locate(x, k < s->n_in ? s->in[k] : s->out[k - s->n_in], &buf, &off));
-    if (s->kind != FSL_GPU_HOST) FSL_TRY(x->ops->prepare(x, i));
+    if (s->kind != FSL_STEP_HOST) FSL_TRY(x->ops->prepare(x, i));
   }
   const fsl_graph *g = x->p->g;
   for (int i = 0; i < g->n_inputs; i++) FSL_TRY(fsl_gpu_locate(x, g->inputs[i], &buf, &off));
@@ -68,13 +68,20 @@ static void dump_source(const fsl_gpu_exe *x) {
   fclose(f);
 }
 
-/* Device memory of x: the arena, the error words and the staging memory. */
-static fsl_status allocate(fsl_gpu_exe *x) {
+/* Device memory of x: the arena (laid out by the compile context's memory
+ * plan, else one built here with graph outputs in the arena), the error
+ * words and the staging memory. */
+static fsl_status allocate(fsl_gpu_exe *x, const fsl_compile_ctx *ctx) {
   const fsl_gpu_mem *mem = x->dev.mem;
   const int n_steps = x->low.n_steps > 0 ? x->low.n_steps : 1;
-  const fsl_memplan_options mo = {.inplace = true, .external_outputs = false};
-  FSL_TRY(fsl_memplan_build(x->p, &mo, &x->plan));
-  if (x->plan.peak_bytes > 0) FSL_TRY(mem->alloc(x->plan.peak_bytes, &x->arena));
+  if (ctx && ctx->mem) {
+    x->mem = ctx->mem;
+  } else {
+    const fsl_memplan_options mo = {.inplace = true, .external_outputs = false};
+    FSL_TRY(fsl_memplan_build(x->p, &mo, &x->own_plan));
+    x->mem = &x->own_plan;
+  }
+  if (x->mem->peak_bytes > 0) FSL_TRY(mem->alloc(x->mem->peak_bytes, &x->arena));
   FSL_TRY(mem->alloc(4 * (int64_t)n_steps, &x->errs));
   const fsl_graph *g = x->p->g;
   int64_t staging = 4 * (int64_t)n_steps;
@@ -83,13 +90,17 @@ static fsl_status allocate(fsl_gpu_exe *x) {
   return mem->host_alloc(staging, &x->staging);
 }
 
-fsl_status fsl_gpu_compile(const fsl_gpu_ops *ops, const fsl_plan *p, void **exe) {
+fsl_status fsl_gpu_compile(const fsl_gpu_ops *ops, const fsl_plan *p, const fsl_compile_ctx *ctx, void **exe) {
   if (!p || !exe || !p->g) return fsl_errorf(FSL_ERR_ARG, "%s compile: NULL argument", ops->name);
   *exe = NULL;
   fsl_gpu_exe *x = calloc(1, ops->exe_bytes);
   if (!x) return fsl_errorf(FSL_ERR_NOMEM, "out of memory (%s backend)", ops->name);
   x->p = p;
   x->ops = ops;
+  if (ctx)
+    x->caps = ctx->caps;
+  else if (ops->caps)
+    ops->caps(&x->caps);
   fsl_status st = ops->open(&x->dev, x);
   if (st != FSL_OK) {
     free(x);
@@ -104,12 +115,13 @@ fsl_status fsl_gpu_compile(const fsl_gpu_ops *ops, const fsl_plan *p, void **exe
   x->dia.group = &x->grp;
   const fsl_graph *g = p->g;
   x->own = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof *x->own);
-  st = x->own ? fsl_gpu_lower(p, &x->dia, ops->library, &x->low) : oom(x);
+  st = x->own ? fsl_lowering_init(&x->low, g, &x->dia, ops->hooks, &x->caps, 0) : oom(x);
+  if (st == FSL_OK) st = fsl_lower_plan(&x->low, p);
   const int n_steps = x->low.n_steps > 0 ? x->low.n_steps : 1;
   if (st == FSL_OK && !(x->launch = calloc((size_t)n_steps, ops->launch_bytes))) st = oom(x);
-  if (st == FSL_OK) st = allocate(x);
+  if (st == FSL_OK) st = allocate(x, ctx);
   if (st == FSL_OK) dump_source(x);
-  if (st == FSL_OK && x->low.n_fn > 0) st = ops->build(x);
+  if (st == FSL_OK && x->low.next_fn > 0) st = ops->build(x);
   if (st == FSL_OK) st = prepare_steps(x);
   if (st == FSL_OK && ops->finish) st = ops->finish(x);
   if (st != FSL_OK) {
@@ -164,8 +176,8 @@ static fsl_status send_inputs(fsl_gpu_exe *x, const void *const *inputs, unsigne
  * step after waiting for what came before. */
 static fsl_status run_steps(fsl_gpu_exe *x) {
   for (int lo = 0; lo < x->low.n_steps;) {
-    const fsl_gpu_step *s = &x->low.steps[lo];
-    if (s->kind == FSL_GPU_HOST) {
+    const fsl_step *s = &x->low.steps[lo];
+    if (s->kind == FSL_STEP_HOST) {
       FSL_TRY(x->dev.mem->sync());
       FSL_TRY(fsl_gpu_run_host(x->p->g, s, copy_to_host, copy_to_device, x, x->ops->name));
       lo++;
@@ -241,13 +253,13 @@ void fsl_gpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
   memset(out, 0, sizeof *out);
   out->arena_bytes = -1;
   if (!x) return;
-  const fsl_gpu_lowering *l = &x->low;
+  const fsl_lowering *l = &x->low;
   out->n_kernels = x->p->kernels.n;
   out->n_fallback = l->n_fallback;
   out->n_opaque = l->n_opaque;
   out->n_native = out->n_kernels - out->n_fallback - out->n_opaque;
   snprintf(out->fallback_why, sizeof out->fallback_why, "%s", l->why);
-  out->arena_bytes = x->plan.peak_bytes;
+  out->arena_bytes = x->mem ? x->mem->peak_bytes : 0;
 }
 
 void fsl_gpu_free(void *exe) {
@@ -263,8 +275,8 @@ void fsl_gpu_free(void *exe) {
   if (x->errs) mem->free(x->errs);
   if (x->staging) mem->host_free(x->staging);
   free(x->launch);
-  fsl_memplan_free(&x->plan);
-  fsl_gpu_lowering_free(&x->low);
+  fsl_memplan_free(&x->own_plan);
+  fsl_lowering_free(&x->low);
   free(x);
 }
 

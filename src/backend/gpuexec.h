@@ -8,11 +8,12 @@
  *   - opens the device (ops->open) and narrows the backend's dialect to
  *     it: work-groups no larger than the device allows, within its local
  *     memory;
- *   - lowers the plan into steps in that dialect (gpusteps.h): GEN
- *     (generated functions), LIB (a library matmul: ops->library) and HOST
+ *   - lowers the plan into steps in that dialect (backend/lowering.h): GEN
+ *     (generated functions), LIB (a library matmul: ops->hooks) and HOST
  *     (the reference interpreter on the host);
- *   - device memory: every kernel output in one arena laid out by
- *     runtime/memplan.c (graph outputs included); graph inputs, constants
+ *   - device memory: every kernel output in one arena laid out by the
+ *     plan's memory plan (the compile context's, else built here; graph
+ *     outputs included: arena_outputs); graph inputs, constants
  *     (uploaded once) and values internal to a kernel in buffers of their
  *     own; one 32-bit error word per step; host staging memory for the
  *     inputs, outputs and error words;
@@ -52,9 +53,11 @@ typedef struct fsl_gpu_exe {
   fsl_gpu_device dev;
   fsl_dialect dia;         /* ops->dialect, its work-groups narrowed to the device */
   fsl_cg_group grp;        /* dia.group */
-  fsl_gpu_lowering low;    /* the plan's steps and program source */
+  fsl_backend_caps caps;   /* the backend's capabilities (the compile context's, else ops->caps) */
+  fsl_lowering low;        /* the plan's steps and program source */
   void *launch;            /* per step, ops->launch_bytes each, zeroed: the backend's launch records */
-  fsl_memplan plan;        /* the arena's layout */
+  const fsl_memplan *mem;  /* the arena's layout: the compile context's, or &own_plan */
+  fsl_memplan own_plan;    /* built here when the context has none */
   fsl_gpu_buf arena;       /* plan.peak_bytes bytes; 0 when empty */
   fsl_gpu_buf *own;        /* value id -> a buffer of its own (not in the arena), or 0 */
   fsl_gpu_buf errs;        /* one 32-bit word of FSL_KERR_* bits per step */
@@ -66,7 +69,8 @@ typedef struct fsl_gpu_exe {
 struct fsl_gpu_ops {
   const char *name;             /* "cuda", "opencl": messages, and the fingerprint's prefix */
   const fsl_dialect *dialect;   /* before narrowing to the device */
-  fsl_gpu_library library;      /* the linear nodes that become LIB steps; NULL: none */
+  const fsl_lowering_hooks *hooks; /* the backend's part of the lowering (a library); NULL: none */
+  void (*caps)(fsl_backend_caps *out); /* the backend's caps (backend.h); NULL: none */
   const char *source_env;       /* the variable naming a file for the generated source ("FSL_CUDA_SOURCE") */
   size_t exe_bytes;             /* sizeof the backend's executable (fsl_gpu_exe first) */
   size_t launch_bytes;          /* sizeof the backend's launch record of one step */
@@ -74,7 +78,7 @@ struct fsl_gpu_ops {
    *  x (NULL for a fingerprint), also keeps the backend's own device
    *  handles in x.  FSL_ERR_UNSUPPORTED when there is no driver or device. */
   fsl_status (*open)(fsl_gpu_device *dev, fsl_gpu_exe *x);
-  /** Builds and loads the program of x->low.src (called when x->low.n_fn > 0). */
+  /** Builds and loads the program of x->low.src (called when x->low.next_fn > 0). */
   fsl_status (*build)(fsl_gpu_exe *x);
   /** Makes device step i's (GEN or LIB) launch record; every value of
    *  every step is located (fsl_gpu_locate) before. */
@@ -100,12 +104,12 @@ fsl_status fsl_gpu_locate(fsl_gpu_exe *x, const fsl_value *v, fsl_gpu_buf *buf, 
 
 /** The end of the maximal run of device (GEN and LIB) steps of l that
  *  starts at step lo: the first HOST step after it, or l->n_steps. */
-int fsl_gpu_device_run_end(const fsl_gpu_lowering *l, int lo);
+int fsl_gpu_device_run_end(const fsl_lowering *l, int lo);
 
 /** The backend's compile (backend.h) over ops: *exe is an executable of
  *  ops->exe_bytes bytes.  Errors: FSL_ERR_ARG, FSL_ERR_NOMEM, those of
  *  ops and of the driver; nothing is left allocated then. */
-fsl_status fsl_gpu_compile(const fsl_gpu_ops *ops, const fsl_plan *p, void **exe);
+fsl_status fsl_gpu_compile(const fsl_gpu_ops *ops, const fsl_plan *p, const fsl_compile_ctx *ctx, void **exe);
 /** run, exe_info and free_exe (backend.h) of any executable fsl_gpu_compile made. */
 fsl_status fsl_gpu_run(void *exe, const void *const *inputs, void **outputs);
 void fsl_gpu_exe_info(const void *exe, fsl_backend_exe_info *out);
@@ -117,17 +121,24 @@ void fsl_gpu_fingerprint(const fsl_gpu_ops *ops, char *buf, size_t len);
  * Defines the vtable `const fsl_backend VAR` (backend.h) of the GPU
  * backend whose ops table is the object OPS: compile and fingerprint are
  * the executor's over OPS, supports lowers a kernel in OPS's dialect with
- * its library hook (fsl_gpu_supports), run, exe_info and free_exe are the
- * executor's; the other arguments are the backend's own entries as
- * designated initializers (.name, .summary, .calibrate, .linear_views).
+ * its lowering hooks and caps (fsl_lowering_supports), run, exe_info and
+ * free_exe are the executor's, caps is OPS's, graph outputs live in the
+ * arena; the other arguments are the backend's own entries as designated
+ * initializers (.name, .summary, .calibrate).
  */
 #define FSL_GPU_BACKEND(VAR, OPS, ...)                                                                                \
-  static fsl_status VAR##_compile(const fsl_plan *p, void **exe) { return fsl_gpu_compile(&(OPS), p, exe); }          \
+  static fsl_status VAR##_compile(const fsl_plan *p, const fsl_compile_ctx *ctx, void **exe) {                        \
+    return fsl_gpu_compile(&(OPS), p, ctx, exe);                                                                      \
+  }                                                                                                                   \
   static void VAR##_fingerprint(char *buf, size_t len) { fsl_gpu_fingerprint(&(OPS), buf, len); }                    \
   static bool VAR##_supports(const fsl_graph *g, const fsl_kernel *k) {                                               \
-    return fsl_gpu_supports((OPS).dialect, (OPS).library, g, k);                                                      \
+    fsl_backend_caps caps = {0};                                                                                      \
+    if ((OPS).caps) (OPS).caps(&caps);                                                                                \
+    return fsl_lowering_supports(g, (OPS).dialect, (OPS).hooks, &caps, k);                                            \
   }                                                                                                                   \
   const fsl_backend VAR = {__VA_ARGS__,                                                                               \
+                           .caps = (OPS).caps,                                                                        \
+                           .arena_outputs = true,                                                                     \
                            .supports = VAR##_supports,                                                                \
                            .compile = VAR##_compile,                                                                  \
                            .fingerprint = VAR##_fingerprint,                                                          \

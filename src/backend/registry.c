@@ -44,3 +44,19 @@ const fsl_backend *fsl_backend_best(void) {
     if (!k_backends[i]->no_plan && k_backends[i] != &fsl_backend_ref) return k_backends[i];
   return NULL;
 }
+
+void fsl_backend_caps_get(const fsl_backend *be, fsl_backend_caps *out) {
+  memset(out, 0, sizeof *out);
+  if (be && be->caps) be->caps(out);
+}
+
+fsl_memplan_options fsl_backend_memplan_options(const fsl_backend *be) {
+  fsl_memplan_options o = fsl_memplan_executor;
+  if (be && be->arena_outputs) o.external_outputs = false;
+  return o;
+}
+
+void fsl_compile_ctx_init(fsl_compile_ctx *ctx, const fsl_backend *be) {
+  memset(ctx, 0, sizeof *ctx);
+  fsl_backend_caps_get(be, &ctx->caps);
+}

@@ -71,7 +71,7 @@ static inline bool onednn_avx2_only(void) {
 static inline void check_plan(const fsl_plan *p, void **inputs, void **want, double tol, const char *what) {
   const fsl_graph *g = p->g;
   void *exe = NULL;
-  fsl_status st = fsl_backend_cpu.compile(p, &exe);
+  fsl_status st = fsl_backend_cpu.compile(p, NULL, &exe);
   if (st != FSL_OK) fprintf(stderr, "%s: compile: %s\n", what, fsl_last_error());
   assert_int_equal(st, FSL_OK);
   void *got[MAX_OUTPUTS] = {0};
@@ -207,7 +207,7 @@ static inline fsl_cpu_stats one_kernel_stats(const fsl_graph *g) {
   fsl_plan p;
   assert_true(hand_plan(g, &p, &all, &na, 1));
   void *exe = NULL;
-  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  assert_int_equal(fsl_backend_cpu.compile(&p, NULL, &exe), FSL_OK);
   fsl_cpu_stats stats;
   fsl_cpu_exe_stats(exe, &stats);
   fsl_backend_cpu.free_exe(exe);
@@ -241,7 +241,7 @@ static inline fsl_cpu_stats run_hand_plan_stats(const fsl_graph *g, fsl_node ***
   fsl_plan p;
   assert_true(hand_plan(g, &p, sets, sizes, n));
   void *exe = NULL;
-  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  assert_int_equal(fsl_backend_cpu.compile(&p, NULL, &exe), FSL_OK);
   fsl_cpu_stats stats;
   fsl_cpu_exe_stats(exe, &stats);
   assert_int_equal(stats.n_fallback, 0); /* every kernel generated or run by oneDNN */

@@ -226,7 +226,7 @@ static void test_gather_error(void **state) {
   int na = g->n_nodes;
   assert_true(hand_plan(g, &p, &all, &na, 1));
   void *exe = NULL;
-  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  assert_int_equal(fsl_backend_cpu.compile(&p, NULL, &exe), FSL_OK);
   float d[20] = {0};
   int64_t ix[3] = {0, -5, 5};
   const void *in[] = {d, ix};

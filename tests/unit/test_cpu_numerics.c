@@ -121,7 +121,7 @@ static void test_long_rows(void **state) {
   fsl_plan p;
   assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_GREEDY, NULL, &p), FSL_OK);
   void *exe = NULL;
-  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  assert_int_equal(fsl_backend_cpu.compile(&p, NULL, &exe), FSL_OK);
   void *got[2] = {0};
   assert_int_equal(fsl_backend_cpu.run(exe, (const void *const *)in, got), FSL_OK);
   int64_t n = 8 * 32000;

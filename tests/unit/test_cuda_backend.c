@@ -317,9 +317,9 @@ static const fsl_cuda_launch *launches(const fsl_cuda_exe *x) { return x->gpu.la
 /* Byte range k of device step i (inputs, then outputs) as the uploaded
  * pointer table (a kernel) or the matmul's request (a library step) says. */
 static void step_range(const fsl_cuda_exe *x, int i, int k, uint64_t *lo, uint64_t *hi) {
-  const fsl_gpu_step *s = &x->gpu.low.steps[i];
+  const fsl_step *s = &x->gpu.low.steps[i];
   const fsl_value *v = k < s->n_in ? s->in[k] : s->out[k - s->n_in];
-  if (s->kind == FSL_GPU_LIB) {
+  if (s->kind == FSL_STEP_LIB) {
     const fsl_cu_matmul *mm = launches(x)[i].lib;
     *lo = k == 0 ? mm->a : k == 1 ? mm->b : mm->c;
   } else {
@@ -334,7 +334,7 @@ static void step_range(const fsl_cuda_exe *x, int i, int k, uint64_t *lo, uint64
  * reads; *war_only: only the latter (an anti-dependency: the arena gave
  * b's output the bytes of a value a read). */
 static bool steps_conflict(const fsl_cuda_exe *x, int a, int b, bool *war_only) {
-  const fsl_gpu_step *sa = &x->gpu.low.steps[a], *sb = &x->gpu.low.steps[b];
+  const fsl_step *sa = &x->gpu.low.steps[a], *sb = &x->gpu.low.steps[b];
   bool war = false, other = false;
   for (int i = 0; i < sa->n_in + sa->n_out; i++)
     for (int j = 0; j < sb->n_in + sb->n_out; j++) {
@@ -378,7 +378,7 @@ static int check_graphs(const fsl_cuda_exe *x, int *war_only) {
     const emu_graph *gr = sg->exec;
     assert_int_equal(gr->n, sg->hi - sg->lo);
     covered += gr->n;
-    for (int i = sg->lo; i < sg->hi; i++) assert_int_not_equal(x->gpu.low.steps[i].kind, FSL_GPU_HOST);
+    for (int i = sg->lo; i < sg->hi; i++) assert_int_not_equal(x->gpu.low.steps[i].kind, FSL_STEP_HOST);
     if (s > 0) assert_true(sg->lo > x->seg[s - 1].hi); /* a host step between two graphs */
     bool *r = reachability(gr);
     int n = gr->n;
@@ -400,7 +400,7 @@ static int check_graphs(const fsl_cuda_exe *x, int *war_only) {
     free(r);
   }
   int device = 0;
-  for (int i = 0; i < x->gpu.low.n_steps; i++) device += x->gpu.low.steps[i].kind != FSL_GPU_HOST;
+  for (int i = 0; i < x->gpu.low.n_steps; i++) device += x->gpu.low.steps[i].kind != FSL_STEP_HOST;
   assert_int_equal(covered, device);
   return unordered;
 }
@@ -421,13 +421,13 @@ static run_stats check_plan(fsl_graph *g, fsl_plan *p, void **inputs, void **wan
   setenv("FSL_CUDA_GRAPHS", graphs ? "1" : "0", 1);
   fsl_cuda_use_driver(&k_emu);
   void *exe = NULL;
-  fsl_status st = fsl_backend_cuda.compile(p, &exe);
+  fsl_status st = fsl_backend_cuda.compile(p, NULL, &exe);
   if (st != FSL_OK) fail_msg("%s: compile: %s", what, fsl_last_error());
   const fsl_cuda_exe *x = exe;
   assert_int_equal(x->graphs, graphs);
   for (int i = 0; i < x->gpu.low.n_steps; i++) {
-    if (x->gpu.low.steps[i].kind == FSL_GPU_HOST) rs.host_steps++;
-    else if (x->gpu.low.steps[i].kind == FSL_GPU_LIB) rs.lib_steps++;
+    if (x->gpu.low.steps[i].kind == FSL_STEP_HOST) rs.host_steps++;
+    else if (x->gpu.low.steps[i].kind == FSL_STEP_LIB) rs.lib_steps++;
     else rs.gen_steps++;
   }
   rs.segments = x->n_seg;
@@ -458,7 +458,7 @@ static run_stats check_plan(fsl_graph *g, fsl_plan *p, void **inputs, void **wan
   fsl_backend_exe_info ei;
   fsl_backend_cuda.exe_info(exe, &ei);
   assert_int_equal(ei.n_kernels, p->kernels.n);
-  assert_int_equal(ei.arena_bytes, x->gpu.plan.peak_bytes);
+  assert_int_equal(ei.arena_bytes, x->gpu.mem->peak_bytes);
   fsl_backend_cuda.free_exe(exe);
   assert_int_equal(E.n_alloc, 0); /* everything the executable allocated is freed */
   fsl_cuda_use_driver(NULL);
@@ -593,7 +593,7 @@ static void test_error_word(void **state) {
   assert_int_equal(fsl_plan_build(g, FSL_STRATEGY_OPTIMAL, NULL, &p), FSL_OK);
   fsl_cuda_use_driver(&k_emu);
   void *exe = NULL;
-  if (fsl_backend_cuda.compile(&p, &exe) != FSL_OK) fail_msg("%s", fsl_last_error());
+  if (fsl_backend_cuda.compile(&p, NULL, &exe) != FSL_OK) fail_msg("%s", fsl_last_error());
   float d[40];
   fill(d, 40, 3);
   int64_t good[3] = {1, 9, -2}, bad[3] = {1, 10, 0};
@@ -667,7 +667,7 @@ static void test_no_driver(void **state) {
   fsl_cuda_use_driver(NULL);
   assert_ptr_equal(fsl_cuda_driver(), &fsl_cu_libcuda);
   void *exe = (void *)1;
-  assert_int_equal(fsl_backend_cuda.compile(&p, &exe), FSL_ERR_UNSUPPORTED);
+  assert_int_equal(fsl_backend_cuda.compile(&p, NULL, &exe), FSL_ERR_UNSUPPORTED);
   assert_null(exe);
   assert_non_null(strstr(fsl_last_error(), "no NVIDIA driver"));
   fsl_device dev;

@@ -210,7 +210,7 @@ static void check_plan_on_device(fsl_graph *g, fsl_plan p, void **inputs, double
   void *want[8] = {0}, *got[8] = {0};
   assert_int_equal(fsl_ref_run(g, (const void *const *)inputs, want), FSL_OK);
   void *exe = NULL;
-  fsl_status st = fsl_backend_opencl.compile(&p, &exe);
+  fsl_status st = fsl_backend_opencl.compile(&p, NULL, &exe);
   if (st != FSL_OK) fprintf(stderr, "%s: compile: %s\n", what, fsl_last_error());
   assert_int_equal(st, FSL_OK);
   for (int i = 0; i < p.kernels.n; i++) assert_true(fsl_backend_opencl.supports(g, p.kernels.k[i]));
@@ -390,16 +390,17 @@ static fsl_plan one_kernel_plan(fsl_graph *g, const char *what) {
 /* The GEN steps of plan p lowered in the OpenCL dialect (no device
  * needed), and how many of them are standalone epilogues. */
 static int gen_steps(const fsl_plan *p, int *n_epilogue) {
-  fsl_gpu_lowering low;
-  assert_int_equal(fsl_gpu_lower(p, &fsl_dialect_opencl, NULL, &low), FSL_OK);
+  fsl_lowering low;
+  assert_int_equal(fsl_lowering_init(&low, p->g, &fsl_dialect_opencl, &fsl_gpu_generated, NULL, 0), FSL_OK);
+  assert_int_equal(fsl_lower_plan(&low, p), FSL_OK);
   int n = 0;
   *n_epilogue = 0;
   for (int i = 0; i < low.n_steps; i++) {
-    assert_int_equal(low.steps[i].kind, FSL_GPU_GEN);
+    assert_int_equal(low.steps[i].kind, FSL_STEP_GEN);
     n++;
     *n_epilogue += strcmp(low.steps[i].part, "epilogue") == 0;
   }
-  fsl_gpu_lowering_free(&low);
+  fsl_lowering_free(&low);
   return n;
 }
 

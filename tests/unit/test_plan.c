@@ -106,7 +106,7 @@ static void check_run(const fsl_plan *p) {
   fsl_status st = fsl_ref_run(g, (const void *const *)in, want);
   if (st != FSL_OK) fprintf(stderr, "ref run: %s\n", fsl_last_error());
   assert_int_equal(st, FSL_OK);
-  st = fsl_backend_ref.compile(p, &exe);
+  st = fsl_backend_ref.compile(p, NULL, &exe);
   if (st != FSL_OK) fprintf(stderr, "compile: %s\n", fsl_last_error());
   assert_int_equal(st, FSL_OK);
   st = fsl_backend_ref.run(exe, (const void *const *)in, got);
@@ -221,7 +221,7 @@ static void test_verify_rejects(void **state) {
   assert_int_equal(fsl_plan_verify(&p), FSL_ERR_INVALID);
   assert_non_null(strstr(fsl_last_error(), "reads"));
   void *exe = NULL;
-  assert_int_equal(fsl_backend_ref.compile(&p, &exe), FSL_ERR_INVALID);
+  assert_int_equal(fsl_backend_ref.compile(&p, NULL, &exe), FSL_ERR_INVALID);
   assert_null(exe);
   p.kernels.k[n - 1] = p.kernels.k[0];
   p.kernels.k[0] = first;

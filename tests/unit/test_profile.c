@@ -603,7 +603,7 @@ static void test_cpu_measure(void **state) {
   const void *in[1] = {x};
   void *want[1] = {NULL}, *got[1] = {NULL}, *exe = NULL;
   assert_int_equal(fsl_ref_run(g, in, want), FSL_OK);
-  assert_int_equal(fsl_backend_cpu.compile(&p, &exe), FSL_OK);
+  assert_int_equal(fsl_backend_cpu.compile(&p, NULL, &exe), FSL_OK);
   assert_int_equal(fsl_backend_cpu.run(exe, in, got), FSL_OK);
   int64_t m = fsl_value_numel(g->outputs[0]);
   double num = 0, den = 0;

@@ -74,7 +74,7 @@ typedef struct fsl_cpu_stats {
   int n_winograd;        /* of those, convolutions run as fissile's Winograd (winograd.h) */
   int n_chained;         /* values passed between them in a oneDNN layout (lower.h) */
   int n_sum_in_place;    /* convolutions writing over the residual they add as oneDNN's sum post-op */
-  int n_fallback;        /* kernels (or linear ops) run by the reference interpreter */
+  int n_fallback;        /* kernels with a part run by the reference interpreter (lowering.h) */
   int n_opaque;          /* opaque kernels (always the reference interpreter) */
   bool cache_hit;        /* the shared object came from the cache */
   double compile_s;      /* seconds in the C compiler */

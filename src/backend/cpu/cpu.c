@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/calibrate.h"
 #include "backend/cpu/compile.h"
+#include "backend/cpu/dialect_c.h"
 #include "backend/cpu/lower.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/profile.h"
@@ -23,14 +24,15 @@
 #include "runtime/memplan.h"
 
 
-typedef fsl_cpu_step step;
+typedef fsl_step step;
 
 typedef struct cpu_exe {
   const fsl_plan *p;
   fsl_cpu_so so;
   void *object;            /* imported (cpu_import): a copy of the object's bytes, for export */
   size_t object_len;
-  fsl_cpu_lowering low;    /* the steps of every kernel, in plan order (lower.h) */
+  fsl_backend_caps caps;   /* what the lowering may use (the compile context's, else fsl_backend_cpu.caps) */
+  fsl_lowering low;        /* the steps of every kernel, in plan order (lower.h) */
   fsl_memplan mem;         /* where kernel outputs live in the arena (runtime/memplan.h) */
   unsigned char *arena;    /* one allocation of mem.peak_bytes for the executable */
   int *last;               /* value id -> last step touching it, -1 */
@@ -95,9 +97,9 @@ static void print_profile(const cpu_exe *x) {
   fprintf(stderr,
           "cpu profile: %s, %.3f ms per run (gen %.3f ms in %d steps, onednn %.3f ms in %d, ref %.3f ms in %d), "
           "step medians sum to %.3f ms\n",
-          which, 1e3 * total, 1e3 * by_kind[FSL_CPU_STEP_GEN], n_kind[FSL_CPU_STEP_GEN],
-          1e3 * by_kind[FSL_CPU_STEP_ONEDNN], n_kind[FSL_CPU_STEP_ONEDNN], 1e3 * by_kind[FSL_CPU_STEP_REF],
-          n_kind[FSL_CPU_STEP_REF], 1e3 * med_total);
+          which, 1e3 * total, 1e3 * by_kind[FSL_STEP_GEN], n_kind[FSL_STEP_GEN],
+          1e3 * by_kind[FSL_STEP_LIB], n_kind[FSL_STEP_LIB], 1e3 * by_kind[FSL_STEP_HOST],
+          n_kind[FSL_STEP_HOST], 1e3 * med_total);
   for (int r = 0; r < ns && r < n_list; r++) {
     int b = -1;
     for (int i = 0; i < ns; i++)
@@ -107,10 +109,10 @@ static void print_profile(const cpu_exe *x) {
     const fsl_kernel *k = x->p->kernels.k[s->kernel];
     const fsl_node *n0 = k->n_nodes ? k->nodes[0] : NULL;
     char what[224] = ""; /* the function, or what oneDNN runs */
-    if (s->kind == FSL_CPU_STEP_GEN) snprintf(what, sizeof what, " fsl_k%d", s->fn_id);
-    if (s->kind == FSL_CPU_STEP_ONEDNN) snprintf(what, sizeof what, " %s", fsl_onednn_linear_describe(s->dnn));
+    if (s->kind == FSL_STEP_GEN) snprintf(what, sizeof what, " fsl_k%d", s->fn_id);
+    if (s->kind == FSL_STEP_LIB) snprintf(what, sizeof what, " %s", fsl_onednn_linear_describe(fsl_cpu_step_dnn(s)));
     fprintf(stderr, "  %8.3f ms  step %d kernel %d (%s, %d nodes, from %s '%s')%s; mean %.3f ms\n", 1e3 * med[b], b,
-            s->kernel, s->kind == FSL_CPU_STEP_GEN ? "gen" : s->kind == FSL_CPU_STEP_ONEDNN ? "onednn" : "ref",
+            s->kernel, s->kind == FSL_STEP_GEN ? "gen" : s->kind == FSL_STEP_LIB ? "onednn" : "ref",
             k->n_nodes, n0 && n0->origin_op ? n0->origin_op : "?", n0 && n0->origin_name ? n0->origin_name : "?",
             what, 1e3 * mean[b]);
   }
@@ -128,7 +130,7 @@ static void free_exe(void *p) {
     print_profile(x);
     free(x->prof);
   }
-  fsl_cpu_lowering_free(&x->low);
+  fsl_lowering_free(&x->low);
   fsl_memplan_free(&x->mem);
   free(x->arena);
   free(x->last);
@@ -148,7 +150,7 @@ typedef struct code_source {
   uint64_t src_hash;   /* with object: the hash of the source it was built from */
 } code_source;
 
-static fsl_status load_code(const fsl_cpu_lowering *L, const code_source *cs, fsl_cpu_so *so) {
+static fsl_status load_code(const fsl_lowering *L, const code_source *cs, fsl_cpu_so *so) {
   if (!cs->imported) {
     char what[96];
     snprintf(what, sizeof what, "%d generated kernel%s for the cpu backend", L->n_generated,
@@ -173,63 +175,69 @@ static fsl_status load_code(const fsl_cpu_lowering *L, const code_source *cs, fs
  * copies per run, 0.39 ms, DNNL_VERBOSE). */
 static bool sum_in_place(const void *ctx, int step, const fsl_kernel *k, const fsl_value *y, const fsl_value *x) {
   (void)k;
-  const fsl_cpu_lowering *L = ctx;
+  const fsl_lowering *L = ctx;
   int at = -1;
   for (int i = 0; i < L->n_steps; i++) {
-    const fsl_cpu_step *s = &L->steps[i];
+    const fsl_step *s = &L->steps[i];
     if (s->kernel != step) continue;
     if (at >= 0) { /* a later step of the kernel may not read x */
       for (int j = 0; j < s->n_in; j++)
         if (s->in[j] == x) return false;
       continue;
     }
-    if (s->kind == FSL_CPU_STEP_ONEDNN && s->n_out == 1 && s->out[0] == y && s->n_in >= 2 && s->in[0] != x &&
-        s->in[1] != x && fsl_onednn_linear_sum_in_place(s->dnn, x))
+    if (s->kind == FSL_STEP_LIB && s->n_out == 1 && s->out[0] == y && s->n_in >= 2 && s->in[0] != x &&
+        s->in[1] != x && fsl_onednn_linear_sum_in_place(fsl_cpu_step_dnn(s), x))
       at = i;
   }
   return at >= 0;
 }
 
-static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe) {
+static fsl_status build_exe(const fsl_plan *p, const fsl_compile_ctx *ctx, const code_source *cs, void **exe) {
   if (!p || !exe || !p->g) return fsl_errorf(FSL_ERR_ARG, "cpu compile: NULL argument");
   *exe = NULL;
   cpu_exe *x = calloc(1, sizeof *x);
   if (!x) return oom();
   x->p = p;
+  if (ctx)
+    x->caps = ctx->caps;
+  else
+    fsl_backend_caps_get(&fsl_backend_cpu, &x->caps);
   const fsl_graph *g = p->g;
   size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
   x->last = malloc(sizeof(int) * nv);
-  fsl_status st = x->last ? fsl_cpu_lowering_init(&x->low, g) : oom();
+  fsl_status st = x->last ? fsl_cpu_lowering_init(&x->low, g, &x->caps) : oom();
   /* kernel outputs in one arena, in place where legal (generated
    * elementwise code reads element i before writing it); graph outputs get
-   * buffers of their own, handed to the caller.  The executors' plan
-   * decides which values keep a oneDNN layout (fsl_cpu_chain_layouts);
-   * the arena is then planned again with the steps known, a convolution
-   * writing over the residual it accumulates into (sum_in_place) */
-  if (st == FSL_OK) st = fsl_memplan_build(p, &fsl_memplan_executor, &x->mem);
+   * buffers of their own, handed to the caller.  The plan's memory plan
+   * (the compile context's, else built here with the same options) decides
+   * which values keep a oneDNN layout (fsl_cpu_chain_layouts); the arena
+   * is then planned again with the steps known, a convolution writing over
+   * the residual it accumulates into (sum_in_place) */
+  fsl_memplan base = {0};
+  const fsl_memplan *mp = ctx && ctx->mem ? ctx->mem : &base;
+  if (st == FSL_OK && mp == &base) st = fsl_memplan_build(p, &fsl_memplan_executor, &base);
   for (int ki = 0; ki < p->kernels.n && st == FSL_OK; ki++) {
-    st = fsl_cpu_lower_kernel(&x->low, ki, p->kernels.k[ki]);
+    st = fsl_lower_kernel(&x->low, ki, p->kernels.k[ki]);
     if (st != FSL_OK) fsl_error_context(st, "cpu backend, kernel %d", ki);
   }
-  if (st == FSL_OK) fsl_cpu_chain_layouts(&x->low, &x->mem);
+  if (st == FSL_OK) x->stats.n_chained = fsl_cpu_chain_layouts(&x->low, mp);
+  fsl_memplan_free(&base);
   if (st == FSL_OK) fsl_cpu_lower_generated(&x->low, p->kernels.k, p->kernels.n);
-  if (st == FSL_OK) st = fsl_cpu_lowering_source(&x->low);
+  if (st == FSL_OK) st = fsl_lowering_source(&x->low);
   if (st == FSL_OK) {
     fsl_memplan_options mo = fsl_memplan_executor;
     mo.may_alias = sum_in_place, mo.alias_ctx = &x->low;
-    fsl_memplan_free(&x->mem);
     st = fsl_memplan_build(p, &mo, &x->mem);
   }
   if (st == FSL_OK && x->mem.peak_bytes > 0 &&
       !(x->arena = aligned_alloc(FSL_MEMPLAN_ALIGN, (size_t)x->mem.peak_bytes)))
     st = fsl_errorf(FSL_ERR_NOMEM, "out of memory (%lld bytes for the arena)", (long long)x->mem.peak_bytes);
-  const fsl_cpu_lowering *L = &x->low;
+  const fsl_lowering *L = &x->low;
   x->stats.n_kernels = p->kernels.n;
   x->stats.n_generated = L->n_generated;
-  x->stats.n_onednn = L->n_onednn;
+  x->stats.n_onednn = L->n_lib;
   for (int i = 0; i < L->n_steps; i++)
-    x->stats.n_winograd += L->steps[i].kind == FSL_CPU_STEP_ONEDNN && fsl_onednn_linear_winograd(L->steps[i].dnn);
-  x->stats.n_chained = L->n_chained;
+    x->stats.n_winograd += L->steps[i].kind == FSL_STEP_LIB && fsl_onednn_linear_winograd(fsl_cpu_step_dnn(&L->steps[i]));
   for (int v = 0; st == FSL_OK && x->mem.alias && v < x->mem.n_ids; v++) {
     int a = x->mem.alias[v];
     if (a < 0 || !x->mem.size[v]) continue;
@@ -252,10 +260,10 @@ static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe
     }
     for (int i = 0; i < L->n_steps && st == FSL_OK; i++) {
       step *s = &L->steps[i];
-      if (s->kind != FSL_CPU_STEP_GEN) continue;
+      if (s->kind != FSL_STEP_GEN) continue;
       void *f = fsl_cpu_so_kernel(&x->so, s->fn_id);
       if (!f) st = FSL_ERR_RUNTIME;
-      else memcpy(&s->fn, &f, sizeof f);
+      else s->fn = f;
     }
   }
   if (st == FSL_OK) {
@@ -279,9 +287,9 @@ static fsl_status build_exe(const fsl_plan *p, const code_source *cs, void **exe
   return FSL_OK;
 }
 
-static fsl_status cpu_compile(const fsl_plan *p, void **exe) {
+static fsl_status cpu_compile(const fsl_plan *p, const fsl_compile_ctx *ctx, void **exe) {
   code_source cs = {0};
-  return build_exe(p, &cs, exe);
+  return build_exe(p, ctx, &cs, exe);
 }
 
 /* Exported executable: u64 hash of the generated source, u64 length, u64
@@ -305,7 +313,7 @@ static fsl_status cpu_export(const void *exe, fsl_bytes *out) {
   return out->oom ? fsl_errorf(FSL_ERR_NOMEM, "out of memory") : FSL_OK;
 }
 
-static fsl_status cpu_import(const fsl_plan *p, const void *data, size_t len, void **exe) {
+static fsl_status cpu_import(const fsl_plan *p, const fsl_compile_ctx *ctx, const void *data, size_t len, void **exe) {
   fsl_reader r = {data, (const unsigned char *)data + len, false};
   code_source cs = {0};
   cs.src_hash = fsl_read_u64(&r);
@@ -317,7 +325,7 @@ static fsl_status cpu_import(const fsl_plan *p, const void *data, size_t len, vo
   if (obj_len == 0 ? obj_hash != 0 : fsl_hash(FSL_HASH_INIT, cs.object, cs.len) != obj_hash)
     return fsl_errorf(FSL_ERR_INVALID, "the compiled kernels in the file are damaged (checksum mismatch)");
   cs.imported = true;
-  return build_exe(p, &cs, exe);
+  return build_exe(p, ctx, &cs, exe);
 }
 
 /* ---- run ---- */
@@ -461,7 +469,7 @@ static fsl_status kernel_error(run_ctx *r, const step *s, int e) {
 static fsl_status run_step(run_ctx *r, const step *s) {
   const void *in[256];
   void *out[64];
-  if (s->kind == FSL_CPU_STEP_REF) return run_ref_step(r, s);
+  if (s->kind == FSL_STEP_HOST) return run_ref_step(r, s);
   if (s->n_in > 256 || s->n_out > 64) return fsl_errorf(FSL_ERR_UNSUPPORTED, "too many kernel operands");
   for (int k = 0; k < s->n_in; k++) {
     in[k] = NULL;
@@ -473,8 +481,8 @@ static fsl_status run_step(run_ctx *r, const step *s) {
     FSL_TRY(ensure_buf(r, s->out[k]));
     out[k] = (void *)r->buf[s->out[k]->id];
   }
-  if (s->kind == FSL_CPU_STEP_ONEDNN) return fsl_onednn_linear_run(s->dnn, in[0], in[1], in + 2, out[0]);
-  int e = s->fn(in, out);
+  if (s->kind == FSL_STEP_LIB) return fsl_onednn_linear_run(fsl_cpu_step_dnn(s), in[0], in[1], in + 2, out[0]);
+  int e = fsl_cpu_step_call(s, in, out);
   return e ? kernel_error(r, s, e) : FSL_OK;
 }
 
@@ -573,17 +581,21 @@ void fsl_cpu_exe_stats(const void *exe, fsl_cpu_stats *out) {
   if (exe) *out = ((const cpu_exe *)exe)->stats;
 }
 
+/* The backend's capabilities (backend.h), read once per model: oneDNN for
+ * linear ops unless FSL_NO_ONEDNN is set (docs/cli.md); Winograd with it:
+ * oneDNN's own kernels with AVX-512 (onednn.c, wino_pays), fissile's
+ * F(2x2,3x3) without (winograd.h); none where oneDNN is off (convolutions
+ * are generated code).  oneDNN reads plain operands: no linear views. */
+static void cpu_caps(fsl_backend_caps *out) {
+  out->library = getenv("FSL_NO_ONEDNN") == NULL;
+  out->winograd_3x3 = out->library;
+}
+
 /* Lowers k alone (as the profiler does) and looks for a fallback step. */
 static bool cpu_supports(const fsl_graph *g, const fsl_kernel *k) {
-  fsl_cpu_lowering L;
-  bool ok = g && k && fsl_cpu_lowering_init(&L, g) == FSL_OK;
-  if (ok) {
-    fsl_cpu_lowering_avail_only(&L, k->in, k->n_in);
-    ok = fsl_cpu_lower_kernel(&L, 0, k) == FSL_OK && L.n_fallback == 0 && L.n_opaque == 0;
-  }
-  if (g && k) fsl_cpu_lowering_free(&L);
-  fsl_error_clear();
-  return ok;
+  fsl_backend_caps caps;
+  fsl_backend_caps_get(&fsl_backend_cpu, &caps);
+  return fsl_lowering_supports(g, &fsl_dialect_c, fsl_cpu_lowering_hooks(), &caps, k);
 }
 
 static void cpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
@@ -600,15 +612,10 @@ static void cpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
   out->n_opaque = x->low.n_opaque;
   for (int i = 0; i < nk; i++) out->n_fallback += fb[i];
   out->n_native = nk - out->n_fallback - out->n_opaque;
-  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", x->low.fallback_why);
+  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", x->low.why);
   out->arena_bytes = x->mem.peak_bytes;
   free(fb);
 }
-
-/* Winograd: oneDNN's own kernels with AVX-512 (onednn.c, wino_pays), fissile's
- * F(2x2,3x3) without (winograd.h); none where oneDNN is off (FSL_NO_ONEDNN:
- * convolutions are generated code). */
-static bool cpu_winograd_3x3(void) { return getenv("FSL_NO_ONEDNN") == NULL; }
 
 const fsl_backend fsl_backend_cpu = {
     .name = "cpu",
@@ -617,7 +624,7 @@ const fsl_backend fsl_backend_cpu = {
     .calibrate = fsl_cpu_calibrate,
     .profiler_init = fsl_cpu_profiler_init,
     .supports = cpu_supports,
-    .winograd_3x3 = cpu_winograd_3x3,
+    .caps = cpu_caps,
     .compile = cpu_compile,
     .fingerprint = fsl_cpu_fingerprint,
     .export_exe = cpu_export,

@@ -79,19 +79,19 @@ static void fill(void *p, const fsl_value *v, int64_t n) {
 static char k_empty[64];
 
 /* Runs the steps once; false on a reported error. */
-static bool run_once(const fsl_cpu_lowering *L, const pkern *pk, const void **buf) {
+static bool run_once(const fsl_lowering *L, const pkern *pk, const void **buf) {
   for (int i = 0; i < pk->n_steps; i++) {
-    const fsl_cpu_step *s = &L->steps[pk->first + i];
+    const fsl_step *s = &L->steps[pk->first + i];
     const void *in[MAX_OPERANDS];
     void *out[MAX_OPERANDS];
     for (int j = 0; j < s->n_in; j++) in[j] = s->in[j] ? buf[s->in[j]->id] : NULL;
     for (int j = 0; j < s->n_out; j++) out[j] = (void *)buf[s->out[j]->id];
-    if (s->kind == FSL_CPU_STEP_ONEDNN) {
-      if (fsl_onednn_linear_run(s->dnn, in[0], in[1], in + 2, out[0]) != FSL_OK) {
+    if (s->kind == FSL_STEP_LIB) {
+      if (fsl_onednn_linear_run(fsl_cpu_step_dnn(s), in[0], in[1], in + 2, out[0]) != FSL_OK) {
         fsl_error_clear();
         return false;
       }
-    } else if (s->fn(in, out) != 0) {
+    } else if (fsl_cpu_step_call(s, in, out) != 0) {
       return false;
     }
   }
@@ -123,7 +123,7 @@ static void free_all(const void **buf, fsl_value *const *fresh, int n) {
  * every timed run, as the CPU backend's run allocates a value at its first
  * write and frees it after its last use.
  */
-static fsl_status time_kernel(const fsl_cpu_lowering *L, const fsl_kernel *k, const pkern *pk, double *secs) {
+static fsl_status time_kernel(const fsl_lowering *L, const fsl_kernel *k, const pkern *pk, double *secs) {
   const fsl_graph *g = L->g;
   *secs = NAN;
   size_t nv = (size_t)(g->n_values > 0 ? g->n_values : 1);
@@ -144,7 +144,7 @@ static fsl_status time_kernel(const fsl_cpu_lowering *L, const fsl_kernel *k, co
   }
   /* what a step reads must be an input or written by an earlier step */
   for (int i = 0; i < pk->n_steps && ok && st == FSL_OK; i++) {
-    const fsl_cpu_step *s = &L->steps[pk->first + i];
+    const fsl_step *s = &L->steps[pk->first + i];
     if (s->n_in > MAX_OPERANDS || s->n_out > MAX_OPERANDS) ok = false;
     for (int j = 0; j < s->n_in && ok; j++)
       if (s->in[j] && !buf[s->in[j]->id] && !fsl_vl_has(&fresh, s->in[j])) ok = false;
@@ -204,21 +204,23 @@ static bool compiler_works(void) {
 static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n, double *secs, bool *checked) {
   pkern *pk = calloc((size_t)n, sizeof *pk);
   if (!pk) return oom();
-  fsl_cpu_lowering L;
-  fsl_status st = fsl_cpu_lowering_init(&L, g);
+  fsl_backend_caps caps; /* read once per batch: what the backend would use */
+  fsl_backend_caps_get(&fsl_backend_cpu, &caps);
+  fsl_lowering L;
+  fsl_status st = fsl_cpu_lowering_init(&L, g, &caps);
   for (int i = 0; i < n; i++) secs[i] = NAN;
   for (int i = 0; i < n && st == FSL_OK; i++) {
     /* standalone: the kernel reads its inputs and constants only */
-    fsl_cpu_lowering_avail_only(&L, ks[i]->in, ks[i]->n_in);
+    fsl_lowering_avail_only(&L, ks[i]->in, ks[i]->n_in);
     pk[i].first = L.n_steps;
-    st = fsl_cpu_lower_kernel(&L, i, ks[i]);
+    st = fsl_lower_kernel(&L, i, ks[i]);
     pk[i].n_steps = L.n_steps - pk[i].first;
     /* a kernel the backend runs (in part) with the reference interpreter is not measured */
     pk[i].ok = st == FSL_OK && pk[i].n_steps > 0;
-    for (int j = 0; j < pk[i].n_steps; j++) pk[i].ok = pk[i].ok && L.steps[pk[i].first + j].kind != FSL_CPU_STEP_REF;
+    for (int j = 0; j < pk[i].n_steps; j++) pk[i].ok = pk[i].ok && L.steps[pk[i].first + j].kind != FSL_STEP_HOST;
   }
   if (st == FSL_OK) fsl_cpu_lower_generated(&L, ks, n);
-  if (st == FSL_OK) st = fsl_cpu_lowering_source(&L);
+  if (st == FSL_OK) st = fsl_lowering_source(&L);
   fsl_cpu_so so = {0};
   bool loaded = false;
   if (st == FSL_OK && L.n_generated > 0) {
@@ -231,7 +233,7 @@ static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n
                         getenv("FSL_CC") ? getenv("FSL_CC") : "cc");
       } else {
         *checked = true;
-        fsl_cpu_lowering_free(&L);
+        fsl_lowering_free(&L);
         free(pk);
         int h = n / 2;
         st = measure_range(g, ks, h, secs, checked);
@@ -245,20 +247,20 @@ static fsl_status measure_range(const fsl_graph *g, fsl_kernel *const *ks, int n
   for (int i = 0; i < n && st == FSL_OK; i++) {
     if (!pk[i].ok) continue;
     for (int j = 0; j < pk[i].n_steps && pk[i].ok; j++) {
-      fsl_cpu_step *s = &L.steps[pk[i].first + j];
-      if (s->kind != FSL_CPU_STEP_GEN) continue;
+      fsl_step *s = &L.steps[pk[i].first + j];
+      if (s->kind != FSL_STEP_GEN) continue;
       void *f = loaded ? fsl_cpu_so_kernel(&so, s->fn_id) : NULL;
       if (!f) {
         fsl_error_clear();
         pk[i].ok = false;
       } else {
-        memcpy(&s->fn, &f, sizeof f);
+        s->fn = f;
       }
     }
     if (pk[i].ok) st = time_kernel(&L, ks[i], &pk[i], &secs[i]);
   }
   if (loaded) fsl_cpu_so_close(&so);
-  fsl_cpu_lowering_free(&L);
+  fsl_lowering_free(&L);
   free(pk);
   return st;
 }

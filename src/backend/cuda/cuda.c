@@ -34,20 +34,42 @@ static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory (c
 /* The launch record of step i. */
 static fsl_cuda_launch *launch_of(fsl_cuda_exe *x, int i) { return (fsl_cuda_launch *)x->gpu.launch + i; }
 
-/* Whether FSL_CUDA_CUBLASLT (docs/gpu-backend.md) leaves matmuls to the
- * driver's library matmul, if it has one. */
-static bool library_on(void) {
+/* The backend's capabilities (backend.h), read once per model:
+ * FSL_CUDA_CUBLASLT (docs/gpu-backend.md) leaves matmuls to the driver's
+ * library matmul, if it has one.  The generated tiled matmul reads prologue
+ * views in place; cuBLASLt reads plain operands, so only without it do
+ * LINEAR kernels take views. */
+static void cu_caps(fsl_backend_caps *out) {
   const char *e = getenv("FSL_CUDA_CUBLASLT");
-  return !(e && !strcmp(e, "0")) && fsl_cuda_driver()->matmul_prepare;
+  out->library = !(e && !strcmp(e, "0")) && fsl_cuda_driver()->matmul_prepare;
+  out->linear_views = !out->library;
 }
 
 /* Whether linear node lin runs through cuBLASLt (a LIB step): float32
- * matmuls, when the library is on; else the generated tiled matmul. */
-static bool use_library(const fsl_node *lin) {
-  if (!library_on()) return false;
-  return lin->op == FSL_OP_matmul && lin->n_in == 2 && lin->in[0]->dtype == FSL_DT_F32 &&
+ * matmuls, when the library is on (L->ctx: the caps); else the generated
+ * tiled matmul. */
+static bool use_library(const fsl_lowering *L, const fsl_node *lin) {
+  const fsl_backend_caps *caps = L->ctx;
+  return caps && caps->library && lin->op == FSL_OP_matmul && lin->n_in == 2 && lin->in[0]->dtype == FSL_DT_F32 &&
          lin->in[1]->dtype == FSL_DT_F32 && lin->out[0]->dtype == FSL_DT_F32 && lin->in[0]->rank >= 2;
 }
+
+/* The lowering's library hook: a LIB step over the matmul's plain operands. */
+static fsl_status cu_library(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp, fsl_value **z,
+                             int *n_abs) {
+  (void)k;
+  fsl_node *lin = sp->lin;
+  if (!use_library(L, lin)) return FSL_ERR_UNSUPPORTED;
+  if (!fsl_lowering_add(L, FSL_STEP_LIB, ki, "matmul", sp->lin_in, 2, lin->out, 1, &lin, 1)) return oom();
+  L->n_lib++;
+  *z = lin->out[0];
+  *n_abs = 0;
+  return FSL_OK;
+}
+
+static const fsl_lowering_hooks k_hooks = {
+    .library = cu_library, .library_takes = use_library, .views = true, .split_by_node = true,
+};
 
 /* The device address of value v (fsl_gpu_locate: a buffer and an offset). */
 static fsl_status address(fsl_cuda_exe *x, const fsl_value *v, fsl_cu_ptr *at) {
@@ -125,7 +147,7 @@ static fsl_status cu_build(fsl_gpu_exe *gx) {
 }
 
 /* The cuBLASLt plan of LIB step s (a matmul over its operands' bytes). */
-static fsl_status prepare_library(fsl_cuda_exe *x, const fsl_gpu_step *s, void **plan) {
+static fsl_status prepare_library(fsl_cuda_exe *x, const fsl_step *s, void **plan) {
   const fsl_node *lin = s->nodes[0];
   const fsl_value *a = lin->in[0], *b = lin->in[1];
   fsl_cu_matmul mm = {.batch = 1, .m = a->dims[a->rank - 2], .k = a->dims[a->rank - 1], .n = b->dims[b->rank - 1]};
@@ -143,7 +165,7 @@ static fsl_status prepare_library(fsl_cuda_exe *x, const fsl_gpu_step *s, void *
 }
 
 /* Grid and block of GEN step s; checks them against the device. */
-static fsl_status launch_shape(fsl_cuda_exe *x, const fsl_gpu_step *s, unsigned *grid, unsigned *block) {
+static fsl_status launch_shape(fsl_cuda_exe *x, const fsl_step *s, unsigned *grid, unsigned *block) {
   if (s->launch.group_size > 0) {
     if (s->launch.group_size > x->info.max_block_threads) {
       char label[160];
@@ -165,9 +187,9 @@ static fsl_status launch_shape(fsl_cuda_exe *x, const fsl_gpu_step *s, unsigned 
 /* Step i's function and launch shape (GEN), or its cuBLASLt plan (LIB). */
 static fsl_status cu_prepare(fsl_gpu_exe *gx, int i) {
   fsl_cuda_exe *x = (fsl_cuda_exe *)gx;
-  const fsl_gpu_step *s = &gx->low.steps[i];
+  const fsl_step *s = &gx->low.steps[i];
   fsl_cuda_launch *L = launch_of(x, i);
-  if (s->kind == FSL_GPU_LIB) return prepare_library(x, s, &L->lib);
+  if (s->kind == FSL_STEP_LIB) return prepare_library(x, s, &L->lib);
   char name[32];
   snprintf(name, sizeof name, "fsl_k%d", s->fn_id);
   FSL_TRY(x->drv->function(x->module, name, &L->fn));
@@ -185,19 +207,19 @@ static fsl_gpu_range where(void *ctx, const fsl_value *v) {
 /* Pointer tables of every GEN step (inputs then outputs, 8 bytes each) in
  * one allocation, uploaded once; each step's error word. */
 static fsl_status make_tables(fsl_cuda_exe *x) {
-  const fsl_gpu_lowering *l = &x->gpu.low;
+  const fsl_lowering *l = &x->gpu.low;
   const fsl_gpu_mem *mem = &x->drv->mem;
   int64_t n = 0;
   for (int i = 0; i < l->n_steps; i++)
-    if (l->steps[i].kind == FSL_GPU_GEN) n += l->steps[i].n_in + l->steps[i].n_out;
+    if (l->steps[i].kind == FSL_STEP_GEN) n += l->steps[i].n_in + l->steps[i].n_out;
   uint64_t *host = calloc((size_t)(n > 0 ? n : 1), sizeof *host);
   if (!host) return oom();
   fsl_status st = mem->alloc((n > 0 ? n : 1) * 8, &x->tables);
   int64_t at = 0;
   for (int i = 0; i < l->n_steps && st == FSL_OK; i++) {
-    const fsl_gpu_step *s = &l->steps[i];
+    const fsl_step *s = &l->steps[i];
     fsl_cuda_launch *L = launch_of(x, i);
-    if (s->kind != FSL_GPU_GEN) continue;
+    if (s->kind != FSL_STEP_GEN) continue;
     L->in = x->tables + (fsl_cu_ptr)at * 8;
     for (int k = 0; k < s->n_in + s->n_out && st == FSL_OK; k++) {
       if (k == s->n_in) L->out = x->tables + (fsl_cu_ptr)at * 8;
@@ -215,9 +237,9 @@ static fsl_status make_tables(fsl_cuda_exe *x) {
 /* One CUDA graph per maximal run of device (GEN and LIB) steps, with the
  * data dependencies between them as edges. */
 static fsl_status make_graphs(fsl_cuda_exe *x) {
-  const fsl_gpu_lowering *l = &x->gpu.low;
+  const fsl_lowering *l = &x->gpu.low;
   for (int lo = 0; lo < l->n_steps;) {
-    if (l->steps[lo].kind == FSL_GPU_HOST) {
+    if (l->steps[lo].kind == FSL_STEP_HOST) {
       lo++;
       continue;
     }
@@ -236,7 +258,7 @@ static fsl_status make_graphs(fsl_cuda_exe *x) {
       if (n > 64 && !(dp = malloc(sizeof(void *) * (size_t)n))) st = oom();
       for (int k = 0; k < n && st == FSL_OK; k++) dp[k] = launch_of(x, deps[i - lo][k])->node;
       fsl_cuda_launch *L = launch_of(x, i);
-      if (st == FSL_OK && l->steps[i].kind == FSL_GPU_LIB)
+      if (st == FSL_OK && l->steps[i].kind == FSL_STEP_LIB)
         st = x->drv->graph_add_matmul(sg->graph, L->lib, dp, n, &L->node);
       else if (st == FSL_OK)
         st = x->drv->graph_add_kernel(sg->graph, L->fn, L->grid, L->block, L->in, L->out, L->err, dp, n, &L->node);
@@ -266,7 +288,7 @@ static fsl_status cu_launch(fsl_gpu_exe *gx, int lo, int hi) {
   }
   for (int i = lo; i < hi; i++) {
     const fsl_cuda_launch *L = launch_of(x, i);
-    fsl_status st = gx->low.steps[i].kind == FSL_GPU_LIB ? x->drv->matmul_run(L->lib)
+    fsl_status st = gx->low.steps[i].kind == FSL_STEP_LIB ? x->drv->matmul_run(L->lib)
                                                          : x->drv->launch(L->fn, L->grid, L->block, L->in, L->out, L->err);
     if (st != FSL_OK) return fsl_error_context(st, "cuda backend, kernel %d", gx->low.steps[i].kernel);
   }
@@ -285,18 +307,13 @@ static void cu_release(fsl_gpu_exe *gx) {
 }
 
 static const fsl_gpu_ops k_cuda = {
-    .name = "cuda", .dialect = &fsl_dialect_cuda, .library = use_library,
+    .name = "cuda", .dialect = &fsl_dialect_cuda, .hooks = &k_hooks, .caps = cu_caps,
     .source_env = "FSL_CUDA_SOURCE", /* docs/gpu-backend.md: the generated source, for inspection */
     .exe_bytes = sizeof(fsl_cuda_exe), .launch_bytes = sizeof(fsl_cuda_launch),
     .open = cu_open, .build = cu_build, .prepare = cu_prepare, .finish = cu_finish,
     .launch = cu_launch, .release = cu_release,
 };
 
-/* The generated tiled matmul reads prologue views in place; cuBLASLt, which
- * takes the float32 matmuls unless FSL_CUDA_CUBLASLT=0, reads plain
- * operands, so only without it do LINEAR kernels take views. */
-static bool cu_linear_views(void) { return !library_on(); }
-
 FSL_GPU_BACKEND(fsl_backend_cuda, k_cuda, .name = "cuda",
                 .summary = "generated CUDA C on an NVIDIA GPU (NVRTC, CUDA graphs; FSL_CUDA_DEVICE)",
-                .calibrate = fsl_cuda_calibrate, .linear_views = cu_linear_views);
+                .calibrate = fsl_cuda_calibrate);

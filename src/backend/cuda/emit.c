@@ -1,6 +1,6 @@
 /*
  * emit.c — the CUDA C of a plan's kernels (emit.h): a pass over the steps
- * of the plan lowered in the CUDA dialect (gpusteps.h, every linear op
+ * of the plan lowered in the CUDA dialect (lowering.h, every linear op
  * generated), listing the generated functions and how to launch them.
  */
 #include "backend/cuda/emit.h"
@@ -11,7 +11,7 @@
 static fsl_status oom(void) { return fsl_errorf(FSL_ERR_NOMEM, "out of memory (CUDA C of a plan)"); }
 
 /* Appends GEN step s of l to e's functions. */
-static fsl_status add_function(fsl_cuda_emitter *e, const fsl_gpu_step *s) {
+static fsl_status add_function(fsl_cuda_emitter *e, const fsl_step *s) {
   if (!fsl_grow((void **)&e->fn, &e->cap_fn, e->n_fn + 1, sizeof *e->fn)) return oom();
   const fsl_node *n0 = s->n_nodes ? s->nodes[0] : NULL;
   fsl_cuda_function *f = &e->fn[e->n_fn++];
@@ -29,9 +29,9 @@ static fsl_status add_function(fsl_cuda_emitter *e, const fsl_gpu_step *s) {
 /* Counts plan kernel ki of l: opaque (a host step by design), refused (a
  * host step the dialect could not avoid: listed with its reason) or
  * generated entirely. */
-static fsl_status count_kernel(fsl_cuda_emitter *e, const fsl_gpu_lowering *l, int ki, bool host) {
+static fsl_status count_kernel(fsl_cuda_emitter *e, const fsl_lowering *l, int ki, bool host) {
   e->n_kernels++;
-  const char *why = l->fallback[ki];
+  const char *why = fsl_lowering_fallback(l, ki);
   if (!why) {
     if (host) e->n_opaque++;
     else e->n_generated++;
@@ -48,22 +48,23 @@ static fsl_status count_kernel(fsl_cuda_emitter *e, const fsl_gpu_lowering *l, i
 
 fsl_status fsl_cuda_emit_plan(fsl_cuda_emitter *e, const fsl_plan *p) {
   if (!e || !p) return fsl_errorf(FSL_ERR_ARG, "fsl_cuda_emit_plan: NULL argument");
-  fsl_gpu_lowering l;
-  fsl_status st = fsl_gpu_lower_at(p, &fsl_dialect_cuda, NULL, e->next_id, &l);
+  fsl_lowering l;
+  fsl_status st = fsl_lowering_init(&l, p->g, &fsl_dialect_cuda, &fsl_gpu_generated, NULL, e->next_id);
+  if (st == FSL_OK) st = fsl_lower_plan(&l, p);
   if (st == FSL_OK) {
     /* the prelude once, then every generated function */
     fsl_sbuf_puts(&e->src, l.src.p + (e->src.len ? l.prelude_len : 0));
-    e->next_id = l.n_fn;
+    e->next_id = l.next_fn;
   }
   for (int i = 0, ki = 0; st == FSL_OK && ki < p->kernels.n; ki++) {
     bool host = false;
     for (; st == FSL_OK && i < l.n_steps && l.steps[i].kernel == ki; i++) {
-      host = host || l.steps[i].kind == FSL_GPU_HOST;
-      if (l.steps[i].kind == FSL_GPU_GEN) st = add_function(e, &l.steps[i]);
+      host = host || l.steps[i].kind == FSL_STEP_HOST;
+      if (l.steps[i].kind == FSL_STEP_GEN) st = add_function(e, &l.steps[i]);
     }
     if (st == FSL_OK) st = count_kernel(e, &l, ki, host);
   }
-  fsl_gpu_lowering_free(&l);
+  fsl_lowering_free(&l);
   if (st == FSL_OK && e->src.oom) st = oom();
   return st;
 }

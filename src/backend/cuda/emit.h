@@ -27,7 +27,7 @@ typedef struct fsl_cuda_emitter {
  * Appends the CUDA C of every kernel of plan p (over p->g) to e (zeroed
  * before the first plan; the prelude comes first): a pass over the steps of
  * p lowered in the CUDA dialect with every linear op generated
- * (fsl_gpu_lower_at, gpusteps.h: what the CUDA backend runs with cuBLASLt
+ * (fsl_lower_plan with fsl_gpu_generated, lowering.h: what the CUDA backend runs with cuBLASLt
  * off), its functions numbered on from e->next_id.  Each GEN step is a
  * function: a LOOP or REDUCE kernel whole (one per node when it needs
  * several passes); a LINEAR kernel as a generated prologue (when its

@@ -62,7 +62,7 @@ static fsl_status ocl_build(fsl_gpu_exe *gx) {
 
 /* Kernel k's arguments for step i, s: a buffer and its byte offset per
  * value (inputs, then outputs), then the error words and i. */
-static fsl_status set_args(ocl_exe *x, int i, const fsl_gpu_step *s, cl_kernel k) {
+static fsl_status set_args(ocl_exe *x, int i, const fsl_step *s, cl_kernel k) {
   unsigned a = 0;
   for (int j = 0; j < s->n_in + s->n_out; j++) {
     fsl_gpu_buf buf;
@@ -82,7 +82,7 @@ static fsl_status set_args(ocl_exe *x, int i, const fsl_gpu_step *s, cl_kernel k
 /* Kernel, arguments and work sizes of GEN step i. */
 static fsl_status ocl_prepare(fsl_gpu_exe *gx, int i) {
   ocl_exe *x = (ocl_exe *)gx;
-  const fsl_gpu_step *s = &gx->low.steps[i];
+  const fsl_step *s = &gx->low.steps[i];
   ocl_launch *L = (ocl_launch *)gx->launch + i;
   char name[32], label[160];
   snprintf(name, sizeof name, "fsl_k%d", s->fn_id);
@@ -136,17 +136,17 @@ static void ocl_release(fsl_gpu_exe *gx) {
   if (x->prog) x->drv->program_free(x->prog);
 }
 
+/* The generated tiled matmul reads prologue views in place (fsl_linear_split_views). */
+static void ocl_caps(fsl_backend_caps *out) { out->linear_views = true; }
+
 static const fsl_gpu_ops k_opencl = {
-    .name = "opencl", .dialect = &fsl_dialect_opencl, .library = NULL, /* every linear op generated */
+    .name = "opencl", .dialect = &fsl_dialect_opencl, .hooks = &fsl_gpu_generated, .caps = ocl_caps,
     .source_env = "FSL_OPENCL_SOURCE", /* docs/gpu-backend.md: the generated program, for inspection */
     .exe_bytes = sizeof(ocl_exe), .launch_bytes = sizeof(ocl_launch),
     .open = ocl_open, .build = ocl_build, .prepare = ocl_prepare, .finish = NULL,
     .launch = ocl_launch_steps, .release = ocl_release,
 };
 
-/* The generated tiled matmul reads prologue views in place (fsl_linear_split_views). */
-static bool ocl_linear_views(void) { return true; }
-
 FSL_GPU_BACKEND(fsl_backend_opencl, k_opencl, .name = "opencl",
                 .summary = "generated OpenCL C on an OpenCL device (FSL_OPENCL_DEVICE; PoCL runs it on the CPU)",
-                .calibrate = fsl_ocl_calibrate, .linear_views = ocl_linear_views);
+                .calibrate = fsl_ocl_calibrate);

@@ -9,7 +9,8 @@
 
 #include "eval/eval.h"
 
-static fsl_status interp_compile(const fsl_plan *p, void **exe) {
+static fsl_status interp_compile(const fsl_plan *p, const fsl_compile_ctx *ctx, void **exe) {
+  (void)ctx;
   if (!exe) return fsl_errorf(FSL_ERR_ARG, "ref backend: NULL executable pointer");
   *exe = NULL;
   if (!p || !p->g) return fsl_errorf(FSL_ERR_ARG, "ref backend: NULL graph");

@@ -32,7 +32,8 @@ static void ref_free_exe(void *exe) {
 }
 
 /* Keeps the plan (verified first) and its liveness: which kernel reads each value last. */
-static fsl_status ref_compile(const fsl_plan *p, void **exe) {
+static fsl_status ref_compile(const fsl_plan *p, const fsl_compile_ctx *ctx, void **exe) {
+  (void)ctx;
   if (!exe) return fsl_errorf(FSL_ERR_ARG, "ref backend: NULL executable pointer");
   *exe = NULL;
   if (!p || !p->g) return fsl_errorf(FSL_ERR_ARG, "ref backend: NULL plan");
