@@ -122,9 +122,10 @@ void fsl_gpu_fingerprint(const fsl_gpu_ops *ops, char *buf, size_t len);
  * backend whose ops table is the object OPS: compile and fingerprint are
  * the executor's over OPS, supports lowers a kernel in OPS's dialect with
  * its lowering hooks and caps (fsl_lowering_supports), run, exe_info and
- * free_exe are the executor's, caps is OPS's, graph outputs live in the
- * arena; the other arguments are the backend's own entries as designated
- * initializers (.name, .summary, .calibrate).
+ * free_exe are the executor's, graph outputs live in the arena; the other
+ * arguments are the backend's own entries as designated initializers
+ * (.name, .summary, .calibrate, and .caps: OPS's caps, which C cannot read
+ * out of OPS in a constant initializer).
  */
 #define FSL_GPU_BACKEND(VAR, OPS, ...)                                                                                \
   static fsl_status VAR##_compile(const fsl_plan *p, const fsl_compile_ctx *ctx, void **exe) {                        \
@@ -137,7 +138,6 @@ void fsl_gpu_fingerprint(const fsl_gpu_ops *ops, char *buf, size_t len);
     return fsl_lowering_supports(g, (OPS).dialect, (OPS).hooks, &caps, k);                                            \
   }                                                                                                                   \
   const fsl_backend VAR = {__VA_ARGS__,                                                                               \
-                           .caps = (OPS).caps,                                                                        \
                            .arena_outputs = true,                                                                     \
                            .supports = VAR##_supports,                                                                \
                            .compile = VAR##_compile,                                                                  \

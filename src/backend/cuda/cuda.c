@@ -316,4 +316,4 @@ static const fsl_gpu_ops k_cuda = {
 
 FSL_GPU_BACKEND(fsl_backend_cuda, k_cuda, .name = "cuda",
                 .summary = "generated CUDA C on an NVIDIA GPU (NVRTC, CUDA graphs; FSL_CUDA_DEVICE)",
-                .calibrate = fsl_cuda_calibrate);
+                .calibrate = fsl_cuda_calibrate, .caps = cu_caps);

@@ -149,4 +149,4 @@ static const fsl_gpu_ops k_opencl = {
 
 FSL_GPU_BACKEND(fsl_backend_opencl, k_opencl, .name = "opencl",
                 .summary = "generated OpenCL C on an OpenCL device (FSL_OPENCL_DEVICE; PoCL runs it on the CPU)",
-                .calibrate = fsl_ocl_calibrate);
+                .calibrate = fsl_ocl_calibrate, .caps = ocl_caps);
