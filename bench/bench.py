@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 20] [--rounds N]
                                     [--cases a,b | --no-cases] [--models a,b | --no-models]
                                     [--strategies unfused,opfuse,greedy,optimal,optimal-norewrite]
-                                    [--out bench/results] [--timeout 1800] [--hide-avx512]
+                                    [--out bench/results] [--timeout 1800] [--hide-avx512] [--fp16]
 
 For every subgraph case of bench/cases.py (each pattern at several shapes)
 and every real model in .cache/models (python/fsl_models.py), runs
@@ -32,6 +32,11 @@ Writes <out>/cpu.json (everything, every timed run, every round) and
 <out>/cpu.md (tables and ratios fissile / ORT: below 1 means fissile is
 faster), with the machine (lscpu), the versions and the thread count beside
 the numbers.
+
+--fp16 follows every model with its float16 variant, converted as users
+convert models (onnxconverter-common, float32 inputs and outputs kept; a
+model the converter breaks is left out with a note), and writes
+<out>/cpu-fp16.json and .md: both variants against ONNX Runtime in one run.
 
 --hide-avx512 runs this process, and so ORT in it, with AVX-512 hidden from
 CPUID by bench/hide_avx512.c (an LD_PRELOAD library; Linux CPUID faulting),
@@ -254,12 +259,33 @@ def run_fissile_bench(path: Path, shapes: dict, args, timeout: int, seed: int = 
 
 # ---- what is benchmarked ----
 
+def fp16_variant(path: Path, tmp: Path, who: str) -> Path | None:
+    """The model at path converted as users convert it to float16
+    (onnxconverter-common, float32 inputs and outputs kept), written into
+    tmp; None (with a note) where the converter or ONNX Runtime fails on it."""
+    import warnings
+    try:
+        from onnxconverter_common import float16
+        import onnxruntime as ort
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m16 = float16.convert_float_to_float16(onnx.load(str(path)), keep_io_types=True)
+        out = Path(tmp) / f"{path.stem}_fp16.onnx"
+        onnx.save(m16, str(out))
+        ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        return out
+    except Exception as e:  # noqa: BLE001 (the converter's failures are of every kind)
+        print(f"{who}: {path.stem}: no float16 variant: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+        return None
+
+
 def entries(tmp: Path, cases: str | None = None, no_cases: bool = False, models: str | None = None,
-            no_models: bool = False, who: str = "bench"):
+            no_models: bool = False, who: str = "bench", fp16: bool = False):
     """(kind, name, shape label, description, ONNX path, input shapes) of every
     subgraph case of bench/cases.py (written into tmp; `cases`: comma-separated
     ids or pattern names) and every bench model present in .cache/models
-    (`models`: comma-separated names), in that order."""
+    (`models`: comma-separated names), in that order; with fp16, each model
+    followed by its float16 variant (fp16_variant), named <model>_fp16."""
     if not no_cases:
         wanted = set(cases.split(",")) if cases else None
         for c in CASES:
@@ -278,6 +304,9 @@ def entries(tmp: Path, cases: str | None = None, no_cases: bool = False, models:
             shapes = {i.name: i.shape for i in model.inputs}
             label = ", ".join(f"{i.name} {'x'.join(map(str, i.shape))}" for i in model.inputs)
             yield "model", name, label, model.description, model.path, shapes
+            v16 = fp16_variant(model.path, Path(tmp), who) if fp16 else None
+            if v16:
+                yield "model", f"{name}_fp16", label, f"{model.description} (float16, onnxconverter-common)", v16, shapes
 
 
 # ---- one benchmark entry ----
@@ -570,6 +599,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per `fissile bench` call")
     ap.add_argument("--out", default=str(ROOT / "bench/results"))
     ap.add_argument("--note", default="", help="a remark printed under the title (e.g. machine load)")
+    ap.add_argument("--fp16", action="store_true",
+                    help="each model followed by its float16 variant (onnxconverter-common, float32 I/O kept); "
+                         "writes cpu-fp16.json / .md")
     ap.add_argument("--hide-avx512", action="store_true",
                     help="run ORT and fissile with AVX-512 hidden from CPUID (an AVX2-only machine's code paths)")
     args = ap.parse_args()
@@ -595,16 +627,18 @@ def main() -> int:
         return 1
 
     with tempfile.TemporaryDirectory(prefix="fsl_cases_") as tmp:
-        rows = [bench_one(*e, args) for e in entries(Path(tmp), args.cases, args.no_cases, args.models, args.no_models)]
+        rows = [bench_one(*e, args) for e in entries(Path(tmp), args.cases, args.no_cases, args.models, args.no_models,
+                                                      fp16=args.fp16)]
 
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "machine": lscpu(), "versions": versions(),
               "isa": run_isa(), "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds, "warmup": args.warmup, "backend": args.backend,
               "strategies": args.strategies, "rows": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "cpu.json").write_text(json.dumps(result, indent=1))
-    (out / "cpu.md").write_text(markdown(result, args))
-    print(f"bench: wrote {out / 'cpu.md'} and {out / 'cpu.json'}", file=sys.stderr)
+    stem = "cpu-fp16" if args.fp16 else "cpu"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    (out / f"{stem}.md").write_text(markdown(result, args))
+    print(f"bench: wrote {out / (stem + '.md')} and {out / (stem + '.json')}", file=sys.stderr)
     return 0
 
 

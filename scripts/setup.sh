@@ -27,7 +27,8 @@ APT_PKGS=(build-essential cmake clang libclang-rt-14-dev protobuf-c-compiler
 # time; installed so that tests/python/test_report.py checks it).
 # numpy<2: Debian's torch 1.13 is built against NumPy 1.x.
 # scikit-build-core: the build backend of the fissile package (pyproject.toml).
-PIP_PKGS=("onnx==1.22.*" "onnxruntime" "pytest" "numpy<2" "scikit-build-core>=0.10")
+# onnxconverter-common: the float16 converter users run (tests/python/test_half.py).
+PIP_PKGS=("onnx==1.22.*" "onnxruntime" "pytest" "numpy<2" "scikit-build-core>=0.10" "onnxconverter-common")
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -53,7 +54,7 @@ fi
 # Are the pip packages there (right onnx version)?  Checking is much faster
 # than asking pip.
 if ! "$PY" - <<'EOF' 2>/dev/null
-import onnx, onnxruntime, pytest, numpy, torch, scikit_build_core  # noqa: F401
+import onnx, onnxruntime, pytest, numpy, torch, scikit_build_core, onnxconverter_common  # noqa: F401
 assert onnx.__version__.startswith("1.22."), onnx.__version__
 assert numpy.__version__.startswith("1."), numpy.__version__
 EOF

@@ -66,7 +66,8 @@ fsl_status fsl_model_fission(fsl_model *m) {
   apply_dims(m);
   fsl_graph *g;
   FSL_TRY(fsl_fission(m->onnx, &g));
-  fsl_status st = fsl_pass_cse(g);
+  fsl_status st = fsl_pass_widen_half(g);
+  if (st == FSL_OK) st = fsl_pass_cse(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);
   if (st == FSL_OK && m->rewrite != FSL_REWRITE_OFF) {
     const fsl_ruleset *rs = fsl_ruleset_builtin();

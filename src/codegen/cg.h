@@ -157,10 +157,30 @@ typedef struct loop_ctx {
 } loop_ctx;
 
 
-/* Element type name of dt in the dialect (NULL: none). */
-static inline const char *fsl_cg_ctype(const fsl_dialect *d, fsl_dtype dt) { return d->type_name(dt); }
+/* Whether the dialect stores dt in one type and computes in float (f16,
+ * bf16; dialect.h storage_name). */
+static inline bool fsl_cg_half(const fsl_dialect *d, fsl_dtype dt) { return d->storage_name && d->storage_name(dt); }
+/* The type values of dt are computed in (NULL: none): float for a stored
+ * half type. */
+static inline const char *fsl_cg_ctype(const fsl_dialect *d, fsl_dtype dt) {
+  return d->type_name(fsl_cg_half(d, dt) ? FSL_DT_F32 : dt);
+}
+/* The element type of dt's buffers. */
+static inline const char *fsl_cg_stype(const fsl_dialect *d, fsl_dtype dt) {
+  return fsl_cg_half(d, dt) ? d->storage_name(dt) : d->type_name(dt);
+}
+/* dst = x as dt's storage ("x", or the dialect's conversion of it);
+ * `load`: the other way, a buffer element x as its compute value. */
+static inline void fsl_cg_conv(const fsl_dialect *d, fsl_dtype dt, bool load, const char *x, char *dst, size_t cap) {
+  if (fsl_cg_half(d, dt)) snprintf(dst, cap, "%s(%s)", d->convert(dt, !load), x);
+  else snprintf(dst, cap, "%s", x);
+}
 
-static inline bool is_f(fsl_dtype dt) { return dt == FSL_DT_F32 || dt == FSL_DT_F64; }
+static inline bool is_f(fsl_dtype dt) {
+  return dt == FSL_DT_F32 || dt == FSL_DT_F64 || dt == FSL_DT_F16 || dt == FSL_DT_BF16;
+}
+/* Whether dt computes in float (not double): f32, and f16/bf16 stored. */
+static inline bool is_f32c(fsl_dtype dt) { return dt == FSL_DT_F32 || dt == FSL_DT_F16 || dt == FSL_DT_BF16; }
 
 /* v through expand nodes: the value they broadcast. */
 static inline const fsl_value *fsl_cg_unexpand(const fsl_value *v) {

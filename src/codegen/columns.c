@@ -484,7 +484,12 @@ bool fsl_cg_cols(em *e, const fsl_node **red, int nr, const int *cls, const coor
     e->body_depth = e->depth;
     col_results(e, red, nr, o);
     if (!cls) /* a pass: the row's results into the scratch buffers, kept space flat */
-      for (int k = 0; k < nr; k++) fsl_cg_line(e, "s%d[%s * %lld + %s] = r%d;", s0 + k, row, (long long)L, o, k);
+      for (int k = 0; k < nr; k++) {
+        char rk[16], sv[CLEN + 16];
+        snprintf(rk, sizeof rk, "r%d", k);
+        fsl_cg_conv(e->d, red[k]->out[0]->dtype, false, rk, sv, sizeof sv);
+        fsl_cg_line(e, "s%d[%s * %lld + %s] = %s;", s0 + k, row, (long long)L, o, sv);
+      }
     for (int j = 0; cls && j < s->n_out && ok; j++)
       if (cls[j] == 1) ok = fsl_cg_store_outputs(e, 1, &j, &oc[j]);
     close_loops(e, 1);

@@ -307,7 +307,7 @@ bool fsl_codegen_conv_rows(const fsl_dialect *d, const fsl_node *cv) {
   int64_t ld[2];
   conv_attr(cv, "lhs_dilation", 2, 1, ld);
   return X->rank == 4 && W->rank == 4 && Y->rank == 4 && is_f(X->dtype) && W->dtype == X->dtype &&
-         Y->dtype == X->dtype && fsl_cg_ctype(d, X->dtype) && W->dims[1] == 1 &&
+         Y->dtype == X->dtype && fsl_cg_ctype(d, X->dtype) && !fsl_cg_half(d, X->dtype) && W->dims[1] == 1 &&
          fsl_attr_int(cv, "group", 1) == X->dims[1] && ld[0] == 1 && ld[1] == 1 && Y->dims[3] <= 4096;
 }
 
@@ -316,7 +316,7 @@ bool fsl_codegen_conv_dot(const fsl_dialect *d, const fsl_node *cv) {
   const fsl_value *X = cv->in[0], *W = cv->in[1], *Y = cv->out[0];
   int k = X->rank - 2;
   return k >= 1 && W->rank == X->rank && Y->rank == X->rank && is_f(X->dtype) && W->dtype == X->dtype &&
-         Y->dtype == X->dtype && fsl_cg_ctype(d, X->dtype) && fsl_attr_int(cv, "group", 1) == 1 &&
+         Y->dtype == X->dtype && fsl_cg_ctype(d, X->dtype) && !fsl_cg_half(d, X->dtype) && fsl_attr_int(cv, "group", 1) == 1 &&
          W->dims[1] == X->dims[1] && fsl_numel(k, X->dims + 2) == 1 && fsl_numel(k, W->dims + 2) == 1 &&
          fsl_numel(k, Y->dims + 2) == 1;
 }
@@ -391,7 +391,7 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
   if (!d || !cv || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_conv: NULL argument");
   const fsl_value *X = cv->in[0], *W = cv->in[1], *Y = cv->out[0];
   fsl_dtype dt = X->dtype;
-  if (!is_f(dt) || !fsl_cg_ctype(d, dt) || W->dtype != dt || Y->dtype != dt)
+  if (!is_f(dt) || !fsl_cg_ctype(d, dt) || fsl_cg_half(d, dt) || W->dtype != dt || Y->dtype != dt)
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s codegen: conv on %s", d->name, fsl_dtype_name(dt));
   int k = X->rank - 2;
   if (k < 1 || W->rank != X->rank || Y->rank != X->rank)
@@ -411,7 +411,7 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
   fsl_cg_kernel_open(&e, &body, d, id, 2 + (epi ? epi->n_in : 0), 1);
   fsl_cg_line(&e, "const %s%s *x = (const %s%s *)in[0], *w = (const %s%s *)in[1];", S, T, S, T, S, T);
   if (!fsl_cg_epi_open(&e, epi, cv)) return fsl_cg_kernel_close(&e, &body, b);
-  const char *TO = fsl_cg_ctype(d, epi ? epi->out->dtype : dt);
+  const char *TO = fsl_cg_stype(d, epi ? epi->out->dtype : dt);
   fsl_cg_line(&e, "%s%s *y = (%s%s *)out[0];", S, TO, S, TO);
   conv_dims c = {.X = X, .W = W, .Y = Y, .T = T, .k = k, .C = C, .M = M, .Cg = Cg, .Mg = Mg,
                  .KS = fsl_numel(k, W->dims + 2), .P = fsl_numel(k, Y->dims + 2)};

@@ -71,6 +71,14 @@ typedef struct fsl_dialect {
   /** Element type of dt, or NULL when the dialect cannot compute in it
    *  (the kernel is then FSL_ERR_UNSUPPORTED: a fallback). */
   const char *(*type_name)(fsl_dtype dt);
+  /** The buffer element type of a dtype the dialect stores in one type
+   *  and computes in float (f16, bf16: loaded into float, computed in
+   *  float, rounded back to nearest even when stored), or NULL where dt is
+   *  its own compute type (type_name).  NULL: no such dtypes. */
+  const char *(*storage_name)(fsl_dtype dt);
+  /** The prelude function converting such a dtype's storage to float
+   *  (store false) or float to its storage (store true). */
+  const char *(*convert)(fsl_dtype dt, bool store);
   const char *f32_math_suffix;               /* "f": expf, sqrtf for float ("" where overloaded) */
   const char *restrict_kw;                   /* "restrict " or "" */
   const char *ret_err;                       /* last statement: report the error bits in int err_ */

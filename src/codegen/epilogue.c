@@ -55,8 +55,8 @@ bool fsl_cg_epi_open(em *e, const fsl_cg_epilogue *epi, const fsl_node *lin) {
     const fsl_value *v = e->epi_in[i];
     if (i < 2 && !epi->src[i]) continue; /* read as a and w (b) by the linear op's code */
     if (!fsl_cg_supported_dtype(e, v)) break;
-    fsl_cg_line(e, "const %s%s *%sin%d = (const %s%s *)in[%d];", e->d->buf_space, fsl_cg_ctype(e->d, v->dtype),
-                e->d->restrict_kw, i, e->d->buf_space, fsl_cg_ctype(e->d, v->dtype), i);
+    fsl_cg_line(e, "const %s%s *%sin%d = (const %s%s *)in[%d];", e->d->buf_space, fsl_cg_stype(e->d, v->dtype),
+                e->d->restrict_kw, i, e->d->buf_space, fsl_cg_stype(e->d, v->dtype), i);
   }
   fsl_cg_line(e, "int err_ = 0;");
   return e->st == FSL_OK;
@@ -138,7 +138,11 @@ void fsl_cg_epi_store(em *e, const char *T, const char *acc, const coords *c, co
     }
     fsl_cg_flat_index(e, z->rank, z->dims, &vc, at);
   }
-  if (e->st == FSL_OK && fsl_cg_ev(e, w, &wc, res)) fsl_cg_line(e, "%s[%s] = %s;", dst, at, res);
+  char sv[2 * CLEN + 16];
+  if (e->st == FSL_OK && fsl_cg_ev(e, w, &wc, res)) {
+    fsl_cg_conv(e->d, z->dtype, false, res, sv, sizeof sv);
+    fsl_cg_line(e, "%s[%s] = %s;", dst, at, sv);
+  }
   e->lin_var[0] = 0;
   fsl_cg_close_scope(e);
   fsl_cg_line(e, "}");

@@ -5,15 +5,15 @@
 #include "codegen/cg.h"
 
 /* math function suffix: the dialect's for float ("f" in C: expf), "" for double */
-static const char *fsuf(const em *e, fsl_dtype dt) { return dt == FSL_DT_F32 ? e->d->f32_math_suffix : ""; }
+static const char *fsuf(const em *e, fsl_dtype dt) { return is_f32c(dt) ? e->d->f32_math_suffix : ""; }
 /* helper suffix: "f" or "d" */
-static const char *hsuf(fsl_dtype dt) { return dt == FSL_DT_F32 ? "f" : "d"; }
+static const char *hsuf(fsl_dtype dt) { return is_f32c(dt) ? "f" : "d"; }
 
 /* A C literal for element 0 of a buffer of dtype dt. */
 void fsl_cg_literal(const fsl_dialect *d, fsl_dtype dt, const void *p, char *dst) {
   if (is_f(dt)) {
     double v = fsl_load_f64(dt, p, 0);
-    const char *cast = dt == FSL_DT_F32 ? "(float)" : "(double)";
+    const char *cast = is_f32c(dt) ? "(float)" : "(double)";
     if (isnan(v)) snprintf(dst, CLEN, "%sNAN", cast);
     else if (isinf(v)) snprintf(dst, CLEN, "%s(%sINFINITY)", cast, v < 0 ? "-" : "");
     else snprintf(dst, CLEN, "%s%a", cast, v);
@@ -91,15 +91,15 @@ bool fsl_cg_ew_expr(em *e, const fsl_node *n, char a[3][CLEN], char *ex, size_t 
   const char *cop = op == FSL_OP_lt ? "<" : op == FSL_OP_le ? "<=" : op == FSL_OP_gt ? ">" : op == FSL_OP_ge ? ">=" : "==";
   if (is_f(dt)) {
     const char *s = fsuf(e, dt), *h = hsuf(dt);
-    const char *one = dt == FSL_DT_F32 ? "1.0f" : "1.0";
+    const char *one = is_f32c(dt) ? "1.0f" : "1.0";
     /* float32: the function the op table names (ops.def; branch-free
      * fsl_expf/fsl_tanhf/fsl_erff from the prelude where they exist) */
     const fsl_op_info *oi = fsl_op_get(op);
-    if (dt == FSL_DT_F32 && op == FSL_OP_exp && below_its_max(n->in[0])) {
+    if (is_f32c(dt) && op == FSL_OP_exp && below_its_max(n->in[0])) {
       snprintf(ex, cap, "fsl_expf_le0(%s)", a[0]);
       return true;
     }
-    if (dt == FSL_DT_F32 && oi->cfn) {
+    if (is_f32c(dt) && oi->cfn) {
       if (n->n_in == 1) snprintf(ex, cap, "%s(%s)", oi->cfn, a[0]);
       else snprintf(ex, cap, "%s(%s, %s)", oi->cfn, a[0], a[1]);
       return true;

@@ -101,11 +101,11 @@ static fsl_status emit_with(const fsl_dialect *d, const fsl_cg_spec *s, emit_mod
     for (int i = 0; i < s->n_nodes; i++) ew_only = ew_only && fsl_op_get(s->nodes[i]->op)->kind == FSL_KIND_ELEMENTWISE;
     const char *rs = ew_only ? "" : d->restrict_kw;
     for (int i = 0; i < s->n_in; i++)
-      fsl_cg_line(&e, "const %s%s *%sin%d = (const %s%s *)in[%d];", d->buf_space, fsl_cg_ctype(e.d, s->in[i]->dtype), rs,
-                  i, d->buf_space, fsl_cg_ctype(e.d, s->in[i]->dtype), i);
+      fsl_cg_line(&e, "const %s%s *%sin%d = (const %s%s *)in[%d];", d->buf_space, fsl_cg_stype(e.d, s->in[i]->dtype), rs,
+                  i, d->buf_space, fsl_cg_stype(e.d, s->in[i]->dtype), i);
     for (int j = 0; j < s->n_out; j++)
-      fsl_cg_line(&e, "%s%s *%sout%d = (%s%s *)out[%d];", d->buf_space, fsl_cg_ctype(e.d, s->out[j]->dtype), rs, j,
-                  d->buf_space, fsl_cg_ctype(e.d, s->out[j]->dtype), j);
+      fsl_cg_line(&e, "%s%s *%sout%d = (%s%s *)out[%d];", d->buf_space, fsl_cg_stype(e.d, s->out[j]->dtype), rs, j,
+                  d->buf_space, fsl_cg_stype(e.d, s->out[j]->dtype), j);
     fsl_cg_line(&e, "int err_ = 0;");
     if (nr == 0) {
       bool *done = calloc((size_t)(s->n_out > 0 ? s->n_out : 1), sizeof(bool));
@@ -389,7 +389,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   if (!d || !mm || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_matmul: NULL argument");
   const fsl_value *A = mm->in[0], *W = mm->in[1], *C = mm->out[0];
   fsl_dtype dt = A->dtype;
-  if (!fsl_cg_ctype(d, dt) || dt == FSL_DT_BOOL || W->dtype != dt || C->dtype != dt)
+  if (!fsl_cg_ctype(d, dt) || fsl_cg_half(d, dt) || dt == FSL_DT_BOOL || W->dtype != dt || C->dtype != dt)
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s codegen: matmul on %s", d->name, fsl_dtype_name(dt));
   int r = A->rank;
   int64_t M = A->dims[r - 2], K = A->dims[r - 1], N = W->dims[r - 1];
@@ -407,7 +407,7 @@ fsl_status fsl_codegen_matmul(const fsl_dialect *d, int id, const fsl_node *mm, 
   else if (!epi->src[0]) fsl_cg_line(&e, "const %s%s *a = (const %s%s *)in[0];", S, T, S, T);
   else if (!epi->src[1]) fsl_cg_line(&e, "const %s%s *w = (const %s%s *)in[1];", S, T, S, T);
   if (!fsl_cg_epi_open(&e, epi, mm)) return fsl_cg_kernel_close(&e, &body, b);
-  const char *TO = fsl_cg_ctype(d, epi ? epi->out->dtype : dt);
+  const char *TO = fsl_cg_stype(d, epi ? epi->out->dtype : dt);
   fsl_cg_line(&e, "%s%s *c = (%s%s *)out[0];", S, TO, S, TO);
   if (fsl_cg_tiles_fit(d, dt)) {
     tiled_matmul(&e, mm, T, acc, batch, M, K, N);

@@ -12,7 +12,9 @@ bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c) {
     char r[CLEN], idx[CLEN];
     if (!fsl_cg_ev(e, v, c, r)) return false;
     fsl_cg_layout_index(e, v, fsl_cg_out_layout(e, outs[k]), c, idx);
-    fsl_cg_line(e, "out%d[%s] = %s;", outs[k], idx, r);
+    char sv[2 * CLEN + 16];
+    fsl_cg_conv(e->d, v->dtype, false, r, sv, sizeof sv);
+    fsl_cg_line(e, "out%d[%s] = %s;", outs[k], idx, sv);
   }
   return true;
 }
@@ -228,7 +230,10 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int m, int64_t tot
       if (tile_stored(e, outs[k])) continue;
       char idx[CLEN];
       fsl_cg_layout_index(e, o, fsl_cg_out_layout(e, outs[k]), &c, idx);
-      fsl_cg_line(e, "out%d[%s] = tb%d_[(%s - tl1_)*%d + %s - tl0_];", outs[k], idx, k, var[1], TILE, var[0]);
+      char tv[4 * CLEN], sv[4 * CLEN + 16];
+      snprintf(tv, sizeof tv, "tb%d_[(%s - tl1_)*%d + %s - tl0_]", k, var[1], TILE, var[0]);
+      fsl_cg_conv(e->d, o->dtype, false, tv, sv, sizeof sv);
+      fsl_cg_line(e, "out%d[%s] = %s;", outs[k], idx, sv);
     }
     fsl_cg_close_scope(e);
     fsl_cg_line(e, "}");

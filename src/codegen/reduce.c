@@ -146,7 +146,7 @@ static void warp_steps(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a,
     fsl_cg_line(e, "a%d %s= %s;", k, op == FSL_OP_reduce_sum ? "+" : "*", sh);
   else if (fl) /* NaN-propagating (helpers.h) */
     fsl_cg_line(e, "a%d = fsl_%s%s(a%d, %s);", k, op == FSL_OP_reduce_max ? "max" : "min",
-                n->in[0]->dtype == FSL_DT_F32 ? "f" : "d", k, sh);
+                is_f32c(n->in[0]->dtype) ? "f" : "d", k, sh);
   else
     fsl_cg_line(e, "const %s v_ = %s; if (v_ %s a%d) a%d = v_;", a->type, sh, op == FSL_OP_reduce_max ? ">" : "<", k, k);
   fsl_cg_close_scope(e);
@@ -264,7 +264,7 @@ static void group_tree(em *e, const fsl_node *n, int k, const fsl_cg_red_acc *a)
         fsl_cg_line(e, "if (l_ < s_) lr%d[%s] %s= lr%d[%s];", k, l, op == FSL_OP_reduce_sum ? "+" : "*", k, ls);
       else if (fl) /* NaN-propagating (helpers.h) */
         fsl_cg_line(e, "if (l_ < s_) lr%d[%s] = fsl_%s%s(lr%d[%s], lr%d[%s]);", k, l,
-                    op == FSL_OP_reduce_max ? "max" : "min", n->in[0]->dtype == FSL_DT_F32 ? "f" : "d", k, l, k, ls);
+                    op == FSL_OP_reduce_max ? "max" : "min", is_f32c(n->in[0]->dtype) ? "f" : "d", k, l, k, ls);
       else
         fsl_cg_line(e, "if (l_ < s_ && lr%d[%s] %s lr%d[%s]) lr%d[%s] = lr%d[%s];", k, ls,
                     op == FSL_OP_reduce_max ? ">" : "<", k, l, k, l, k, ls);
@@ -426,7 +426,9 @@ static bool reduce_row(em *e, const fsl_node *n, int k, const coords *oc, int ca
   if (ok && cache_out >= 0) {
     char idx[CLEN];
     fsl_cg_flat_index(e, e->s->out[cache_out]->rank, e->s->out[cache_out]->dims, cache_oc, idx);
-    fsl_cg_line(e, "out%d[%s] = %s;", cache_out, idx, v);
+    char sv[2 * CLEN + 16];
+    fsl_cg_conv(e->d, e->s->out[cache_out]->dtype, false, v, sv, sizeof sv);
+    fsl_cg_line(e, "out%d[%s] = %s;", cache_out, idx, sv);
   }
   if (!ok || streams) {
   } else if (arg) {
@@ -755,16 +757,16 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
     oj[k] = result_output(e, y);
     if (oj[k] >= 0 && done[oj[k]]) oj[k] = -1;
     if (oj[k] >= 0) {
-      fsl_cg_line(e, "%s *s%d = out%d;", fsl_cg_ctype(e->d, y->dtype), k, oj[k]);
+      fsl_cg_line(e, "%s *s%d = out%d;", fsl_cg_stype(e->d, y->dtype), k, oj[k]);
       done[oj[k]] = true;
     } else {
-      fsl_cg_line(e, "%s *s%d = NULL;", fsl_cg_ctype(e->d, y->dtype), k);
+      fsl_cg_line(e, "%s *s%d = NULL;", fsl_cg_stype(e->d, y->dtype), k);
     }
   }
   for (int k = 0; k < nr; k++) {
     const fsl_value *y = red[k]->out[0];
     if (oj[k] >= 0) continue;
-    fsl_cg_line(e, "s%d = (%s *)malloc(%lld);", k, fsl_cg_ctype(e->d, y->dtype), (long long)(fsl_value_nbytes(y) > 0 ? fsl_value_nbytes(y) : 1));
+    fsl_cg_line(e, "s%d = (%s *)malloc(%lld);", k, fsl_cg_stype(e->d, y->dtype), (long long)(fsl_value_nbytes(y) > 0 ? fsl_value_nbytes(y) : 1));
     fsl_cg_line(e, "if (!s%d) { err_ |= %d; goto done_; }", k, FSL_KERR_NOMEM);
   }
   bool ok = true;
@@ -791,7 +793,10 @@ bool fsl_cg_passes_body(em *e, const fsl_node **red, int nr) {
       for (int i = 0; i < x->rank; i++) snprintf(c.c[i], CLEN, "0");
       fsl_cg_decompose(e, "o_", nk, kept, x->dims, "o", &c);
       ok = reduce_row(e, n, k, &c, -1, NULL);
-      fsl_cg_line(e, "s%d[o_] = r%d;", k, k);
+      char rk[16], sv[CLEN + 16];
+      snprintf(rk, sizeof rk, "r%d", k);
+      fsl_cg_conv(e->d, y->dtype, false, rk, sv, sizeof sv);
+      fsl_cg_line(e, "s%d[o_] = %s;", k, sv);
       fsl_cg_line(e, "err_ |= e_;");
       fsl_cg_close_scope(e);
       fsl_cg_line(e, "}");

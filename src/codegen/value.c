@@ -18,7 +18,10 @@ static bool load(em *e, const fsl_value *v, const char *buf, const coords *c, co
   char idx[CLEN];
   fsl_cg_layout_index(e, v, lay, c, idx);
   int t = fsl_cg_new_tmp(e);
-  fsl_cg_line(e, "const %s t%d = %s[%s];", fsl_cg_ctype(e->d, v->dtype), t, buf, idx);
+  char at[2 * CLEN + 8], ld[2 * CLEN + 48];
+  snprintf(at, sizeof at, "%s[%s]", buf, idx);
+  fsl_cg_conv(e->d, v->dtype, true, at, ld, sizeof ld);
+  fsl_cg_line(e, "const %s t%d = %s;", fsl_cg_ctype(e->d, v->dtype), t, ld);
   snprintf(res, CLEN, "t%d", t);
   return true;
 }
@@ -176,7 +179,7 @@ bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res) {
       e->indent = e->pre_indent;
       e->hoisting = true;
       int r = fsl_cg_new_tmp(e);
-      fsl_cg_line(e, "const %s t%d = %s / %s;", fsl_cg_ctype(e->d, v->dtype), r, v->dtype == FSL_DT_F32 ? "1.0f" : "1.0", a[1]);
+      fsl_cg_line(e, "const %s t%d = %s / %s;", fsl_cg_ctype(e->d, v->dtype), r, is_f32c(v->dtype) ? "1.0f" : "1.0", a[1]);
       e->b = b;
       e->indent = indent;
       e->hoisting = false;
@@ -185,7 +188,15 @@ bool fsl_cg_ev(em *e, const fsl_value *v, const coords *c, char *res) {
       return false;
     }
     int t = fsl_cg_new_tmp(e);
-    fsl_cg_line(e, "const %s t%d = %s;", fsl_cg_ctype(e->d, v->dtype), t, ex);
+    if (fsl_cg_half(e->d, v->dtype)) {
+      /* a stored half type: each node's result rounded to it, as the reference stores it */
+      char st[sizeof ex + 32], rd[sizeof ex + 64];
+      fsl_cg_conv(e->d, v->dtype, false, ex, st, sizeof st);
+      fsl_cg_conv(e->d, v->dtype, true, st, rd, sizeof rd);
+      fsl_cg_line(e, "const %s t%d = %s;", fsl_cg_ctype(e->d, v->dtype), t, rd);
+    } else {
+      fsl_cg_line(e, "const %s t%d = %s;", fsl_cg_ctype(e->d, v->dtype), t, ex);
+    }
     snprintf(res, CLEN, "t%d", t);
     ok = true;
     break;

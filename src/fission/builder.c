@@ -428,6 +428,21 @@ fsl_value *fsl_b_gather_elements(fsl_builder *b, fsl_value *data, fsl_value *idx
 
 /* ---- linear ---- */
 
+/* A linear primitive (matmul, conv) over operands in[0..2): over f16 or
+ * bf16 it computes in f32, as oneDNN's and cuBLAS's half-precision
+ * primitives accumulate: the operands widened (a constant weight once,
+ * here, by folding), the result rounded back to the operands' dtype by a
+ * cast that fuses into the kernel's epilogue.  A backend with native half
+ * linear kernels would take the pattern cast -> linear -> cast whole
+ * (issue 61). */
+static fsl_value *linear_prim(fsl_builder *b, fsl_op op, fsl_value *const *in, const fsl_attr *a, int na) {
+  fsl_dtype dt = in[0]->dtype;
+  if ((dt != FSL_DT_F16 && dt != FSL_DT_BF16) || in[1]->dtype != dt) return fsl_b_prim(b, op, in, 2, a, na);
+  fsl_value *wide[2] = {fsl_b_cast(b, in[0], FSL_DT_F32), fsl_b_cast(b, in[1], FSL_DT_F32)};
+  if (b->st) return NULL;
+  return fsl_b_cast(b, fsl_b_prim(b, op, wide, 2, a, na), dt);
+}
+
 fsl_value *fsl_b_matmul(fsl_builder *b, fsl_value *x, fsl_value *y) {
   if (b->st) return NULL;
   if (!x || !y) return fsl_b_fail(b, FSL_ERR_INVALID, "matmul: operand missing");
@@ -449,7 +464,7 @@ fsl_value *fsl_b_matmul(fsl_builder *b, fsl_value *x, fsl_value *y) {
                         fsl_shape_str(x->rank, x->dims, a, sizeof a), fsl_shape_str(y->rank, y->dims, c, sizeof c));
     }
     fsl_value *in[2] = {fsl_b_reshape(b, x, 2, d2x), fsl_b_reshape(b, y, 2, d2y)};
-    fsl_value *z = b->st ? NULL : fsl_b_prim(b, FSL_OP_matmul, in, 2, NULL, 0);
+    fsl_value *z = b->st ? NULL : linear_prim(b, FSL_OP_matmul, in, NULL, 0);
     int64_t od[FSL_MAX_RANK];
     memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
     if (yv) return fsl_b_reshape(b, z, x->rank - 1, od);
@@ -475,7 +490,7 @@ fsl_value *fsl_b_matmul(fsl_builder *b, fsl_value *x, fsl_value *y) {
                       fsl_shape_str(x->rank, x->dims, a, sizeof a), fsl_shape_str(y->rank, y->dims, c, sizeof c));
   }
   fsl_value *in[2] = {fsl_b_broadcast_to(b, x, br + 2, dx), fsl_b_broadcast_to(b, y, br + 2, dy)};
-  fsl_value *z = b->st ? NULL : fsl_b_prim(b, FSL_OP_matmul, in, 2, NULL, 0);
+  fsl_value *z = b->st ? NULL : linear_prim(b, FSL_OP_matmul, in, NULL, 0);
   if (!z || (!xv && !yv)) return z;
   int64_t od[FSL_MAX_RANK];
   int r = 0;
@@ -500,5 +515,5 @@ fsl_value *fsl_b_conv(fsl_builder *b, fsl_value *x, fsl_value *w, const int64_t 
                    fsl_attr_make_ints(b->g, "pads", pads, 2 * k),
                    fsl_attr_make_int("group", group),
                    fsl_attr_make_ints(b->g, "lhs_dilation", lhs_dilation ? lhs_dilation : ones, k)};
-  return fsl_b_prim(b, FSL_OP_conv, in, 2, a, 5);
+  return linear_prim(b, FSL_OP_conv, in, a, 5);
 }

@@ -38,4 +38,18 @@ fsl_status fsl_pass_dce(fsl_graph *g);
  */
 fsl_status fsl_pass_unshare_views(fsl_graph *g);
 
+/**
+ * Computes a graph's float16 and bfloat16 values in float32 (widen.c): every
+ * half value but the graph's inputs and outputs becomes f32 (constants
+ * converted here, exactly), casts to a half type cast to f32, a half graph
+ * input is widened by one cast before its readers and a half graph output
+ * rounded (to nearest even) by one cast after its producer; casts that end
+ * up f32 -> f32 are removed.  The graph is left as it is when a node that
+ * touches a half value is not a primitive whose dtype follows its operands
+ * (an opaque op).  Semantics: each half node computed in f32 without
+ * rounding between nodes, as ONNX Runtime's CPU provider computes half
+ * nodes it has no half kernel for.  Errors: FSL_ERR_NOMEM.
+ */
+fsl_status fsl_pass_widen_half(fsl_graph *g);
+
 #endif

@@ -42,20 +42,30 @@ static void test_registry(void **state) {
   assert_int_equal(n, fsl_backend_count());
   assert_null(fsl_backend_at(fsl_backend_count()));
 
-  /* supports: a float32 elementwise kernel is the CPU backend's own, a
-   * float16 one would fall back to the reference interpreter */
-  for (int f16 = 0; f16 < 2; f16++) {
+  /* supports: a float32, float16 or bfloat16 elementwise kernel is the CPU
+   * backend's own (half types stored as such, computed in float); a
+   * scatter would fall back to the reference interpreter */
+  for (int t = 0; t < 4; t++) {
     fsl_graph *g = fsl_graph_new();
     fsl_builder b = B_INIT(g);
-    int64_t d[] = {3, 5};
-    fsl_value *y = fsl_b_unary(&b, FSL_OP_tanh, input_dt(g, f16 ? FSL_DT_F16 : FSL_DT_F32, 2, d));
+    int64_t d[] = {3, 5}, d1[] = {1, 5}, idx[] = {2, 0, 1, 2, 0};
+    const fsl_dtype dts[] = {FSL_DT_F32, FSL_DT_F16, FSL_DT_BF16};
+    fsl_value *y;
+    if (t < 3) {
+      y = fsl_b_unary(&b, FSL_OP_tanh, input_dt(g, dts[t], 2, d));
+    } else {
+      fsl_value *in[3] = {input_dt(g, FSL_DT_F32, 2, d), fsl_b_const(&b, FSL_DT_I64, 2, d1, idx),
+                          input_dt(g, FSL_DT_F32, 2, d1)};
+      fsl_attr a = fsl_attr_make_int("axis", 0);
+      y = fsl_b_prim(&b, FSL_OP_scatter_elements, in, 3, &a, 1);
+    }
     assert_int_equal(b.st, FSL_OK);
     fsl_graph_add_output(g, y);
     int *topo = fsl_graph_topo_index(g);
     fsl_kernel *k = NULL;
     assert_int_equal(fsl_kernel_make(g, topo, g->nodes, g->n_nodes, &k, NULL), FSL_OK);
     assert_non_null(k);
-    assert_int_equal(fsl_backend_cpu.supports(g, k), !f16);
+    assert_int_equal(fsl_backend_cpu.supports(g, k), t < 3);
     fsl_kernel_free(k);
     free(topo);
     fsl_graph_free(g);

@@ -94,6 +94,68 @@ static double rel_l2(const float *a, const float *b, int64_t n) {
   return sqrt(num / (den > 0 ? den : 1));
 }
 
+/* The prelude's f16/bf16 conversions (the C dialect's storage of half
+ * types), with F16C where the machine has it and in software (F16C's macro
+ * undefined before the prelude), against the reference's (src/core/dtype.c)
+ * bit for bit: every half and bfloat16 pattern to float, and floats to both
+ * (specials, ties, half subnormals, overflow, and 2^20 patterns spread over
+ * all of float's); NaN stays NaN (F16C keeps a NaN's payload). */
+static void test_half_conversions(void **state) {
+  (void)state;
+  for (int soft = 0; soft < 2; soft++) {
+    fsl_sbuf src = {0};
+    if (soft) fsl_sbuf_puts(&src, "#undef __F16C__\n");
+    fsl_codegen_prelude(&fsl_dialect_c, &src);
+    fsl_sbuf_puts(&src, "int fsl_k0(const void *const *in, void *const *out) {\n"
+                        "  const uint16_t *h = (const uint16_t *)in[0]; const float *x = (const float *)in[1];\n"
+                        "  const int64_t n = *(const int64_t *)in[2];\n"
+                        "  float *hf = (float *)out[0], *bf = (float *)out[1];\n"
+                        "  uint16_t *fh = (uint16_t *)out[2], *fb = (uint16_t *)out[3];\n"
+                        "  for (int64_t i = 0; i < 65536; i++) { hf[i] = fsl_h2f(h[i]); bf[i] = fsl_bf2f(h[i]); }\n"
+                        "  for (int64_t i = 0; i < n; i++) { fh[i] = fsl_f2h(x[i]); fb[i] = fsl_f2bf(x[i]); }\n"
+                        "  return 0; }\n");
+    assert_false(src.oom);
+    fsl_cpu_so so;
+    assert_int_equal(fsl_cpu_so_load(src.p, NULL, &so), FSL_OK);
+    fsl_sbuf_free(&src);
+    int (*fn)(const void *const *, void *const *);
+    void *p = fsl_cpu_so_kernel(&so, 0);
+    assert_non_null(p);
+    memcpy(&fn, &p, sizeof p);
+    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e9f,
+                             0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-26f, 1e-40f, -1e-40f, 1.0f + 0x1p-11f,
+                             1.0f + 0x1p-11f + 0x1p-23f, 1.0f + 0x3p-11f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 3.0e38f};
+    int64_t ns = (int64_t)(sizeof special / sizeof special[0]), n = ns + (1 << 20);
+    uint16_t *h = malloc(sizeof *h * 65536), *fh = malloc(sizeof *fh * (size_t)n), *fb = malloc(sizeof *fb * (size_t)n);
+    float *x = malloc(sizeof *x * (size_t)n), *hf = malloc(sizeof *hf * 65536), *bf = malloc(sizeof *bf * 65536);
+    assert_true(h && fh && fb && x && hf && bf);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    memcpy(x, special, sizeof special);
+    for (int64_t i = ns; i < n; i++) {
+      uint32_t u = (uint32_t)((uint64_t)(i - ns) * 4093u * 1048573u) ^ (uint32_t)(i << 12); /* spread over all patterns */
+      memcpy(&x[i], &u, 4);
+    }
+    const void *in[] = {h, x, &n};
+    void *out[] = {hf, bf, fh, fb};
+    assert_int_equal(fn(in, out), 0);
+    for (int i = 0; i < 65536; i++) {
+      float a = fsl_f16_to_f32((uint16_t)i), b = fsl_bf16_to_f32((uint16_t)i);
+      assert_true(isnan(a) ? isnan(hf[i]) : memcmp(&a, &hf[i], 4) == 0);
+      assert_true(isnan(b) ? isnan(bf[i]) : memcmp(&b, &bf[i], 4) == 0);
+    }
+    for (int64_t i = 0; i < n; i++) {
+      if (isnan(x[i])) {
+        assert_true(isnan(fsl_f16_to_f32(fh[i])) && isnan(fsl_bf16_to_f32(fb[i])));
+        continue;
+      }
+      if (fh[i] != fsl_f32_to_f16(x[i])) fail_msg("%s f2h(%a) = %04x, want %04x", soft ? "software" : "native", (double)x[i], fh[i], fsl_f32_to_f16(x[i]));
+      assert_int_equal(fb[i], fsl_f32_to_bf16(x[i]));
+    }
+    free(h), free(fh), free(fb), free(x), free(hf), free(bf);
+    fsl_cpu_so_close(&so);
+  }
+}
+
 /* Softmax over long rows (8 x 32000, float partial sums in blocks) and
  * layer norm over a large offset (cancellation in the variance): softmax
  * within 1e-5 relative of the reference per element, the normalized
@@ -286,6 +348,7 @@ static void test_norm_quantize(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fast_math),
+      cmocka_unit_test(test_half_conversions),
       cmocka_unit_test(test_long_rows),
       cmocka_unit_test(test_reduce_nan),
       cmocka_unit_test(test_column_softmax_nan),

@@ -1,6 +1,7 @@
 /*
  * dialect_c.c — the C/OpenMP dialect of the code generator (dialect.h):
- * C11 element types from <stdint.h>, libm's float functions (expf), a
+ * C11 element types from <stdint.h> (f16 and bf16 stored as uint16_t and
+ * computed in float), libm's float functions (expf), a
  * plain `int fsl_k<ID>(const void *const *in, void *const *out)` per
  * kernel, OpenMP `parallel for` and `simd` pragmas for loops, and the
  * prelude of inline helpers in prelude.h (embedded at build time).
@@ -35,10 +36,23 @@ static void c_loop_header(const fsl_cg_loop *L, char *annot, size_t acap, char *
   fsl_cg_for_line(L, head, hcap);
 }
 
+/* f16 and bf16: 16-bit storage, computed in float (prelude.h: fsl_h2f,
+ * fsl_f2h with F16C where the target has it, fsl_bf2f, fsl_f2bf). */
+static const char *c_storage_name(fsl_dtype dt) {
+  return dt == FSL_DT_F16 || dt == FSL_DT_BF16 ? "uint16_t" : NULL;
+}
+
+static const char *c_convert(fsl_dtype dt, bool store) {
+  if (dt == FSL_DT_F16) return store ? "fsl_f2h" : "fsl_h2f";
+  return store ? "fsl_f2bf" : "fsl_bf2f";
+}
+
 const fsl_dialect fsl_dialect_c = {
     .name = "c",
     .prelude = fsl_prelude_c,
     .type_name = fsl_cg_stdint_type,
+    .storage_name = c_storage_name,
+    .convert = c_convert,
     .f32_math_suffix = "f",
     .restrict_kw = "restrict ",
     .buf_space = "",

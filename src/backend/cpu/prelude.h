@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#if defined(__AVX__)
+#if defined(__AVX__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 
@@ -18,6 +18,33 @@
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
 #pragma GCC target("prefer-vector-width=512") /* whole zmm registers for the loops below */
 #endif
+/* f16 and bf16 storage (the C dialect computes them in float): IEEE
+ * conversions, rounding to nearest even, NaN kept quiet, overflow to inf,
+ * half subnormals exact (the reference's, src/core/dtype.c).  F16C's
+ * vcvtph2ps / vcvtps2ph where the target has it. */
+#if defined(__F16C__)
+FSL_H float fsl_h2f(uint16_t h) { return _cvtsh_ss(h); }
+FSL_H uint16_t fsl_f2h(float f) { return (uint16_t)_cvtss_sh(f, 0); /* 0: round to nearest even */ }
+#else
+FSL_H float fsl_h2f(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+  if (e == 0x1f) u = s | 0x7f800000u | (m << 13);
+  else if (e) u = s | ((e + 112) << 23) | (m << 13);
+  else { float f = (float)m * 0x1p-24f; memcpy(&u, &f, 4); u |= s; }
+  float f; memcpy(&f, &u, 4); return f; }
+FSL_H uint16_t fsl_f2h(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  uint32_t s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return (uint16_t)(s | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
+  if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u); /* 65520 and above round to inf */
+  if (a < 0x38800000u) { float x; memcpy(&x, &a, 4); return (uint16_t)(s | (uint32_t)nearbyintf(x * 16777216.0f)); }
+  return (uint16_t)(s | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13)); }
+#endif
+FSL_H float fsl_bf2f(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
+FSL_H uint16_t fsl_f2bf(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u); return (uint16_t)(u >> 16); }
 /* Branch-free float exp, tanh and erf, so that loops calling them vectorize.
  * expf: n = floor(x / ln 2) by the 1.5 * 2^23 rounding trick, Cody-Waite
  * reduction r = x - n ln 2 in [0, ln 2), a degree-6 minimax polynomial for
