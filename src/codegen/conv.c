@@ -1,7 +1,8 @@
 /*
  * conv.c — a direct convolution (fsl_codegen_conv, codegen.h): one
  * PARALLEL iteration per output element, the input channels of its group
- * and the kernel window as serial loops, accumulated in double
+ * and the kernel window as serial loops, accumulated in double (integers:
+ * in 64 bits)
  * (docs/primitives.md, "conv"); in a dialect with matmul tiles, an
  * implicit matmul through local tiles (tiled_conv); a depthwise one in C,
  * row by row (dw_rows, fsl_codegen_conv_rows).
@@ -391,7 +392,7 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
   if (!d || !cv || !b) return fsl_errorf(FSL_ERR_ARG, "fsl_codegen_conv: NULL argument");
   const fsl_value *X = cv->in[0], *W = cv->in[1], *Y = cv->out[0];
   fsl_dtype dt = X->dtype;
-  if (!is_f(dt) || !fsl_cg_ctype(d, dt) || fsl_cg_half(d, dt) || W->dtype != dt || Y->dtype != dt)
+  if (dt == FSL_DT_BOOL || !fsl_cg_ctype(d, dt) || fsl_cg_half(d, dt) || W->dtype != dt || Y->dtype != dt)
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "%s codegen: conv on %s", d->name, fsl_dtype_name(dt));
   int k = X->rank - 2;
   if (k < 1 || W->rank != X->rank || Y->rank != X->rank)
@@ -427,7 +428,7 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
     if (launch) *launch = (fsl_cg_launch){0};
     return fsl_cg_kernel_close(&e, &body, b);
   }
-  if (fsl_cg_tiles_fit(d, dt)) {
+  if (is_f(dt) && fsl_cg_tiles_fit(d, dt)) {
     tiled_conv(&e, &c);
     fsl_cg_launch L = e.launch;
     fsl_status s2 = fsl_cg_kernel_close(&e, &body, b);
@@ -446,7 +447,10 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
     inner *= Y->dims[a];
   }
   fsl_cg_line(&e, "const int64_t g_ = y1 / %lld;", (long long)Mg);
-  fsl_cg_line(&e, "double s = 0;");
+  /* floats accumulate in double; integers in 64 bits (ConvInteger's
+   * int32 operands: exact, wrapping to the output type as the reference) */
+  const char *acc = is_f(dt) ? "double" : is_s(dt) ? "int64_t" : "uint64_t";
+  fsl_cg_line(&e, "%s s = 0;", acc);
   char ncg[32];
   snprintf(ncg, sizeof ncg, "%lld", (long long)Cg);
   fsl_cg_loop_open(&e, &(fsl_cg_loop){.kind = FSL_CG_SERIAL, .var = "c_", .lo = "0", .hi = ncg});
@@ -475,7 +479,7 @@ fsl_status fsl_codegen_conv(const fsl_dialect *d, int id, const fsl_node *cv, co
     snprintf(xi + lx, sizeof xi - lx, " + q%d * %lld", i, (long long)xs);
     snprintf(wi + lw, sizeof wi - lw, " + k%d * %lld", i, (long long)ws);
   }
-  fsl_cg_line(&e, "s += (double)w[%s] * (double)x[%s];", wi, xi);
+  fsl_cg_line(&e, "s += (%s)w[%s] * (%s)x[%s];", acc, wi, acc, xi);
   for (int i = 0; i <= k; i++) {
     fsl_cg_close_scope(&e);
     fsl_cg_line(&e, "}");

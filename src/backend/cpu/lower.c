@@ -87,10 +87,12 @@ static fsl_status onednn_library(fsl_lowering *L, int ki, const fsl_kernel *k, c
 
 static void onednn_free(void *op) { fsl_onednn_linear_free(op); }
 
-/* Generated code takes matmuls, and the depthwise (row by row) and
- * single-position pointwise convolutions the C dialect generates. */
+/* Generated code takes matmuls, the depthwise (row by row) and
+ * single-position pointwise convolutions the C dialect generates, and
+ * integer convolutions (ConvInteger, QLinearConv: oneDNN here runs f32). */
 static bool generates_linear(const fsl_dialect *d, const fsl_node *lin) {
-  return lin->op == FSL_OP_matmul || fsl_codegen_conv_rows(d, lin) || fsl_codegen_conv_dot(d, lin);
+  return lin->op == FSL_OP_matmul || fsl_codegen_conv_rows(d, lin) || fsl_codegen_conv_dot(d, lin) ||
+         (lin->op == FSL_OP_conv && fsl_dtype_is_int(lin->in[0]->dtype));
 }
 
 static const fsl_lowering_hooks k_cpu_hooks = {
