@@ -9,8 +9,15 @@
  * axis dim ceil(x.dims[axis] / block_size), each element repeated
  * block_size times).  Quantization rounds half to even and saturates to
  * the output type's range; integer types only (float8/int4 are rejected).
+ * A scale known at compile time (an initializer) must be positive and
+ * finite in every element: a zero, negative, NaN or infinite one is an
+ * error naming the node, the input and the element, where ONNX Runtime
+ * would return infinities or NaN.  DequantizeLinear's zero point has x's
+ * type, as the spec requires.
  */
 #include "fission/fission.h"
+
+#include <math.h>
 
 /* Range of an integer quantized type; false if not one fissile supports. */
 static bool qrange(fsl_dtype dt, double *lo, double *hi) {
@@ -78,6 +85,25 @@ static fsl_value *qparam(fsl_fctx *fx, fsl_value *v, const fsl_value *x, int64_t
   return fsl_b_reshape(fx->b, v, x->rank, d);
 }
 
+/* Whether the constant scales among in[0..n) (named names[i]; a NULL or
+ * runtime value is skipped) are positive and finite; else the node fails
+ * (FSL_ERR_INVALID) naming the first bad element. */
+static bool scales_ok(fsl_fctx *fx, fsl_value *const *in, const char *const *names, int n) {
+  for (int i = 0; i < n; i++) {
+    const fsl_value *s = in[i];
+    if (!s || !s->data || !fsl_dtype_is_float(s->dtype)) continue;
+    int64_t ne = fsl_value_numel(s);
+    for (int64_t k = 0; k < ne; k++) {
+      double v = fsl_load_f64(s->dtype, s->data, k);
+      if (v > 0 && isfinite(v)) continue;
+      fsl_fx_fail(fx, FSL_ERR_INVALID, "%s element %lld is %g (expected a positive finite scale)", names[i],
+                  (long long)k, v);
+      return false;
+    }
+  }
+  return true;
+}
+
 static fsl_value *to_dtype(fsl_builder *b, fsl_value *v, fsl_dtype dt) {
   return v && v->dtype != dt ? fsl_b_cast(b, v, dt) : v;
 }
@@ -105,6 +131,7 @@ fsl_status fsl_fission_QuantizeLinear(fsl_fctx *fx) {
   fsl_value *x = fsl_fx_req(fx, 0), *scale = fsl_fx_req(fx, 1);
   fsl_value *zp = fx->n_in > 2 ? fx->in[2] : NULL;
   if (!x || !scale) return fsl_fx_done(fx);
+  if (!scales_ok(fx, &scale, (const char *[]){"y_scale"}, 1)) return fsl_fx_done(fx);
   int64_t axis = fsl_attr_int(fx->node, "axis", 1), block = fsl_attr_int(fx->node, "block_size", 0);
   fsl_dtype out = (fsl_dtype)fsl_attr_int(fx->node, "output_dtype", 0);
   if (zp) {
@@ -142,6 +169,10 @@ fsl_status fsl_fission_DequantizeLinear(fsl_fctx *fx) {
   if (!fsl_dtype_valid(x->dtype) || fsl_dtype_is_float(x->dtype))
     return fsl_fx_fail(fx, FSL_ERR_UNSUPPORTED, "dequantization of %s (expected an integer type)",
                        fsl_dtype_name(x->dtype));
+  if (zp && zp->dtype != x->dtype)
+    return fsl_fx_fail(fx, FSL_ERR_INVALID, "x_zero_point is %s, x is %s (expected the same type)",
+                       fsl_dtype_name(zp->dtype), fsl_dtype_name(x->dtype));
+  if (!scales_ok(fx, &scale, (const char *[]){"x_scale"}, 1)) return fsl_fx_done(fx);
   int64_t axis = fsl_attr_int(fx->node, "axis", 1), block = fsl_attr_int(fx->node, "block_size", 0);
   fsl_dtype out = (fsl_dtype)fsl_attr_int(fx->node, "output_dtype", 0);
   if (!out) out = scale->dtype;
@@ -225,6 +256,8 @@ fsl_status fsl_fission_QLinearMatMul(fsl_fctx *fx) {
   fsl_value **in = fx->in;
   if (in[0]->rank < 2 || in[3]->rank < 1)
     return fsl_fx_fail(fx, FSL_ERR_INVALID, "expected A of rank >= 2 and B of rank >= 1");
+  if (!scales_ok(fx, (fsl_value *[]){in[1], in[4], in[6]}, (const char *[]){"a_scale", "b_scale", "y_scale"}, 3))
+    return fsl_fx_done(fx);
   fsl_value *mm_in[4] = {in[0], in[3], in[2], in[5]};
   fsl_value *acc = sub_fission(fx, fsl_fission_MatMulInteger, mm_in, 4);
   /* a_scale per row of A: [M, 1]; b_scale per column of B: [N] */
@@ -243,6 +276,8 @@ fsl_status fsl_fission_QLinearConv(fsl_fctx *fx) {
     if (!fsl_fx_req(fx, i)) return fsl_fx_done(fx);
   fsl_value **in = fx->in;
   fsl_value *bias = fx->n_in > 8 ? in[8] : NULL;
+  if (!scales_ok(fx, (fsl_value *[]){in[1], in[4], in[6]}, (const char *[]){"x_scale", "w_scale", "y_scale"}, 3))
+    return fsl_fx_done(fx);
   fsl_value *conv_in[4] = {in[0], in[3], in[2], in[5]};
   fsl_value *acc = sub_fission(fx, fsl_fission_ConvInteger, conv_in, 4);
   if (!acc) return fsl_fx_done(fx);

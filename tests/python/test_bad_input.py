@@ -255,6 +255,43 @@ def case_rnn_sequence_too_long(tmp):
     return write(tmp, m), r"RNN.*sequence length"
 
 
+def quantize_model(scale, zp=None, x_shape=(2, 3), axis=None, op="QuantizeLinear", x_dt=TensorProto.FLOAT,
+                   zp_dt=TensorProto.UINT8):
+    """x -> QuantizeLinear (or DequantizeLinear) with the scale (and zero
+    point) as initializers (issue 61: bad quantization parameters)."""
+    inits = [numpy_helper.from_array(np.asarray(scale, np.float32), "s")]
+    ins = ["x", "s"]
+    if zp is not None:
+        inits.append(helper.make_tensor("zp", zp_dt, np.shape(zp), np.asarray(zp).ravel().tolist()))
+        ins.append("zp")
+    kw = {} if axis is None else {"axis": axis}
+    out_dt = TensorProto.FLOAT if op == "DequantizeLinear" else (zp_dt if zp is not None else TensorProto.UINT8)
+    return simple_model([helper.make_node(op, ins, ["y"], **kw)], [fin("x", x_shape, x_dt)],
+                        [fin("y", x_shape, out_dt)], inits)
+
+
+def case_quantize_zero_scale(tmp):
+    return write(tmp, quantize_model(0.0)), r"QuantizeLinear.*y_scale element 0 is 0 .*positive finite"
+
+
+def case_quantize_negative_scale(tmp):
+    return write(tmp, quantize_model([0.5, -0.25, 1.0], axis=1, x_shape=(2, 3))), \
+        r"QuantizeLinear.*y_scale element 1 is -0.25"
+
+
+def case_quantize_nan_scale(tmp):
+    return write(tmp, quantize_model(float("nan"))), r"QuantizeLinear.*y_scale.*nan"
+
+
+def case_quantize_scale_wrong_length(tmp):
+    return write(tmp, quantize_model([0.5, 0.25], axis=1, x_shape=(2, 3))), r"QuantizeLinear.*per-axis.*length 3"
+
+
+def case_dequantize_zero_point_type(tmp):
+    return write(tmp, quantize_model(0.5, zp=3, op="DequantizeLinear", x_dt=TensorProto.UINT8,
+                                     zp_dt=TensorProto.INT8)), r"DequantizeLinear.*x_zero_point is int8, x is uint8"
+
+
 MODEL_CASES = [v for k, v in sorted(globals().items()) if k.startswith("case_")]
 
 
