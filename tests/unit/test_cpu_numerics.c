@@ -6,6 +6,20 @@
 
 #include "backend/cpu/dialect_c.h"
 
+typedef int (*kernel_fn)(const void *const *, void *const *);
+
+/* Compiles src (freed) as a shared object into *so and returns its fsl_k0. */
+static kernel_fn load_k0(fsl_sbuf *src, fsl_cpu_so *so) {
+  assert_false(src->oom);
+  assert_int_equal(fsl_cpu_so_load(src->p, NULL, so), FSL_OK);
+  fsl_sbuf_free(src);
+  void *p = fsl_cpu_so_kernel(so, 0);
+  assert_non_null(p);
+  kernel_fn fn;
+  memcpy(&fn, &p, sizeof p);
+  return fn;
+}
+
 /* The prologue's inline expf / tanhf / erff (fsl_codegen_prelude), compiled
  * as generated code is (a vectorized loop), against libm in double: rel.
  * error <= 1e-6 where the result is a normal float, exact special values
@@ -22,14 +36,8 @@ static void test_fast_math(void **state) {
                       "  for (int64_t i = 0; i < n; i++) { e[i] = fsl_expf(x[i]); t[i] = fsl_tanhf(x[i]); f[i] = fsl_erff(x[i]);\n"
                       "    l[i] = fsl_expf_le0(x[i] > 0.0f ? -x[i] : x[i]); }\n"
                       "  return 0; }\n");
-  assert_false(src.oom);
   fsl_cpu_so so;
-  assert_int_equal(fsl_cpu_so_load(src.p, NULL, &so), FSL_OK);
-  fsl_sbuf_free(&src);
-  int (*fn)(const void *const *, void *const *);
-  void *p = fsl_cpu_so_kernel(&so, 0);
-  assert_non_null(p);
-  memcpy(&fn, &p, sizeof p);
+  kernel_fn fn = load_k0(&src, &so);
   const float special[] = {INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f, 1e-40f, -1e-40f, 1e-30f, 88.72f, 88.73f,
                            89.5f, 100.0f, 1e30f, -87.0f, -100.0f, -103.9f, -104.5f, -1e30f, 7.9f, -7.9f, 4.0f, 9.0f};
   int64_t ns = (int64_t)(sizeof special / sizeof special[0]), n = ns + 400000;
@@ -114,14 +122,8 @@ static void test_half_conversions(void **state) {
                         "  for (int64_t i = 0; i < 65536; i++) { hf[i] = fsl_h2f(h[i]); bf[i] = fsl_bf2f(h[i]); }\n"
                         "  for (int64_t i = 0; i < n; i++) { fh[i] = fsl_f2h(x[i]); fb[i] = fsl_f2bf(x[i]); }\n"
                         "  return 0; }\n");
-    assert_false(src.oom);
     fsl_cpu_so so;
-    assert_int_equal(fsl_cpu_so_load(src.p, NULL, &so), FSL_OK);
-    fsl_sbuf_free(&src);
-    int (*fn)(const void *const *, void *const *);
-    void *p = fsl_cpu_so_kernel(&so, 0);
-    assert_non_null(p);
-    memcpy(&fn, &p, sizeof p);
+    kernel_fn fn = load_k0(&src, &so);
     const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e9f,
                              0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-26f, 1e-40f, -1e-40f, 1.0f + 0x1p-11f,
                              1.0f + 0x1p-11f + 0x1p-23f, 1.0f + 0x3p-11f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 3.0e38f};
