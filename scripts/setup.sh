@@ -27,7 +27,7 @@ APT_PKGS=(build-essential cmake clang libclang-rt-14-dev protobuf-c-compiler
 # time; installed so that tests/python/test_report.py checks it).
 # numpy<2: Debian's torch 1.13 is built against NumPy 1.x.
 # scikit-build-core: the build backend of the fissile package (pyproject.toml).
-# onnxconverter-common: the float16 converter users run (tests/python/test_half.py).
+# onnxconverter-common: the float16 converter users run (tests/python/test_variants.py).
 PIP_PKGS=("onnx==1.22.*" "onnxruntime" "pytest" "numpy<2" "scikit-build-core>=0.10" "onnxconverter-common")
 
 missing=()
