@@ -33,6 +33,7 @@ ort = pytest.importorskip("onnxruntime")
 TOL = {"fp16_io32": 5e-3, "fp16_io16": 5e-3, "int8_dynamic": 3e-2, "int8_qdq": 3e-2}
 TIMEOUT = 900
 MODELS = ["resnet18", "mobilenet_v3_small"]
+FAST = ("mobilenet_v3_small", "optimal")  # make test: this model under this strategy; the rest is slow
 STRATEGIES = ["unfused", "opfuse", "greedy", "optimal"]
 
 
@@ -90,10 +91,13 @@ def _rel_l2(got, want):
     return float(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-30))
 
 
-@pytest.mark.parametrize("strategy", [pytest.param(s, marks=[] if s == "optimal" else [pytest.mark.slow])
-                                      for s in STRATEGIES])
-@pytest.mark.parametrize("variant", list(TOL))
-@pytest.mark.parametrize("name", MODELS)
+def _params():
+    return [pytest.param(name, variant, strategy, marks=[] if (name, strategy) == FAST else [pytest.mark.slow],
+                         id=f"{name}-{variant}-{strategy}")
+            for name in MODELS for variant in TOL for strategy in STRATEGIES]
+
+
+@pytest.mark.parametrize("name,variant,strategy", _params())
 def test_variant(name, variant, strategy, tmp_path):
     model, path = _convert(name, variant, tmp_path)
     feeds = _feeds(model, variant)
@@ -107,7 +111,7 @@ def test_variant(name, variant, strategy, tmp_path):
         assert err <= TOL[variant], f"{name} {variant} {strategy}: rel. L2 {err:.3g} against ONNX Runtime"
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == FAST[0] else [pytest.mark.slow]) for n in MODELS])
 def test_fp16_keeps_fp32_kernels(name, tmp_path):
     """Half values computed in float32: the converted model (float32 I/O) has
     the float32 model's kernel count under opfuse."""
