@@ -108,9 +108,6 @@ void fsl_backend_caps_get(const fsl_backend *be, fsl_backend_caps *out);
 /** The memory plan options backend be (NULL: the CPU's) runs with: in
  *  place, graph outputs external unless be->arena_outputs. */
 fsl_memplan_options fsl_backend_memplan_options(const fsl_backend *be);
-/** *ctx for compiling with backend be: its caps, no memory plan (for
- *  callers without one: tests, the tuner's candidate plans). */
-void fsl_compile_ctx_init(fsl_compile_ctx *ctx, const fsl_backend *be);
 
 /** The backend registered under `name`, or NULL. */
 const fsl_backend *fsl_backend_find(const char *name);

@@ -253,12 +253,7 @@ void fsl_gpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
   memset(out, 0, sizeof *out);
   out->arena_bytes = -1;
   if (!x) return;
-  const fsl_lowering *l = &x->low;
-  out->n_kernels = x->p->kernels.n;
-  out->n_fallback = l->n_fallback;
-  out->n_opaque = l->n_opaque;
-  out->n_native = out->n_kernels - out->n_fallback - out->n_opaque;
-  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", l->why);
+  fsl_lowering_exe_info(&x->low, x->p->kernels.n, out);
   out->arena_bytes = x->mem ? x->mem->peak_bytes : 0;
 }
 

@@ -17,7 +17,7 @@ fsl_status fsl_lowering_init(fsl_lowering *L, const fsl_graph *g, const fsl_dial
   L->dia = dia;
   L->hooks = hooks ? hooks : &no_hooks;
   L->ctx = ctx;
-  L->first_fn = L->next_fn = first_fn;
+  L->next_fn = first_fn;
   L->avail = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(bool));
   if (!L->avail) return oom();
   fsl_lowering_avail_only(L, g->inputs, g->n_inputs);
@@ -102,8 +102,16 @@ const char *fsl_lowering_fallback(const fsl_lowering *L, int ki) {
   return L && ki >= 0 && ki < L->cap_fallback ? L->fallback[ki] : NULL;
 }
 
-/* HOST step over nodes (topological order), keeping outs; `fallback`:
- * standing in for code the backend could not make (why: the reason). */
+void fsl_lowering_exe_info(const fsl_lowering *L, int n_kernels, fsl_backend_exe_info *out) {
+  out->n_kernels = n_kernels;
+  out->n_fallback = L->n_fallback;
+  out->n_opaque = L->n_opaque;
+  out->n_native = n_kernels - L->n_fallback - L->n_opaque;
+  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", L->why);
+}
+
+/* HOST step over nodes (topological order), keeping outs; why (NULL for
+ * an opaque kernel): the reason the backend could not make code for them. */
 static fsl_status add_host(fsl_lowering *L, int ki, const fsl_kernel *k, fsl_node *const *nodes, int n,
                            fsl_value *const *outs, int n_out, const char *why) {
   if (why) FSL_TRY(note_fallback(L, ki, k, why));
@@ -111,9 +119,7 @@ static fsl_status add_host(fsl_lowering *L, int ki, const fsl_kernel *k, fsl_nod
   if (!fsl_vl_add_inputs(&ins, nodes, n)) return oom();
   fsl_step *s = fsl_lowering_add(L, FSL_STEP_HOST, ki, "host", (fsl_value *const *)ins.p, ins.n, outs, n_out, nodes, n);
   free(ins.p);
-  if (!s) return oom();
-  s->fallback = why != NULL;
-  return FSL_OK;
+  return s ? FSL_OK : oom();
 }
 
 /* The GEN step of function fsl_k<next_fn>, taking over *code. */

@@ -25,6 +25,7 @@
 #ifndef FSL_LOWERING_H
 #define FSL_LOWERING_H
 
+#include "backend/backend.h"
 #include "codegen/codegen.h"
 #include "codegen/linsplit.h"
 #include "orchestrate/orchestrate.h"
@@ -54,7 +55,6 @@ typedef struct fsl_step {
   int n_nodes;
   fsl_node **nodes;            /* HOST: evaluated in this order; GEN: the nodes it computes, in order;
                                   LIB: the linear node, then the epilogue nodes it absorbed */
-  bool fallback;               /* HOST standing in for code the backend could not make */
 } fsl_step;
 
 typedef struct fsl_lowering fsl_lowering;
@@ -97,7 +97,7 @@ struct fsl_lowering {
   int n_steps, cap_steps;
   fsl_sbuf src;                /* the dialect's prelude, then (fsl_lowering_source) every GEN step's function */
   size_t prelude_len;          /* src's first prelude_len bytes are the prelude */
-  int first_fn, next_fn;       /* functions generated: fsl_k<first_fn> .. fsl_k<next_fn - 1> */
+  int next_fn;                 /* the next function's number (functions from first_fn given to init) */
   int n_generated, n_lib;      /* GEN and LIB steps */
   int n_fallback;              /* kernels with a HOST step that is not opaque by design */
   int n_opaque;                /* opaque kernels */
@@ -150,6 +150,11 @@ bool fsl_lowering_supports(const fsl_graph *g, const fsl_dialect *dia, const fsl
 /** Kernel ki's first fallback reason ("kernel K (OP 'NODE'): reason"), or
  *  NULL when it has none. */
 const char *fsl_lowering_fallback(const fsl_lowering *L, int ki);
+
+/** The kernel counts and first fallback of exe_info (backend.h) from a
+ *  lowering of all n_kernels kernels of a plan: native, through the
+ *  fallback, opaque; arena_bytes is left to the backend. */
+void fsl_lowering_exe_info(const fsl_lowering *L, int n_kernels, fsl_backend_exe_info *out);
 
 /** Frees the steps (LIB objects through hooks->lib_free), the source and
  *  the maps; L is zeroed. */

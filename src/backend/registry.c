@@ -55,8 +55,3 @@ fsl_memplan_options fsl_backend_memplan_options(const fsl_backend *be) {
   if (be && be->arena_outputs) o.external_outputs = false;
   return o;
 }
-
-void fsl_compile_ctx_init(fsl_compile_ctx *ctx, const fsl_backend *be) {
-  memset(ctx, 0, sizeof *ctx);
-  fsl_backend_caps_get(be, &ctx->caps);
-}

@@ -603,18 +603,8 @@ static void cpu_exe_info(const void *exe, fsl_backend_exe_info *out) {
   memset(out, 0, sizeof *out);
   const cpu_exe *x = exe;
   if (!x) return;
-  int nk = x->p->kernels.n;
-  bool *fb = calloc((size_t)(nk > 0 ? nk : 1), sizeof(bool));
-  if (!fb) return;
-  for (int i = 0; i < x->low.n_steps; i++)
-    if (x->low.steps[i].fallback) fb[x->low.steps[i].kernel] = true;
-  out->n_kernels = nk;
-  out->n_opaque = x->low.n_opaque;
-  for (int i = 0; i < nk; i++) out->n_fallback += fb[i];
-  out->n_native = nk - out->n_fallback - out->n_opaque;
-  snprintf(out->fallback_why, sizeof out->fallback_why, "%s", x->low.why);
+  fsl_lowering_exe_info(&x->low, x->p->kernels.n, out);
   out->arena_bytes = x->mem.peak_bytes;
-  free(fb);
 }
 
 const fsl_backend fsl_backend_cpu = {
