@@ -436,6 +436,8 @@ typedef struct fsl_plan_info {
   int n_fallback;          /**< kernels with a part the backend cannot run, run by the
                                 host reference interpreter instead (a gap to close) */
   int n_opaque;            /**< opaque kernels (TopK, CumSum): host reference by design */
+  int n_library;           /**< linear ops (matmul, conv) the backend runs through its library: oneDNN
+                                (float32, and int8 for integer ones) on cpu, cuBLASLt on cuda */
   char fallback_why[256];  /**< the first fallback: kernel, ONNX op and node, reason */
 } fsl_plan_info;
 

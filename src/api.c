@@ -286,6 +286,7 @@ static fsl_status build_plan(fsl_model *m) {
   /* what the backend's linear kernels can take, calibrated or not (its caps, read once) */
   const fsl_backend_caps *caps = fsl_model_caps(m, be);
   m->dev.linear_views = caps->linear_views;
+  m->dev.linear_int8 = caps->linear_int8;
   m->dev.winograd_3x3 = caps->winograd_3x3;
   fsl_profiler prof;
   fsl_plan_options popt = {.profiler = NULL};
@@ -348,6 +349,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
     info->n_native = ei.n_native;
     info->n_fallback = ei.n_fallback;
     info->n_opaque = ei.n_opaque;
+    info->n_library = ei.n_library;
     snprintf(info->fallback_why, sizeof info->fallback_why, "%s", ei.fallback_why);
     arena = ei.arena_bytes;
   }

@@ -929,8 +929,9 @@ static void print_plan_summary(const char *model, const fsl_model *m, const fsl_
   printf("orchestration: %.3f s\n", pi->orchestrate_s);
   print_autotune(pi);
   if (pi->runs_plan) {
-    printf("backend: %s (compile %.3f s): %d kernels native, %d through the reference fallback, %d opaque (host)\n",
-           pi->backend, pi->backend_s, pi->n_native, pi->n_fallback, pi->n_opaque);
+    printf("backend: %s (compile %.3f s): %d kernels native, %d through the reference fallback, %d opaque (host); "
+           "%d linear ops through its library\n",
+           pi->backend, pi->backend_s, pi->n_native, pi->n_fallback, pi->n_opaque, pi->n_library);
     if (pi->n_fallback) printf("first fallback: %s\n", pi->fallback_why);
   } else {
     printf("backend: ref (whole-graph reference interpreter; plan not compiled)\n");

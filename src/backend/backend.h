@@ -25,6 +25,7 @@ typedef struct fsl_backend_exe_info {
   int n_fallback;         /* kernels with a part the backend cannot run, run
                              by the host reference interpreter instead */
   int n_opaque;           /* opaque kernels (TopK, CumSum, ...): host reference by design */
+  int n_library;          /* linear ops run by the backend's library (oneDNN, cuBLASLt) */
   char fallback_why[256]; /* the first fallback: kernel, ONNX node and reason; "" if none */
   int64_t arena_bytes;    /* bytes of the one allocation holding the kernels' outputs
                              (graph outputs excepted); -1: the backend has no arena */
@@ -36,6 +37,8 @@ typedef struct fsl_backend_exe_info {
 typedef struct fsl_backend_caps {
   bool linear_views;      /* its linear kernels read permute, expand and slice views of their operands in
                              place (fsl_device.linear_views: orchestration lets LINEAR kernels take them) */
+  bool linear_int8;       /* its library runs int32 matmuls/convs of 8-bit values cast to int32 minus a
+                             per-tensor zero point on the 8-bit data (fsl_device.linear_int8) */
   bool winograd_3x3;      /* it runs the dense 3x3 stride-1 convolutions fsl_device.winograd_3x3 describes
                              as Winograd F(2x2,3x3) (the cost model charges them so) */
   bool library;           /* linear ops may run through its library: oneDNN on the CPU (off with

@@ -107,6 +107,7 @@ void fsl_lowering_exe_info(const fsl_lowering *L, int n_kernels, fsl_backend_exe
   out->n_fallback = L->n_fallback;
   out->n_opaque = L->n_opaque;
   out->n_native = n_kernels - L->n_fallback - L->n_opaque;
+  out->n_library = L->n_lib;
   snprintf(out->fallback_why, sizeof out->fallback_why, "%s", L->why);
 }
 
@@ -287,12 +288,21 @@ static fsl_status lower_linear(fsl_lowering *L, int ki, const fsl_kernel *k) {
   /* a generated linear op reads a prologue of views in place (a library one takes plain operands) */
   if (st == FSL_OK && L->hooks->views && !(L->hooks->library_takes && L->hooks->library_takes(L, sp.lin)))
     fsl_linear_split_views(&sp, L->dia);
-  if (st == FSL_OK && sp.gen_prologue)
-    st = add_gen(L, ki, k, "prologue", (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p,
-                 sp.pre_out.n);
   fsl_value *z = NULL;
   int n_abs = 0;
-  if (st == FSL_OK) st = add_linear(L, ki, k, &sp, &z, &n_abs);
+  bool through = false; /* the library reads the prologue's sources (hooks->library_through) */
+  if (st == FSL_OK && sp.gen_prologue && L->hooks->library_through) {
+    st = L->hooks->library_through(L, ki, k, &sp, &z, &n_abs);
+    through = st == FSL_OK;
+    if (st == FSL_ERR_UNSUPPORTED) {
+      fsl_error_clear();
+      st = FSL_OK;
+    }
+  }
+  if (st == FSL_OK && sp.gen_prologue && !through)
+    st = add_gen(L, ki, k, "prologue", (fsl_node *const *)sp.anc.p, sp.anc.n, (fsl_value *const *)sp.pre_out.p,
+                 sp.pre_out.n);
+  if (st == FSL_OK && !through) st = add_linear(L, ki, k, &sp, &z, &n_abs);
   fsl_vlist post = {0}, post_out = {0};
   if (st == FSL_OK) st = fsl_linear_split_epilogue(k, &sp, n_abs, z, was_written, L, &post, &post_out);
   if (st == FSL_OK && post_out.n > 0)

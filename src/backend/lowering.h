@@ -69,6 +69,13 @@ typedef struct fsl_lowering_hooks {
    *  taken.  Other errors are the lowering's (FSL_ERR_NOMEM). */
   fsl_status (*library)(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp, fsl_value **z,
                         int *n_abs);
+  /** The same for a split whose prologue is more than views, tried
+   *  before the prologue is generated: a library op that reads the
+   *  prologue's sources itself (the CPU: oneDNN int8 primitives reading
+   *  the 8-bit values an int32 prologue widens, minus their zero point),
+   *  so that no prologue step runs.  NULL: none. */
+  fsl_status (*library_through)(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp,
+                                fsl_value **z, int *n_abs);
   /** Whether the library will take linear node lin (decided before the
    *  prologue, which it reads plain): no prologue views then. */
   bool (*library_takes)(const fsl_lowering *L, const fsl_node *lin);

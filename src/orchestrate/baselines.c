@@ -939,7 +939,7 @@ static fsl_status group_by_origin(const bctx *c, int *grp, int *G) {
   return FSL_OK;
 }
 
-fsl_status fsl_baseline(const fsl_graph *g, fsl_strategy s, bool linear_views, fsl_kernel_set *out) {
+fsl_status fsl_baseline(const fsl_graph *g, fsl_strategy s, unsigned prologue, fsl_kernel_set *out) {
   if (!g || !out) return fsl_errorf(FSL_ERR_ARG, "fsl_baseline: expected a graph and a kernel set");
   if (s != FSL_STRATEGY_UNFUSED && s != FSL_STRATEGY_OPFUSE && s != FSL_STRATEGY_GREEDY)
     return fsl_errorf(FSL_ERR_ARG, "fsl_baseline: strategy %d is not a baseline (expected unfused, opfuse or greedy)",
@@ -957,7 +957,7 @@ fsl_status fsl_baseline(const fsl_graph *g, fsl_strategy s, bool linear_views, f
   }
   st = fsl_kernel_ws_new(g, c.topo, &c.ws);
   if (st != FSL_OK) goto done;
-  fsl_kernel_ws_set_linear_views(c.ws, linear_views);
+  fsl_kernel_ws_set_prologue(c.ws, prologue);
   int G = 0;
   if (s == FSL_STRATEGY_GREEDY) {
     for (int p = 0; p < c.n; p++) grp[p] = p;

@@ -14,13 +14,13 @@
  * where an op's primitives are not one legal kernel), FSL_STRATEGY_OPFUSE
  * (TVM FuseOps-style rule-based fusion at ONNX-op granularity: kind lattice
  * + post-dominators) or FSL_STRATEGY_GREEDY (the same rules over
- * primitives).  linear_views: LINEAR kernels may take permute, expand and
- * slice prologues (fsl_device.linear_views).  `out` (initialised by the caller with out->g = g, no
+ * primitives).  prologue: what LINEAR kernels may take as a prologue
+ * besides reshapes (FSL_PROLOGUE_* flags, fsl_device_prologue).  `out` (initialised by the caller with out->g = g, no
  * kernels) receives kernels made with fsl_kernel_make, in an executable
  * order, covering every node exactly once; costs are not set.
  * Errors: FSL_ERR_ARG (other strategy), FSL_ERR_NOMEM, FSL_ERR_RUNTIME (a
  * group that is not a legal kernel).  On error `out` holds no kernels.
  */
-fsl_status fsl_baseline(const fsl_graph *g, fsl_strategy s, bool linear_views, fsl_kernel_set *out);
+fsl_status fsl_baseline(const fsl_graph *g, fsl_strategy s, unsigned prologue, fsl_kernel_set *out);
 
 #endif

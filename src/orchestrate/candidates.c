@@ -363,7 +363,7 @@ fsl_status fsl_candidates(const fsl_graph *g, const fsl_candidate_options *opt, 
   if (!topo) return nomem();
   c.topo = topo;
   fsl_status st = fsl_kernel_ws_new(g, topo, &c.ws);
-  if (st == FSL_OK) fsl_kernel_ws_set_linear_views(c.ws, opt && opt->linear_views);
+  if (st == FSL_OK) fsl_kernel_ws_set_prologue(c.ws, opt ? opt->prologue : 0);
   /* 1. singletons */
   for (int i = 0; i < g->n_nodes && st == FSL_OK; i++) {
     int verdict;

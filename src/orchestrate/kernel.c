@@ -53,7 +53,7 @@ struct fsl_kernel_ws {
   fsl_value **ins, **outs;
   bool *flag;               /* per position: epilogue / after-reduce */
   bool *flag2;              /* per position: linear prologue */
-  bool linear_views;        /* prologue views beyond reshapes (fsl_kernel_ws_set_linear_views) */
+  unsigned prologue;        /* FSL_PROLOGUE_* beyond reshapes (fsl_kernel_ws_set_prologue) */
   int cap_set, cap_in, cap_out;
   fsl_node **stack;
   int cap_stack;
@@ -233,6 +233,23 @@ static int prod_pos(const fsl_kernel_ws *ws, const fsl_value *v) {
 
 static bool pro_flag(const fsl_kernel_ws *ws, const fsl_node *x) { return ws->flag2[ws->pos[x->id]]; }
 
+/* A node an int8 library reads through (fsl_device.linear_int8): an 8-bit
+ * value cast to int32, an int32 difference (operand minus zero point), or
+ * a cast, expand or reshape of a one-element value (the zero point's
+ * broadcast).  The library takes the operand only in the forms
+ * backend/cpu/onednn_int8.c matches, and generates the prologue otherwise. */
+static bool int8_widening(const fsl_node *nd) {
+  if (nd->n_in < 1 || !nd->in[0] || nd->n_out != 1 || !nd->out[0]) return false;
+  fsl_dtype from = nd->in[0]->dtype, to = nd->out[0]->dtype;
+  bool one = fsl_value_has_shape(nd->in[0]) && fsl_value_numel(nd->in[0]) == 1;
+  switch (nd->op) {
+  case FSL_OP_cast: return one || (to == FSL_DT_I32 && (from == FSL_DT_U8 || from == FSL_DT_I8));
+  case FSL_OP_sub: return to == FSL_DT_I32 && nd->n_in == 2 && nd->in[1] && from == FSL_DT_I32;
+  case FSL_OP_expand: return one;
+  default: return false;
+  }
+}
+
 static int check_linear(fsl_kernel_ws *ws, int n, int n_out, const fsl_node *lin, const char **why) {
   int64_t le = numel_or(lin->out[0]);
   bool *epi = ws->flag;
@@ -256,12 +273,17 @@ static int check_linear(fsl_kernel_ws *ws, int n, int n_out, const fsl_node *lin
    * prologue views: reshapes (a linear operand's buffer read with other
    * dims), and on a device whose generated matmul reads them in place
    * (fsl_device.linear_views: fsl_linear_split_views) permutes, expands and
-   * slices too */
+   * slices too; before an int32 linear op on a device whose library reads
+   * 8-bit operands (fsl_device.linear_int8), their widening to int32 and
+   * per-tensor zero points */
   int lp = ws->pos[lin->id];
+  bool int8 = (ws->prologue & FSL_PROLOGUE_INT8) && lin->out[0] && lin->out[0]->dtype == FSL_DT_I32;
   for (int p = lp - 1; p >= 0; p--) {
     const fsl_node *nd = ws->nodes[p];
-    bool view = nd->op == FSL_OP_reshape || (ws->linear_views && (nd->op == FSL_OP_permute || nd->op == FSL_OP_expand ||
-                                                                   nd->op == FSL_OP_slice));
+    bool view = nd->op == FSL_OP_reshape ||
+                ((ws->prologue & FSL_PROLOGUE_VIEWS) &&
+                 (nd->op == FSL_OP_permute || nd->op == FSL_OP_expand || nd->op == FSL_OP_slice)) ||
+                (int8 && int8_widening(nd));
     bool pro = view && nd->n_out == 1 && nd->out[0];
     for (int c = 0; pro && c < nd->out[0]->n_cons; c++) {
       const fsl_node *x = nd->out[0]->cons[c];
@@ -639,7 +661,7 @@ fsl_status fsl_kernel_ws_make(fsl_kernel_ws *ws, fsl_node *const *nodes, int n, 
 
 /** See orchestrate.h.  Besides FSL_ERR_NOMEM, FSL_ERR_ARG for missing
  *  arguments or a node that is not in g. */
-void fsl_kernel_ws_set_linear_views(fsl_kernel_ws *ws, bool on) { ws->linear_views = on; }
+void fsl_kernel_ws_set_prologue(fsl_kernel_ws *ws, unsigned flags) { ws->prologue = flags; }
 
 fsl_status fsl_kernel_make(const fsl_graph *g, const int *topo, fsl_node *const *nodes, int n,
                            fsl_kernel **out, const char **why) {
@@ -649,7 +671,7 @@ fsl_status fsl_kernel_make(const fsl_graph *g, const int *topo, fsl_node *const 
     return fsl_errorf(FSL_ERR_ARG, "fsl_kernel_make: expected a graph, its topo index, nodes and out");
   fsl_kernel_ws *ws;
   FSL_TRY(fsl_kernel_ws_new(g, topo, &ws));
-  fsl_kernel_ws_set_linear_views(ws, true); /* any plan's kernels, whatever its device */
+  fsl_kernel_ws_set_prologue(ws, FSL_PROLOGUE_VIEWS | FSL_PROLOGUE_INT8); /* any plan's kernels, whatever its device */
   int verdict;
   fsl_status st = fsl_kernel_ws_make(ws, nodes, n, true, out, why, &verdict);
   fsl_kernel_ws_free(ws);

@@ -17,10 +17,10 @@ enum { KV_LEGAL = 0, KV_ILLEGAL = 1, KV_PRUNE = 2 };
 /** A workspace for graph g (topo: fsl_graph_topo_index(g)).  FSL_ERR_NOMEM. */
 fsl_status fsl_kernel_ws_new(const fsl_graph *g, const int *topo, fsl_kernel_ws **out);
 void fsl_kernel_ws_free(fsl_kernel_ws *ws);
-/** Whether LINEAR kernels may take prologue views other than reshapes
- *  (permute, expand, slice; fsl_device.linear_views); off in a new
- *  workspace. */
-void fsl_kernel_ws_set_linear_views(fsl_kernel_ws *ws, bool on);
+/** What LINEAR kernels may take as a prologue besides reshapes
+ *  (FSL_PROLOGUE_* flags: views such as permute, expand, slice; int8
+ *  operand widening); none in a new workspace. */
+void fsl_kernel_ws_set_prologue(fsl_kernel_ws *ws, unsigned flags);
 /** Checks the node set like fsl_kernel_make and sets *verdict; with
  *  `build`, a legal set also yields the kernel in *out (else *out NULL). */
 fsl_status fsl_kernel_ws_make(fsl_kernel_ws *ws, fsl_node *const *nodes, int n, bool build,

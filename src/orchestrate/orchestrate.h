@@ -71,7 +71,8 @@ int *fsl_graph_topo_index(const fsl_graph *g);
 typedef struct fsl_candidate_options {
   int max_nodes;         /* size cap of one candidate (default 24) */
   int max_per_seed;      /* candidates grown from one seed node (default 64) */
-  bool linear_views;     /* LINEAR candidates may take permute/expand/slice prologues (fsl_device.linear_views) */
+  unsigned prologue;     /* what LINEAR candidates may take as a prologue besides reshapes
+                            (FSL_PROLOGUE_* of fsl_device_prologue) */
   const bool *seeds;     /* NULL, or by node position in g->nodes: grow candidates only from the
                             nodes marked (singletons and whole ONNX ops are enumerated for all) */
 } fsl_candidate_options;
@@ -98,6 +99,12 @@ typedef struct fsl_device {
                             fsl_linear_split_views), so LINEAR kernels may take them as a prologue;
                             set by the OpenCL and CUDA calibrations, false on the CPU (oneDNN reads
                             plain operands) and in the default device; not part of the record */
+  bool linear_int8;      /* the backend's library runs an int32 matmul/conv whose operands are 8-bit
+                            values cast to int32, minus a per-tensor zero point, on the 8-bit data
+                            (the CPU's oneDNN int8 primitives: backend/cpu/onednn_int8.c), so LINEAR
+                            kernels may take those casts and subtractions (and the zero point's
+                            one-element reshapes, expands and casts) as a prologue; set from the
+                            backend's caps, false in the default device; not part of the record */
   bool winograd_3x3;     /* the backend runs dense 3x3 stride-1 convolutions with constant weights,
                             FSL_WINOGRAD_MIN_CHANNELS or more channels on each side (C x K >=
                             FSL_WINOGRAD_MIN_CK) and FSL_WINOGRAD_MIN_FLOP or more as Winograd
@@ -105,6 +112,14 @@ typedef struct fsl_device {
                             CPU backend (oneDNN's Winograd with AVX-512, fissile's without:
                             backend/cpu/winograd.h), false in the default device; not part of the record */
 } fsl_device;
+
+/** What LINEAR kernels may take as a prologue besides reshapes: views
+ *  (fsl_device.linear_views) and int8 operand widening
+ *  (fsl_device.linear_int8). */
+enum { FSL_PROLOGUE_VIEWS = 1u, FSL_PROLOGUE_INT8 = 2u };
+static inline unsigned fsl_device_prologue(const fsl_device *d) {
+  return d ? (d->linear_views ? FSL_PROLOGUE_VIEWS : 0u) | (d->linear_int8 ? FSL_PROLOGUE_INT8 : 0u) : 0u;
+}
 
 /** The channels a convolution needs on each side, and their product, for
  *  fissile's Winograd (backend/cpu/winograd.h) and its cost (cost.c).  With

@@ -339,7 +339,7 @@ static double set_cost(fsl_kernel_set *ks, const fsl_device *d, const prof *pf) 
 static fsl_status keep_cheaper_baseline(const fsl_graph *g, fsl_strategy s, const fsl_device *d, prof *pf,
                                         fsl_kernel_set *ks, bool *replaced) {
   fsl_kernel_set b = {.g = g};
-  fsl_status st = fsl_baseline(g, s, d->linear_views, &b);
+  fsl_status st = fsl_baseline(g, s, fsl_device_prologue(d), &b);
   if (st == FSL_OK) st = prof_kernels(pf, b.k, b.n);
   if (st == FSL_OK && set_cost(&b, d, pf) < set_cost(ks, d, pf)) {
     fsl_kernel_set tmp = *ks;
@@ -354,12 +354,12 @@ static fsl_status keep_cheaper_baseline(const fsl_graph *g, fsl_strategy s, cons
 /* Adds the kernels of the opfuse and greedy plans to the candidates, so
  * that the BLP can pick any of them (those crossing a region cut are
  * dropped by solve_regions like any other candidate). */
-static fsl_status add_baseline_candidates(const fsl_graph *g, bool linear_views, fsl_kernel_set *cands) {
+static fsl_status add_baseline_candidates(const fsl_graph *g, unsigned prologue, fsl_kernel_set *cands) {
   const fsl_strategy base[2] = {FSL_STRATEGY_OPFUSE, FSL_STRATEGY_GREEDY};
   fsl_status st = FSL_OK;
   for (int b = 0; b < 2 && st == FSL_OK; b++) {
     fsl_kernel_set ks = {.g = g};
-    st = fsl_baseline(g, base[b], linear_views, &ks);
+    st = fsl_baseline(g, base[b], prologue, &ks);
     if (st == FSL_OK && !fsl_grow((void **)&cands->k, &cands->cap, cands->n + ks.n, sizeof *cands->k))
       st = fsl_errorf(FSL_ERR_NOMEM, "plan: out of memory");
     for (int i = 0; st == FSL_OK && i < ks.n; i++) {
@@ -376,10 +376,10 @@ static fsl_status add_baseline_candidates(const fsl_graph *g, bool linear_views,
  * (NULL: all), plus the opfuse and greedy plans' kernels. */
 static fsl_status optimal_candidates(const fsl_graph *g, const fsl_device *d, const bool *seeds,
                                      fsl_kernel_set *cands) {
-  fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64, .linear_views = d->linear_views,
+  fsl_candidate_options copt = {.max_nodes = 24, .max_per_seed = 64, .prologue = fsl_device_prologue(d),
                                 .seeds = seeds};
   fsl_status st = fsl_candidates(g, &copt, cands);
-  if (st == FSL_OK) st = add_baseline_candidates(g, d->linear_views, cands);
+  if (st == FSL_OK) st = add_baseline_candidates(g, fsl_device_prologue(d), cands);
   return st;
 }
 
@@ -492,7 +492,7 @@ fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_devi
     if (st == FSL_OK) st = keep_cheaper_baseline(g, FSL_STRATEGY_OPFUSE, d, &pf, &out->kernels, &replaced);
     if (replaced) out->optimal = false;
   } else {
-    st = fsl_baseline(g, s, d->linear_views, &out->kernels);
+    st = fsl_baseline(g, s, fsl_device_prologue(d), &out->kernels);
   }
   if (st == FSL_OK) st = prof_kernels(&pf, out->kernels.k, out->kernels.n);
   if (st != FSL_OK) {

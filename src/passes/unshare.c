@@ -14,6 +14,15 @@
  * per consumer node; each copy (and the original, kept for the last
  * consumer) takes its consumer's origin, so the op-granularity strategies
  * group it with that ONNX op.
+ *
+ * The same holds for an 8-bit value widened to int32 (a cast, minus a
+ * zero point broadcast from one element: what fission makes of the
+ * operands of MatMulInteger, ConvInteger and the QLinear ops) that several
+ * linear ops read (a ResNet block's input, quantized once for its first
+ * convolution and its downsample): each reader gets its own widening, so a
+ * backend whose library reads the 8-bit data itself (oneDNN int8,
+ * fsl_device.linear_int8) takes it into every linear kernel's prologue
+ * instead of a kernel writing the int32 tensor for all of them.
  */
 #include "passes/passes.h"
 
@@ -39,6 +48,24 @@ static int distinct_consumers(const fsl_value *v) {
   return v->n_cons > 0;
 }
 
+/* Whether n is a step of an 8-bit operand's widening (marks in cheap, by
+ * value id): a cast of an 8-bit value to int32; an int32 difference of a
+ * widened value and a cheap or constant one (the zero point); a cast,
+ * reshape or expand of a one-element value or of such a broadcast. */
+static bool widening(const fsl_node *n, const bool *cheap) {
+  if (n->n_out != 1 || !n->out[0] || n->n_in < 1 || !n->in[0]) return false;
+  const fsl_value *a = n->in[0], *y = n->out[0];
+  bool one = fsl_value_has_shape(a) && fsl_value_numel(a) == 1;
+  switch (n->op) {
+  case FSL_OP_cast: return one || (y->dtype == FSL_DT_I32 && (a->dtype == FSL_DT_U8 || a->dtype == FSL_DT_I8));
+  case FSL_OP_reshape:
+  case FSL_OP_expand: return !a->data && (one || cheap[a->id]);
+  case FSL_OP_sub:
+    return y->dtype == FSL_DT_I32 && n->n_in == 2 && n->in[1] && cheap[a->id] && (n->in[1]->data || cheap[n->in[1]->id]);
+  default: return false;
+  }
+}
+
 fsl_status fsl_pass_unshare_views(fsl_graph *g) {
   int nv = g->n_values;
   bool *cview = calloc((size_t)nv + 1, sizeof *cview);
@@ -46,7 +73,7 @@ fsl_status fsl_pass_unshare_views(fsl_graph *g) {
   int n0 = g->n_nodes;
   fsl_status st = FSL_OK;
   for (int i = 0; i < n0; i++)
-    if (const_view(g->nodes[i], cview)) cview[g->nodes[i]->out[0]->id] = true;
+    if (const_view(g->nodes[i], cview) || widening(g->nodes[i], cview)) cview[g->nodes[i]->out[0]->id] = true;
   /* last to first: a copy's inputs gain a consumer, and their producers
    * (earlier constant views) are unshared when the walk reaches them */
   for (int i = n0 - 1; i >= 0 && st == FSL_OK; i--) {

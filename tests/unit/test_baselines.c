@@ -62,7 +62,7 @@ static int count_origins(const fsl_graph *g) {
  */
 static int plan(const fsl_graph *g, fsl_strategy s) {
   fsl_kernel_set ks = {.g = g};
-  assert_int_equal(fsl_baseline(g, s, false, &ks), FSL_OK);
+  assert_int_equal(fsl_baseline(g, s, 0, &ks), FSL_OK);
   int *topo = fsl_graph_topo_index(g);
   assert_non_null(topo);
   if (getenv("FSL_TEST_VERBOSE")) {  /* the plan, one kernel a line */
@@ -143,7 +143,7 @@ static void test_mlp(void **state) {
 
   /* opfuse: the first kernel is the linear op with its epilogue */
   fsl_kernel_set ks = {.g = g};
-  assert_int_equal(fsl_baseline(g, FSL_STRATEGY_OPFUSE, false, &ks), FSL_OK);
+  assert_int_equal(fsl_baseline(g, FSL_STRATEGY_OPFUSE, 0, &ks), FSL_OK);
   assert_int_equal(ks.n, 2);
   assert_int_equal(ks.k[0]->kind, FSL_KERNEL_LINEAR);
   assert_int_equal(ks.k[0]->n_nodes, 3);
@@ -286,9 +286,9 @@ static void test_bad_strategy(void **state) {
   (void)state;
   fsl_graph *g = build_mlp();
   fsl_kernel_set ks = {.g = g};
-  assert_int_equal(fsl_baseline(g, FSL_STRATEGY_OPTIMAL, false, &ks), FSL_ERR_ARG);
+  assert_int_equal(fsl_baseline(g, FSL_STRATEGY_OPTIMAL, 0, &ks), FSL_ERR_ARG);
   assert_int_equal(ks.n, 0);
-  assert_int_equal(fsl_baseline(NULL, FSL_STRATEGY_UNFUSED, false, &ks), FSL_ERR_ARG);
+  assert_int_equal(fsl_baseline(NULL, FSL_STRATEGY_UNFUSED, 0, &ks), FSL_ERR_ARG);
   fsl_graph_free(g);
 }
 

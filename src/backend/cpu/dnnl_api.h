@@ -68,21 +68,40 @@ static inline dnnl_status_t md_keep(md_arena *a, dnnl_status_t s, dnnl_memory_de
 }
 #endif
 
-/* *md = f32 dims (rank nd) with strides st (in elements), or, when st is
- * NULL, in format tag (dnnl_format_tag_any: the primitive chooses). */
-static inline dnnl_status_t md_make(md_arena *a, fsl_md *md, int nd, const int64_t *dims, const int64_t *st,
-                                    dnnl_format_tag_t tag) {
+/* *md = dims (rank nd) of data type dt with strides st (in elements), or,
+ * when st is NULL, in format tag (dnnl_format_tag_any: the primitive
+ * chooses). */
+static inline dnnl_status_t md_make_dt(md_arena *a, fsl_md *md, int nd, const int64_t *dims, const int64_t *st,
+                                       dnnl_format_tag_t tag, dnnl_data_type_t dt) {
   dnnl_dims_t d, s;
   for (int i = 0; i < nd; i++) d[i] = dims[i], s[i] = st ? st[i] : 0;
 #if FSL_DNNL3
   dnnl_memory_desc_t h = NULL;
-  dnnl_status_t r = st ? dnnl_memory_desc_create_with_strides(&h, nd, d, dnnl_f32, s)
-                       : dnnl_memory_desc_create_with_tag(&h, nd, d, dnnl_f32, tag);
+  dnnl_status_t r = st ? dnnl_memory_desc_create_with_strides(&h, nd, d, dt, s)
+                       : dnnl_memory_desc_create_with_tag(&h, nd, d, dt, tag);
   return md_keep(a, r, &h, md);
 #else
   (void)a;
-  return st ? dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s)
-            : dnnl_memory_desc_init_by_tag(md, nd, d, dnnl_f32, tag);
+  return st ? dnnl_memory_desc_init_by_strides(md, nd, d, dt, s) : dnnl_memory_desc_init_by_tag(md, nd, d, dt, tag);
+#endif
+}
+
+/* The same in float32. */
+static inline dnnl_status_t md_make(md_arena *a, fsl_md *md, int nd, const int64_t *dims, const int64_t *st,
+                                    dnnl_format_tag_t tag) {
+  return md_make_dt(a, md, nd, dims, st, tag, dnnl_f32);
+}
+
+/* One zero point for the whole tensor of argument `arg` (DNNL_ARG_SRC),
+ * given at run time as an s32 memory of one element under
+ * DNNL_ARG_ATTR_ZERO_POINTS | arg ("Quantization" in the oneDNN developer
+ * guide). */
+static inline dnnl_status_t attr_runtime_zero_point(dnnl_primitive_attr_t attr, int arg) {
+#if FSL_DNNL3
+  return dnnl_primitive_attr_set_zero_points_mask(attr, arg, 0);
+#else
+  const int32_t rt = DNNL_RUNTIME_S32_VAL;
+  return dnnl_primitive_attr_set_zero_points(attr, arg, 1, 0, &rt);
 #endif
 }
 

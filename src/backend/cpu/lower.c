@@ -40,6 +40,45 @@ static fsl_value **linear_inputs(fsl_value *const *lin_in, const fsl_vlist *ins)
   return v;
 }
 
+/* Int32 linear op sp->lin as a oneDNN int8 primitive (onednn_int8.c),
+ * reading the 8-bit values its operands widen (and the run-time value its
+ * zero point is cast from) where they are materialised: a LIB step with
+ * inputs {source, weights, zero point source or NULL}, absorbing nothing.
+ * FSL_ERR_UNSUPPORTED when the caps rule oneDNN out, the operands do not
+ * match or oneDNN has no optimized kernel. */
+static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_linear_split *sp, fsl_value **z, int *n_abs) {
+  const fsl_backend_caps *caps = L->ctx;
+  fsl_node *lin = sp->lin;
+  if (!caps || !caps->library || !lin->out[0] || lin->out[0]->dtype != FSL_DT_I32)
+    return fsl_errorf(FSL_ERR_UNSUPPORTED, "no oneDNN int8 path");
+  fsl_onednn_int8 q;
+  FSL_TRY(fsl_onednn_int8_match(lin, is_avail, L, &q));
+  if (!L->avail[q.src->id] || (q.zp_src && !L->avail[q.zp_src->id]))
+    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: the 8-bit source is not materialised");
+  fsl_onednn_linear *op = NULL;
+  fsl_status st = fsl_onednn_int8_create(lin, &q, 0, &op);
+  if (st != FSL_OK) return st;
+  fsl_value *in[3] = {(fsl_value *)q.src, (fsl_value *)q.wei, (fsl_value *)q.zp_src};
+  fsl_value *out = lin->out[0];
+  fsl_step *s = fsl_lowering_add(L, FSL_STEP_LIB, ki, lin->op == FSL_OP_matmul ? "matmul" : "conv", in, 3, &out, 1,
+                                 &lin, 1);
+  if (!s) {
+    fsl_onednn_linear_free(op);
+    return fsl_errorf(FSL_ERR_NOMEM, "out of memory (cpu lowering)");
+  }
+  s->lib = op;
+  L->n_lib++;
+  *z = out;
+  *n_abs = 0;
+  return FSL_OK;
+}
+
+static fsl_status onednn_through(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp,
+                                 fsl_value **z, int *n_abs) {
+  (void)k;
+  return onednn_int8(L, ki, sp, z, n_abs);
+}
+
 /* The lowering's library hook: linear op sp->lin as a oneDNN primitive
  * (a LIB step) absorbing the longest usable epilogue chain as post-ops,
  * when the caps allow oneDNN (L->ctx) and the op is float32.  *z receives
@@ -50,6 +89,7 @@ static fsl_status onednn_library(fsl_lowering *L, int ki, const fsl_kernel *k, c
   (void)k;
   const fsl_backend_caps *caps = L->ctx;
   fsl_node *lin = sp->lin, *const *chain = sp->chain;
+  if (caps && caps->library && lin->out[0] && lin->out[0]->dtype == FSL_DT_I32) return onednn_int8(L, ki, sp, z, n_abs);
   if (!caps || !caps->library || lin->in[0]->dtype != FSL_DT_F32) return FSL_ERR_UNSUPPORTED;
   fsl_onednn_linear *op = NULL;
   int na = 0;
@@ -89,14 +129,16 @@ static void onednn_free(void *op) { fsl_onednn_linear_free(op); }
 
 /* Generated code takes matmuls, the depthwise (row by row) and
  * single-position pointwise convolutions the C dialect generates, and
- * integer convolutions (ConvInteger, QLinearConv: oneDNN here runs f32). */
+ * integer convolutions oneDNN's int8 primitives do not take
+ * (onednn_int8.c: ConvInteger, QLinearConv with 16-bit data, a per-channel
+ * source zero point). */
 static bool generates_linear(const fsl_dialect *d, const fsl_node *lin) {
   return lin->op == FSL_OP_matmul || fsl_codegen_conv_rows(d, lin) || fsl_codegen_conv_dot(d, lin) ||
          (lin->op == FSL_OP_conv && fsl_dtype_is_int(lin->in[0]->dtype));
 }
 
 static const fsl_lowering_hooks k_cpu_hooks = {
-    .library = onednn_library, .generates_linear = generates_linear, .library_name = "oneDNN",
+    .library = onednn_library, .library_through = onednn_through, .generates_linear = generates_linear, .library_name = "oneDNN",
     .lib_free = onednn_free,
 };
 

@@ -356,6 +356,7 @@ void fsl_onednn_linear_free(fsl_onednn_linear *op) {
   if (op->dst_mem) dnnl_memory_destroy(op->dst_mem);
   if (op->wei_user_mem) dnnl_memory_destroy(op->wei_user_mem);
   if (op->scratch_mem) dnnl_memory_destroy(op->scratch_mem);
+  if (op->zp_mem) dnnl_memory_destroy(op->zp_mem);
   for (int i = 0; i < MAX_POST; i++) {
     if (op->post_mem[i]) dnnl_memory_destroy(op->post_mem[i]);
     if (op->post_user_mem[i]) dnnl_memory_destroy(op->post_user_mem[i]);

@@ -147,6 +147,46 @@ bool fsl_onednn_linear_reorders_both(const fsl_onednn_linear *op);
  *  generated code can take its place on the same buffers. */
 bool fsl_onednn_linear_plain(const fsl_onednn_linear *op);
 
+#define FSL_INT8_MAX_CASTS 8
+
+/** What an int8 primitive reads for an int32 matmul/conv node (onednn_int8.c). */
+typedef struct fsl_onednn_int8 {
+  const fsl_value *src;        /* the 8-bit source (uint8 or int8), row-major, the node's in[0] bytes */
+  const fsl_value *wei;        /* the constant 8-bit weights, the node's in[1] bytes */
+  const fsl_value *zp_src;     /* a one-element run-time value the source's zero point is cast from, or NULL */
+  fsl_dtype zp_dtype;          /* its dtype */
+  int n_zp_casts;
+  fsl_dtype zp_casts[FSL_INT8_MAX_CASTS]; /* the casts from zp_src to the zero point, applied in order */
+  int32_t zp;                  /* the source's zero point when constant (0: none) */
+  int32_t wzp;                 /* the weights' zero point (constant), subtracted at create time */
+} fsl_onednn_int8;
+
+/**
+ * Whether oneDNN's int8 primitives can run the int32 matmul/conv node
+ * `lin`: its operands are uint8/int8 values cast to int32 (through
+ * reshapes), the source minus a per-tensor zero point (constant or a
+ * one-element run-time value, through reshapes, expands and casts), the
+ * weights constant, minus a constant per-tensor zero point, within int8.
+ * The walks back stop at the first value avail(ctx, v) reports
+ * materialised (NULL: at the chain's end).  Fills *q; FSL_ERR_UNSUPPORTED
+ * (with the reason) otherwise.
+ */
+fsl_status fsl_onednn_int8_match(const fsl_node *lin, bool (*avail)(const void *ctx, const fsl_value *v),
+                                 const void *ctx, fsl_onednn_int8 *q);
+/**
+ * Prepares the int8 primitive for `lin` as matched in *q: u8/s8 source x
+ * s8 weights (packed now) -> s32 destination, the zero point subtracted by
+ * oneDNN ("Primitive Attributes: Zero Points", oneDNN developer guide).
+ * fsl_onednn_linear_run runs it with src = q->src's data, post[0] = the
+ * data of q->zp_src (when not NULL), dst the node's int32 output
+ * (row-major).  FSL_ERR_UNSUPPORTED when oneDNN has no optimized
+ * implementation; FSL_ERR_NOMEM.
+ */
+fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q, int n_threads,
+                                  fsl_onednn_linear **out);
+/** The zero point that q's casts make of element 0 of `data` (q->zp_dtype). */
+int32_t fsl_onednn_int8_zero_point(const fsl_onednn_int8 *q, const void *data);
+
 /** One line naming what oneDNN runs, for profiles and tests: the primitive
  *  kind, oneDNN's implementation, the dims of its src, weights and dst
  *  descriptors, and "plain" or "reordered" (whether the activations are

@@ -102,6 +102,12 @@ dnnl_status_t fsl_onednn_reorder_create(dnnl_primitive_t *r, fsl_cmd from, fsl_c
 
 /* Whether oneDNN may use AVX-512 (its effective ISA: the machine's, or the
  * FSL_CPU_ISA limit isa.c sets before the first primitive). */
+bool fsl_onednn_has_vnni(void) {
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni ||
+         (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+}
+
 bool fsl_onednn_has_avx512(void) {
   return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
 }

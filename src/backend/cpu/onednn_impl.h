@@ -8,6 +8,7 @@
  *   onednn_wino.c    Winograd convolutions (oneDNN's and fissile's)
  *   onednn_layout.c  activation layouts and layout chaining
  *   onednn_run.c     running a linear op
+ *   onednn_int8.c    integer matmuls and convolutions as int8 primitives
  */
 #ifndef FSL_CPU_ONEDNN_IMPL_H
 #define FSL_CPU_ONEDNN_IMPL_H
@@ -75,6 +76,10 @@ struct fsl_onednn_linear {
   size_t scratch_bytes;
   int n_threads;
   fsl_wino *wino;             /* fissile's Winograd convolution runs instead of `prim` (wino_try), or NULL */
+  bool is_q8;                 /* an int8 primitive (onednn_int8.c): no post-ops, nothing chained */
+  fsl_onednn_int8 q8;         /* what it reads (is_q8) */
+  dnnl_memory_t zp_mem;       /* the source's zero point (s32, one element, data zp_val), or NULL */
+  int32_t zp_val;
   char desc[192];             /* fsl_onednn_linear_describe */
 };
 
@@ -142,6 +147,9 @@ int fsl_onednn_threads_set(int n);
 void fsl_onednn_threads_restore(int old);
 dnnl_status_t fsl_onednn_reorder_create(dnnl_primitive_t *r, fsl_cmd from, fsl_cmd to);
 bool fsl_onednn_has_avx512(void);
+/* Whether oneDNN's ISA (after the FSL_CPU_ISA limit) has VNNI (AVX512-VNNI or AVX-VNNI): int8 products
+ * accumulate exactly (onednn_int8.c). */
+bool fsl_onednn_has_vnni(void);
 bool fsl_onednn_impl_has(const_dnnl_primitive_desc_t pd, const char *word);
 bool fsl_onednn_impl_is_ref(const_dnnl_primitive_desc_t pd);
 

@@ -130,6 +130,15 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
     if ((s = dnnl_memory_set_data_handle(op->scratch_mem, sp)) != dnnl_success) goto restore;
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, op->scratch_mem};
   }
+  if (op->zp_mem) {
+    const void *z = op->q8.zp_src ? (post ? post[0] : NULL) : &op->q8.zp;
+    if (!z) {
+      fsl_onednn_threads_restore(old_threads);
+      return fsl_errorf(FSL_ERR_ARG, "fsl_onednn_linear_run: zero point is NULL");
+    }
+    op->zp_val = op->q8.zp_src ? fsl_onednn_int8_zero_point(&op->q8, z) : op->q8.zp;
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, op->zp_mem};
+  }
   if (op->bias_entry >= 0) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->post_mem[op->bias_entry]};
   for (int i = 0, po = 0; i < op->n_entries; i++) {
     if (op->entries[i].reshape || i == op->bias_entry) continue;
