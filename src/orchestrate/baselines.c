@@ -675,6 +675,8 @@ typedef struct fuser {
   int *uf, *num;
   bool *anchor, *ext;
   const bool *view;     /* unit is one reshape primitive (greedy), or NULL */
+  const bool *wide;     /* unit is one int8 operand widening primitive (greedy, FSL_PROLOGUE_INT8:
+                           fsl_kernel_int8_widening), or NULL */
   int *dom, *depth, *dpat;
   int *stack;
   unsigned *seen, *seen2;
@@ -830,6 +832,13 @@ static void fuse_phase(fuser *f, int phase) {
       commit(f, u, d);
       continue;
     }
+    /* an int8 operand's widening joins the linear op that reads it (through
+     * the rest of the widening) as its prologue */
+    if (phase == 0 && f->wide && f->wide[u] && (f->upat[d] == PAT_LINEAR || f->wide[d]) &&
+        f->q->off[u + 1] - f->q->off[u] == 1 && f->q->adj[f->q->off[u]] == d) {
+      commit(f, u, d);
+      continue;
+    }
     if (gp == PAT_LINEAR) {
       if (phase != 0 || f->dpat[u] > PAT_VIEW) continue;
       cond = COND_LINEAR;
@@ -849,13 +858,13 @@ static void fuse_phase(fuser *f, int phase) {
 
 /*
  * FuseOps over the units of partition grp (G units, acyclic), unit
- * patterns upat[], view[] (or NULL) marking single-reshape units; rewrites
- * grp to the fused groups.
+ * patterns upat[], view[] (or NULL) marking single-reshape units, wide[]
+ * (or NULL) single int8-widening ones; rewrites grp to the fused groups.
  */
-static fsl_status fuse_units(bctx *c, int *grp, int G, const int *upat, const bool *view) {
+static fsl_status fuse_units(bctx *c, int *grp, int G, const int *upat, const bool *view, const bool *wide) {
   fsl_status st = FSL_OK;
   qgraph q = {0};
-  fuser f = {.U = G, .upat = upat, .view = view};
+  fuser f = {.U = G, .upat = upat, .view = view, .wide = wide};
   size_t n = (size_t)(G ? G : 1);
   int *order = malloc(sizeof *order * n);
   f.gpat = malloc(sizeof *f.gpat * n);
@@ -947,7 +956,7 @@ fsl_status fsl_baseline(const fsl_graph *g, fsl_strategy s, unsigned prologue, f
   out->g = g;
   bctx c = {.g = g, .n = g->n_nodes};
   int *grp = NULL, *upat = NULL;
-  bool *view = NULL;
+  bool *view = NULL, *wide = NULL;
   fsl_status st = FSL_OK;
   c.topo = fsl_graph_topo_index(g);
   grp = malloc(sizeof *grp * (size_t)(c.n ? c.n : 1));
@@ -973,7 +982,8 @@ fsl_status fsl_baseline(const fsl_graph *g, fsl_strategy s, unsigned prologue, f
     upat = malloc(sizeof *upat * (size_t)(G ? G : 1));
     int *prim = malloc(sizeof *prim * (size_t)(G ? G : 1));
     view = malloc(sizeof *view * (size_t)(G ? G : 1));
-    if (!upat || !prim || !view) {
+    wide = malloc(sizeof *wide * (size_t)(G ? G : 1));
+    if (!upat || !prim || !view || !wide) {
       free(prim);
       st = NOMEM();
       goto done;
@@ -982,18 +992,20 @@ fsl_status fsl_baseline(const fsl_graph *g, fsl_strategy s, unsigned prologue, f
       upat[u] = -1;
       prim[u] = PAT_ELEMWISE;
       view[u] = true;
+      wide[u] = prologue & FSL_PROLOGUE_INT8;
     }
     for (int p = 0; p < c.n; p++) {
       const fsl_node *nd = g->nodes[p];
       int u = grp[p];
       prim[u] = pmax(prim[u], node_pattern(nd));
       view[u] &= nd->op == FSL_OP_reshape;
+      wide[u] &= fsl_kernel_int8_widening(nd);
       if (s == FSL_STRATEGY_OPFUSE) upat[u] = pmax(upat[u], origin_pattern(nd));
     }
     for (int u = 0; u < G; u++)
       if (upat[u] < 0 || prim[u] == PAT_OPAQUE) upat[u] = prim[u];
     free(prim);
-    st = fuse_units(&c, grp, G, upat, view);
+    st = fuse_units(&c, grp, G, upat, view, s == FSL_STRATEGY_GREEDY ? wide : NULL);
     if (st == FSL_OK) st = make_acyclic(&c, grp, &G);
     if (st != FSL_OK) goto done;
   }
@@ -1005,5 +1017,6 @@ done:
   free(grp);
   free(upat);
   free(view);
+  free(wide);
   return st;
 }

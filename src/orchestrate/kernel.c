@@ -233,12 +233,7 @@ static int prod_pos(const fsl_kernel_ws *ws, const fsl_value *v) {
 
 static bool pro_flag(const fsl_kernel_ws *ws, const fsl_node *x) { return ws->flag2[ws->pos[x->id]]; }
 
-/* A node an int8 library reads through (fsl_device.linear_int8): an 8-bit
- * value cast to int32, an int32 difference (operand minus zero point), or
- * a cast, expand or reshape of a one-element value (the zero point's
- * broadcast).  The library takes the operand only in the forms
- * backend/cpu/onednn_int8.c matches, and generates the prologue otherwise. */
-static bool int8_widening(const fsl_node *nd) {
+bool fsl_kernel_int8_widening(const fsl_node *nd) {
   if (nd->n_in < 1 || !nd->in[0] || nd->n_out != 1 || !nd->out[0]) return false;
   fsl_dtype from = nd->in[0]->dtype, to = nd->out[0]->dtype;
   bool one = fsl_value_has_shape(nd->in[0]) && fsl_value_numel(nd->in[0]) == 1;
@@ -283,7 +278,7 @@ static int check_linear(fsl_kernel_ws *ws, int n, int n_out, const fsl_node *lin
     bool view = nd->op == FSL_OP_reshape ||
                 ((ws->prologue & FSL_PROLOGUE_VIEWS) &&
                  (nd->op == FSL_OP_permute || nd->op == FSL_OP_expand || nd->op == FSL_OP_slice)) ||
-                (int8 && int8_widening(nd));
+                (int8 && fsl_kernel_int8_widening(nd));
     bool pro = view && nd->n_out == 1 && nd->out[0];
     for (int c = 0; pro && c < nd->out[0]->n_cons; c++) {
       const fsl_node *x = nd->out[0]->cons[c];

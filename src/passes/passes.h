@@ -52,4 +52,20 @@ fsl_status fsl_pass_unshare_views(fsl_graph *g);
  */
 fsl_status fsl_pass_widen_half(fsl_graph *g);
 
+/**
+ * Float32 convolutions and 2-D matmuls whose source is a per-tensor
+ * DequantizeLinear of uint8/int8 data and whose constant weights fission
+ * folded from a DequantizeLinear of 8-bit initializers (per tensor or per
+ * output channel) become the same op over int32 operands (the 8-bit values
+ * widened, minus their zero points) scaled by x_scale * w_scale (qdq.c):
+ * what a backend whose library multiplies 8-bit data runs as int8.
+ * `onnx` is the ONNX graph the primitives came from (node origins);
+ * int8_weight_max the weights (minus zero point) the library takes exactly
+ * (fsl_backend_caps.int8_weight_max: 128 all of int8, 64 [-64, 64]; 0: the
+ * pass does nothing).  Sets
+ * *n_rewritten.  The replaced nodes are left for DCE.  Errors:
+ * FSL_ERR_NOMEM.
+ */
+fsl_status fsl_pass_qdq_linear(fsl_graph *g, const fsl_graph *onnx, int int8_weight_max, int *n_rewritten);
+
 #endif

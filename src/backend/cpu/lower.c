@@ -40,21 +40,33 @@ static fsl_value **linear_inputs(fsl_value *const *lin_in, const fsl_vlist *ins)
   return v;
 }
 
-/* Int32 linear op sp->lin as a oneDNN int8 primitive (onednn_int8.c),
- * reading the 8-bit values its operands widen (and the run-time value its
- * zero point is cast from) where they are materialised: a LIB step with
- * inputs {source, weights, zero point source or NULL}, absorbing nothing.
- * FSL_ERR_UNSUPPORTED when the caps rule oneDNN out, the operands do not
- * match or oneDNN has no optimized kernel. */
-static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_linear_split *sp, fsl_value **z, int *n_abs) {
+/* Whether v is an input of kernel ctx: what the memory plan keeps alive
+ * until the kernel runs. */
+static bool kernel_input(const void *ctx, const fsl_value *v) {
+  const fsl_kernel *k = ctx;
+  for (int i = 0; i < k->n_in; i++)
+    if (k->in[i] == v) return true;
+  return false;
+}
+
+/* Int32 linear op sp->lin of kernel k as a oneDNN int8 primitive
+ * (onednn_int8.c), reading the 8-bit values its operands widen (and the
+ * run-time value its zero point is cast from) where they are inputs of k
+ * (the values the plan keeps alive for it: a LINEAR kernel with the
+ * widening as its prologue): a LIB step with inputs {source, weights, zero
+ * point source or NULL}, absorbing nothing.  FSL_ERR_UNSUPPORTED when the
+ * caps rule oneDNN out, the operands do not match or oneDNN has no
+ * optimized kernel. */
+static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp, fsl_value **z,
+                              int *n_abs) {
   const fsl_backend_caps *caps = L->ctx;
   fsl_node *lin = sp->lin;
   if (!caps || !caps->library || !lin->out[0] || lin->out[0]->dtype != FSL_DT_I32)
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "no oneDNN int8 path");
   fsl_onednn_int8 q;
-  FSL_TRY(fsl_onednn_int8_match(lin, is_avail, L, &q));
-  if (!L->avail[q.src->id] || (q.zp_src && !L->avail[q.zp_src->id]))
-    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: the 8-bit source is not materialised");
+  FSL_TRY(fsl_onednn_int8_match(lin, kernel_input, k, &q));
+  if (!kernel_input(k, q.src) || (q.zp_src && !kernel_input(k, q.zp_src)))
+    return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: the 8-bit source is not an input of the kernel");
   fsl_onednn_linear *op = NULL;
   fsl_status st = fsl_onednn_int8_create(lin, &q, 0, &op);
   if (st != FSL_OK) return st;
@@ -75,8 +87,7 @@ static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_linear_split *s
 
 static fsl_status onednn_through(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp,
                                  fsl_value **z, int *n_abs) {
-  (void)k;
-  return onednn_int8(L, ki, sp, z, n_abs);
+  return onednn_int8(L, ki, k, sp, z, n_abs);
 }
 
 /* The lowering's library hook: linear op sp->lin as a oneDNN primitive
@@ -86,10 +97,10 @@ static fsl_status onednn_through(fsl_lowering *L, int ki, const fsl_kernel *k, c
  * FSL_ERR_UNSUPPORTED: oneDNN has no primitive for it. */
 static fsl_status onednn_library(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp,
                                  fsl_value **z, int *n_abs) {
-  (void)k;
   const fsl_backend_caps *caps = L->ctx;
   fsl_node *lin = sp->lin, *const *chain = sp->chain;
-  if (caps && caps->library && lin->out[0] && lin->out[0]->dtype == FSL_DT_I32) return onednn_int8(L, ki, sp, z, n_abs);
+  if (caps && caps->library && lin->out[0] && lin->out[0]->dtype == FSL_DT_I32)
+    return onednn_int8(L, ki, k, sp, z, n_abs);
   if (!caps || !caps->library || lin->in[0]->dtype != FSL_DT_F32) return FSL_ERR_UNSUPPORTED;
   fsl_onednn_linear *op = NULL;
   int na = 0;

@@ -96,6 +96,15 @@ static const fsl_value *zero_point_source(const fsl_value *z, fsl_onednn_int8 *q
   return z;
 }
 
+int fsl_onednn_int8_weight_max(void) {
+  /* the ISA limit (FSL_CPU_ISA) applied before asking for VNNI */
+  if (fsl_onednn_engine_get() != FSL_OK) {
+    fsl_error_clear();
+    return 0;
+  }
+  return fsl_onednn_has_vnni() ? 128 : 64;
+}
+
 int32_t fsl_onednn_int8_zero_point(const fsl_onednn_int8 *q, const void *data) {
   double v = fsl_load_f64(q->zp_dtype, data, 0);
   for (int i = 0; i < q->n_zp_casts; i++) {
@@ -156,11 +165,12 @@ fsl_status fsl_onednn_int8_match(const fsl_node *lin, bool (*avail)(const void *
     t.zp_dtype = ws->dtype;
     q->wzp = fsl_onednn_int8_zero_point(&t, ws->data);
   }
-  FSL_TRY(fsl_onednn_engine_get()); /* the ISA limit applied before asking for VNNI */
-  if (!fsl_onednn_has_vnni() && lin->op == FSL_OP_conv && q->src->dtype == FSL_DT_I8 && (q->zp || q->zp_src))
+  int lim = fsl_onednn_int8_weight_max();
+  if (lim <= 0) return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: no engine");
+  if (lim < 128 && lin->op == FSL_OP_conv && q->src->dtype == FSL_DT_I8 && (q->zp || q->zp_src))
     return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: an int8 convolution source with a zero point "
                                                      "needs VNNI (oneDNN 2.6's AVX2 kernel gets it wrong)");
-  int64_t n = fsl_value_numel(q->wei), lim = fsl_onednn_has_vnni() ? 128 : 64;
+  int64_t n = fsl_value_numel(q->wei);
   for (int64_t i = 0; i < n; i++) {
     int64_t w = fsl_load_i64(q->wei->dtype, q->wei->data, i) - q->wzp;
     if (w < -lim || w > (lim == 128 ? 127 : lim))

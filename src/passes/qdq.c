@@ -1,0 +1,304 @@
+/*
+ * qdq.c — float32 convolutions and matmuls between DequantizeLinear
+ * nodes (the QDQ format of onnxruntime.quantization.quantize_static) as
+ * integer ones, for a backend whose library multiplies 8-bit data
+ * (fsl_backend_caps.int8_weight_max > 0: oneDNN int8 on the CPU).
+ *
+ * After fission a QDQ convolution reads
+ *   x = (float(xq) - zx) * sx          xq uint8/int8 at run time, sx and zx
+ *                                      one value each (per tensor);
+ *   w = (float(wq) - zw) * sw          the ONNX DequantizeLinear of an 8-bit
+ *                                      initializer, folded by fission into a
+ *                                      constant (small weights) or computed
+ *                                      at run time by its primitives (past
+ *                                      fission's folding limit), per tensor
+ *                                      or per output channel (conv: axis 0;
+ *                                      MatMul [K, N] weights: axis 1;
+ *                                      Gemm's transB weights: axis 0 of
+ *                                      [N, K], then a permute);
+ * and is rewritten to
+ *   y = float(conv_int32(int32(xq) - zx, wq - zw)) * (sx * sw)
+ * with the int32 operands in the form backend/cpu/onednn_int8.c takes.
+ * The weights come from the ONNX DequantizeLinear node that feeds the
+ * op's ONNX weights input (the primitive's origin); the rewrite checks
+ * that dequantizing them as fission does gives the primitive's constant
+ * bit for bit (in its layout, or transposed for Gemm's transB), or that
+ * the primitive's run-time weights are that node's own primitives, so a
+ * weight that fission changed in any other way is left alone.
+ *
+ * Numerics: as ONNX Runtime's QDQ fusion into QLinearConv/QLinearMatMul
+ * (its CPU provider's default): the products and sums are exact integers,
+ * scaled once by sx * sw in float32, where the float graph rounded every
+ * product and partial sum.  Results move by float32 rounding (relative
+ * 1e-6 before the next QuantizeLinear, which can flip a value's rounding
+ * by 1).  tests/python/test_variants.py compares quantize_static models
+ * with ONNX Runtime.
+ */
+#include "passes/passes.h"
+
+#include <math.h>
+
+/* One value of constant v when all its elements are equal (a per-tensor
+ * parameter, perhaps broadcast by folding or by expand/reshape views);
+ * false otherwise. */
+static bool const_single(const fsl_value *v, double *out) {
+  /* through broadcasts of it (fission keeps large ones as views) */
+  while (v && !v->data && v->producer && (v->producer->op == FSL_OP_expand || v->producer->op == FSL_OP_reshape) &&
+         v->producer->n_in >= 1)
+    v = v->producer->in[0];
+  if (!v || !v->data || !fsl_value_has_shape(v)) return false;
+  int64_t n = fsl_value_numel(v);
+  if (n < 1) return false;
+  double v0 = fsl_load_f64(v->dtype, v->data, 0);
+  for (int64_t i = 1; i < n; i++)
+    if (fsl_load_f64(v->dtype, v->data, i) != v0) return false;
+  *out = v0;
+  return true;
+}
+
+static const fsl_value *through_reshapes(const fsl_value *v) {
+  while (v && v->producer && v->producer->op == FSL_OP_reshape && v->producer->n_in >= 1) v = v->producer->in[0];
+  return v;
+}
+
+/* The activation side: v = (float(xq) - zx) * sx (through reshapes; the
+ * subtraction absent when zx is 0). */
+typedef struct act {
+  fsl_value *xq;
+  double zx, sx;
+} act;
+
+static bool match_act(const fsl_value *v, act *a) {
+  v = through_reshapes(v);
+  if (!v || !v->producer || v->producer->op != FSL_OP_mul || v->dtype != FSL_DT_F32) return false;
+  const fsl_node *m = v->producer;
+  if (m->n_in != 2 || !m->in[0] || !const_single(m->in[1], &a->sx) || !(a->sx > 0) || !isfinite(a->sx)) return false;
+  const fsl_value *d = m->in[0];
+  a->zx = 0;
+  if (d->producer && d->producer->op == FSL_OP_sub) {
+    const fsl_node *s = d->producer;
+    if (s->n_in != 2 || !s->in[0] || !const_single(s->in[1], &a->zx) || a->zx != floor(a->zx)) return false;
+    d = s->in[0];
+  }
+  if (!d->producer || d->producer->op != FSL_OP_cast || d->producer->n_in < 1 || !d->producer->in[0]) return false;
+  a->xq = d->producer->in[0];
+  if (a->xq->dtype != FSL_DT_U8 && a->xq->dtype != FSL_DT_I8) return false;
+  double lo = a->xq->dtype == FSL_DT_U8 ? 0 : -128, hi = a->xq->dtype == FSL_DT_U8 ? 255 : 127;
+  return a->zx >= lo && a->zx <= hi && fsl_value_numel(a->xq) == fsl_value_numel(v);
+}
+
+/* The ONNX node with id `id`, or NULL. */
+static const fsl_node *onnx_node(const fsl_graph *onnx, int id) {
+  for (int i = 0; i < onnx->n_nodes; i++)
+    if (onnx->nodes[i]->id == id) return onnx->nodes[i];
+  return NULL;
+}
+
+/* The weight side: lin's constant weights w (its in[1], [r0, r1, ...]) are
+ * DequantizeLinear(wq, sw, zw) of 8-bit initializers, per tensor or per
+ * channel along `ch` of w (transposed: the ONNX tensor is w's 2-D
+ * transpose).  Fills wq8 (w's layout, minus the zero point) and scale
+ * (per channel of w's axis ch, or one). */
+typedef struct wts {
+  int8_t *wq;        /* numel(w), malloc'd */
+  float *scale;      /* n_scale, malloc'd */
+  int64_t n_scale;
+  int ch;            /* w's axis the scales run along (n_scale > 1) */
+} wts;
+
+static bool match_weights(const fsl_node *lin, const fsl_node *origin, int wmax, wts *out) {
+  const fsl_value *w = lin->in[1];
+  if (w->dtype != FSL_DT_F32 || !origin || origin->n_in < 2 || !origin->in[1]) return false;
+  const fsl_node *dq = origin->in[1]->producer;
+  if (!dq || strcmp(dq->op_type, "DequantizeLinear") || dq->n_in < 2 || !dq->in[0] || !dq->in[1]) return false;
+  const fsl_value *q = dq->in[0], *s = dq->in[1], *z = dq->n_in > 2 ? dq->in[2] : NULL;
+  if (!q->data || !s->data || (z && !z->data) || (q->dtype != FSL_DT_U8 && q->dtype != FSL_DT_I8) ||
+      s->dtype != FSL_DT_F32 || fsl_attr_int(dq, "block_size", 0) != 0 || (z && z->dtype != q->dtype))
+    return false;
+  int64_t n = fsl_value_numel(w), ns = fsl_value_numel(s);
+  if (fsl_value_numel(q) != n || (z && fsl_value_numel(z) != ns) || q->rank < 1) return false;
+  int64_t axis = fsl_attr_int(dq, "axis", 1);
+  if (axis < 0) axis += q->rank;
+  /* the ONNX tensor as w's layout: the same dims, or (2-D) transposed */
+  bool same = q->rank == w->rank, tr = q->rank == 2 && w->rank == 2 && q->dims[0] == w->dims[1] &&
+                                        q->dims[1] == w->dims[0];
+  for (int i = 0; same && i < w->rank; i++) same = q->dims[i] == w->dims[i];
+  if (!same && !tr) return false;
+  /* w computed at run time (fission folds only up to a size): the
+   * DequantizeLinear's own primitives, perhaps transposed (Gemm's transB) */
+  bool computed = !w->data;
+  if (computed) {
+    const fsl_value *v = w;
+    if (tr && v->producer && v->producer->op == FSL_OP_permute && v->producer->n_in == 1) v = v->producer->in[0];
+    else if (tr && !same) return false;
+    else tr = false;
+    if (!v || !v->producer || v->producer->origin != dq->id || fsl_value_numel(v) != n) return false;
+  }
+  if (ns > 1 && (axis >= q->rank || q->dims[axis] != ns)) return false;
+  int ch = (int)(tr ? 1 - axis : axis);
+  /* the scale must run along the output channels: conv axis 0, matmul axis 1 */
+  if (ns > 1 && ch != (lin->op == FSL_OP_conv ? 0 : w->rank - 1)) return false;
+  out->wq = malloc((size_t)n);
+  out->scale = malloc(sizeof(float) * (size_t)ns);
+  out->n_scale = ns;
+  out->ch = ch;
+  if (!out->wq || !out->scale) return false;
+  for (int64_t k = 0; k < ns; k++) out->scale[k] = (float)fsl_load_f64(s->dtype, s->data, k);
+  /* element i of w (row-major over w's dims) is element j of q */
+  int64_t inner = 1; /* q's elements per step of `axis` */
+  for (int d = (int)axis + 1; d < q->rank; d++) inner *= q->dims[d];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t j = tr ? (i % w->dims[1]) * w->dims[0] + i / w->dims[1] : i;
+    int64_t c = ns > 1 ? (j / inner) % ns : 0;
+    int64_t qi = fsl_load_i64(q->dtype, q->data, j), zi = z ? fsl_load_i64(z->dtype, z->data, c) : 0;
+    int64_t d = qi - zi;
+    if (d < -wmax || d > (wmax >= 128 ? 127 : wmax)) return false;
+    /* a folded w: dequantized as fission does, (float(q) - float(z)) * scale in float32 */
+    float f = ((float)qi - (float)zi) * out->scale[c];
+    if (!computed && f != ((const float *)w->data)[i]) return false;
+    out->wq[i] = (int8_t)d;
+  }
+  return true;
+}
+
+static fsl_value *new_const(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims, const void *data,
+                            size_t bytes) {
+  fsl_value *v = fsl_graph_add_value(g, NULL);
+  void *d = v ? fsl_arena_alloc(&g->arena, bytes ? bytes : 1) : NULL;
+  if (!d || !fsl_value_set_shape(v, rank, dims)) return NULL;
+  v->dtype = dt;
+  memcpy(d, data, bytes);
+  v->data = d;
+  return v;
+}
+
+static fsl_value *new_value(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims) {
+  fsl_value *v = fsl_graph_add_value(g, NULL);
+  if (!v || !fsl_value_set_shape(v, rank, dims)) return NULL;
+  v->dtype = dt;
+  return v;
+}
+
+/* Appends node op(in) -> out with lin's origin; NULL on OOM. */
+static fsl_node *add(fsl_graph *g, fsl_op op, fsl_value **in, int n_in, fsl_value *out, fsl_attr *attrs, int n_attrs,
+                     const fsl_node *lin) {
+  fsl_node *n = fsl_graph_add_node(g, op, NULL, in, n_in, &out, 1, attrs, n_attrs);
+  if (n) {
+    n->origin = lin->origin;
+    n->origin_name = lin->origin_name;
+    n->origin_op = lin->origin_op;
+    n->domain = lin->domain;
+    n->op_type = fsl_op_get(op)->name;
+  }
+  return n;
+}
+
+/* An expand of constant c (rank `rank`, dims 1 or full) to dims. */
+static fsl_value *broadcast(fsl_graph *g, fsl_value *c, int rank, const int64_t *dims, const fsl_node *lin) {
+  fsl_attr *a = c ? fsl_arena_alloc(&g->arena, sizeof *a) : NULL;
+  fsl_value *e = a ? new_value(g, c->dtype, rank, dims) : NULL;
+  if (!e) return NULL;
+  *a = fsl_attr_make_ints(g, "shape", dims, rank);
+  return add(g, FSL_OP_expand, &c, 1, e, a, 1, lin) ? e : NULL;
+}
+
+static fsl_attr *cast_attr(fsl_graph *g, fsl_dtype to) {
+  fsl_attr *a = fsl_arena_alloc(&g->arena, sizeof *a);
+  if (a) *a = fsl_attr_make_int("to", to);
+  return a;
+}
+
+/* Rewrites lin (at position pos) as above; false (nothing changed) when it
+ * does not match; FSL_ERR_NOMEM through *st. */
+static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, int wmax, fsl_status *st) {
+  fsl_node *lin = g->nodes[pos];
+  if ((lin->op != FSL_OP_conv && lin->op != FSL_OP_matmul) || lin->n_in != 2 || lin->n_out != 1 || !lin->in[0] ||
+      !lin->in[1] || !lin->out[0] || lin->out[0]->dtype != FSL_DT_F32 || lin->out[0]->is_output ||
+      !fsl_value_has_shape(lin->out[0]))
+    return false;
+  const int64_t *ld = NULL;
+  for (int i = 0, n = fsl_attr_ints(lin, "lhs_dilation", &ld); i < n; i++)
+    if (ld[i] != 1) return false; /* a ConvTranspose */
+  act a;
+  if (!match_act(lin->in[0], &a)) return false;
+  /* an int8 convolution source with a zero point needs VNNI (onednn_int8.c) */
+  if (lin->op == FSL_OP_conv && a.xq->dtype == FSL_DT_I8 && a.zx != 0 && wmax < 128) return false;
+  const fsl_value *w = lin->in[1];
+  if (lin->op == FSL_OP_matmul && (w->rank != 2 || lin->in[0]->rank != 2)) return false;
+  wts ws = {0};
+  bool ok = match_weights(lin, onnx_node(onnx, lin->origin), wmax, &ws);
+  if (!ok) {
+    free(ws.wq);
+    free(ws.scale);
+    return false;
+  }
+  const fsl_value *x = lin->in[0], *y = lin->out[0];
+  int n0 = g->n_nodes;
+  /* xi = int32(xq) [- zx], with x's dims */
+  fsl_value *xc = new_value(g, FSL_DT_I32, a.xq->rank, a.xq->dims);
+  fsl_value *xi = xc;
+  bool fine = xc && add(g, FSL_OP_cast, &a.xq, 1, xc, cast_attr(g, FSL_DT_I32), 1, lin);
+  if (fine && a.zx != 0) {
+    int32_t zv = (int32_t)a.zx;
+    int64_t ones[FSL_MAX_RANK];
+    for (int i = 0; i < a.xq->rank; i++) ones[i] = 1;
+    fsl_value *zc = broadcast(g, new_const(g, FSL_DT_I32, a.xq->rank, ones, &zv, sizeof zv), a.xq->rank, a.xq->dims, lin);
+    fsl_value *d = new_value(g, FSL_DT_I32, a.xq->rank, a.xq->dims);
+    fine = zc && d && add(g, FSL_OP_sub, (fsl_value *[]){xc, zc}, 2, d, NULL, 0, lin);
+    xi = d;
+  }
+  bool reshape = fine && (a.xq->rank != x->rank || memcmp(a.xq->dims, x->dims, sizeof(int64_t) * (size_t)x->rank));
+  if (reshape) {
+    fsl_attr *at = fsl_arena_alloc(&g->arena, sizeof *at);
+    fsl_value *r = new_value(g, FSL_DT_I32, x->rank, x->dims);
+    fine = at && r;
+    if (fine) {
+      *at = fsl_attr_make_ints(g, "shape", x->dims, x->rank);
+      fine = add(g, FSL_OP_reshape, &xi, 1, r, at, 1, lin) != NULL;
+      xi = r;
+    }
+  }
+  /* wi = int32(wq - zw), the int8 constant widened */
+  fsl_value *wq = fine ? new_const(g, FSL_DT_I8, w->rank, w->dims, ws.wq, (size_t)fsl_value_numel(w)) : NULL;
+  fsl_value *wi = wq ? new_value(g, FSL_DT_I32, w->rank, w->dims) : NULL;
+  fine = wi && add(g, FSL_OP_cast, &wq, 1, wi, cast_attr(g, FSL_DT_I32), 1, lin);
+  /* acc = the same op on the integers; y' = float(acc) * (sx * sw) */
+  fsl_value *acc = fine ? new_value(g, FSL_DT_I32, y->rank, y->dims) : NULL;
+  fine = acc && add(g, lin->op, (fsl_value *[]){xi, wi}, 2, acc, lin->attrs, lin->n_attrs, lin);
+  fsl_value *af = fine ? new_value(g, FSL_DT_F32, y->rank, y->dims) : NULL;
+  fine = af && add(g, FSL_OP_cast, &acc, 1, af, cast_attr(g, FSL_DT_F32), 1, lin);
+  int64_t sdims[FSL_MAX_RANK];
+  for (int i = 0; i < y->rank; i++) sdims[i] = 1;
+  if (ws.n_scale > 1) sdims[lin->op == FSL_OP_conv ? 1 : y->rank - 1] = ws.n_scale;
+  float *sc = fine ? malloc(sizeof(float) * (size_t)ws.n_scale) : NULL;
+  for (int64_t k = 0; sc && k < ws.n_scale; k++) sc[k] = (float)a.sx * ws.scale[k];
+  fsl_value *scv = sc ? broadcast(g, new_const(g, FSL_DT_F32, y->rank, sdims, sc, sizeof(float) * (size_t)ws.n_scale),
+                                  y->rank, y->dims, lin)
+                      : NULL;
+  fsl_value *ny = scv ? new_value(g, FSL_DT_F32, y->rank, y->dims) : NULL;
+  fine = ny && add(g, FSL_OP_mul, (fsl_value *[]){af, scv}, 2, ny, NULL, 0, lin);
+  free(sc);
+  free(ws.wq);
+  free(ws.scale);
+  if (!fine) {
+    *st = fsl_errorf(FSL_ERR_NOMEM, "qdq: out of memory");
+    return false;
+  }
+  /* the new nodes (appended) go right after lin, in order; lin's readers read ny */
+  int added = g->n_nodes - n0;
+  fsl_node *tmp[8];
+  memcpy(tmp, g->nodes + n0, sizeof *tmp * (size_t)added);
+  memmove(g->nodes + pos + 1 + added, g->nodes + pos + 1, sizeof *g->nodes * (size_t)(n0 - pos - 1));
+  memcpy(g->nodes + pos + 1, tmp, sizeof *tmp * (size_t)added);
+  fsl_graph_replace_uses(g, lin->out[0], ny);
+  return true;
+}
+
+fsl_status fsl_pass_qdq_linear(fsl_graph *g, const fsl_graph *onnx, int int8_weight_max, int *n_rewritten) {
+  if (n_rewritten) *n_rewritten = 0;
+  if (!g || !onnx || int8_weight_max <= 0) return FSL_OK;
+  fsl_status st = FSL_OK;
+  for (int i = 0; i < g->n_nodes && st == FSL_OK; i++)
+    if (rewrite(g, onnx, i, int8_weight_max, &st) && n_rewritten) (*n_rewritten)++;
+  return st;
+}
