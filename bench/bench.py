@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 20] [--rounds N]
                                     [--cases a,b | --no-cases] [--models a,b | --no-models]
                                     [--strategies unfused,opfuse,greedy,optimal,optimal-norewrite]
-                                    [--out bench/results] [--timeout 1800] [--hide-avx512] [--fp16]
+                                    [--out bench/results] [--timeout 1800] [--hide-avx512] [--fp16] [--int8]
 
 For every subgraph case of bench/cases.py (each pattern at several shapes)
 and every real model in .cache/models (python/fsl_models.py), runs
@@ -37,6 +37,11 @@ the numbers.
 convert models (onnxconverter-common, float32 inputs and outputs kept; a
 model the converter breaks is left out with a note), and writes
 <out>/cpu-fp16.json and .md: both variants against ONNX Runtime in one run.
+
+--int8 follows every model with its int8 variants, quantized as users
+quantize models (onnxruntime.quantization's quantize_dynamic, and
+quantize_static in the QDQ format, per channel, calibrated on seeded
+random inputs), and writes <out>/cpu-int8.json and .md.
 
 --hide-avx512 runs this process, and so ORT in it, with AVX-512 hidden from
 CPUID by bench/hide_avx512.c (an LD_PRELOAD library; Linux CPUID faulting),
@@ -279,13 +284,30 @@ def fp16_variant(path: Path, tmp: Path, who: str) -> Path | None:
         return None
 
 
+def int8_variants(model, tmp: Path, who: str):
+    """(kind, path) of the model's int8 variants (fsl_models.int8_variant:
+    quantize_dynamic, quantize_static QDQ), each checked to load in ONNX
+    Runtime; a variant the quantizer or ONNX Runtime fails on is left out
+    with a note."""
+    import onnxruntime as ort
+    for kind in ("int8_dynamic", "int8_qdq"):
+        try:
+            out = fsl_models.int8_variant(model, kind, Path(tmp) / f"{model.name}_{kind}.onnx")
+            ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+            yield kind, out
+        except Exception as e:  # noqa: BLE001 (the quantizer's failures are of every kind)
+            print(f"{who}: {model.name}: no {kind} variant: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+
+
 def entries(tmp: Path, cases: str | None = None, no_cases: bool = False, models: str | None = None,
-            no_models: bool = False, who: str = "bench", fp16: bool = False):
+            no_models: bool = False, who: str = "bench", fp16: bool = False, int8: bool = False):
     """(kind, name, shape label, description, ONNX path, input shapes) of every
     subgraph case of bench/cases.py (written into tmp; `cases`: comma-separated
     ids or pattern names) and every bench model present in .cache/models
     (`models`: comma-separated names), in that order; with fp16, each model
-    followed by its float16 variant (fp16_variant), named <model>_fp16."""
+    followed by its float16 variant (fp16_variant), named <model>_fp16; with
+    int8, by its int8 variants (int8_variants), <model>_int8_dynamic and
+    <model>_int8_qdq."""
     if not no_cases:
         wanted = set(cases.split(",")) if cases else None
         for c in CASES:
@@ -307,6 +329,9 @@ def entries(tmp: Path, cases: str | None = None, no_cases: bool = False, models:
             v16 = fp16_variant(model.path, Path(tmp), who) if fp16 else None
             if v16:
                 yield "model", f"{name}_fp16", label, f"{model.description} (float16, onnxconverter-common)", v16, shapes
+            for kind, v8 in int8_variants(model, Path(tmp), who) if int8 else ():
+                how = "quantize_dynamic" if kind == "int8_dynamic" else "quantize_static, QDQ, per channel"
+                yield "model", f"{name}_{kind}", label, f"{model.description} (int8, {how})", v8, shapes
 
 
 # ---- one benchmark entry ----
@@ -602,6 +627,10 @@ def main() -> int:
     ap.add_argument("--fp16", action="store_true",
                     help="each model followed by its float16 variant (onnxconverter-common, float32 I/O kept); "
                          "writes cpu-fp16.json / .md")
+    ap.add_argument("--int8", action="store_true",
+                    help="each model followed by its int8 variants (onnxruntime.quantization: quantize_dynamic and "
+                         "quantize_static QDQ per channel, calibrated on seeded random inputs); writes "
+                         "cpu-int8.json / .md")
     ap.add_argument("--hide-avx512", action="store_true",
                     help="run ORT and fissile with AVX-512 hidden from CPUID (an AVX2-only machine's code paths)")
     args = ap.parse_args()
@@ -628,14 +657,14 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="fsl_cases_") as tmp:
         rows = [bench_one(*e, args) for e in entries(Path(tmp), args.cases, args.no_cases, args.models, args.no_models,
-                                                      fp16=args.fp16)]
+                                                      fp16=args.fp16, int8=args.int8)]
 
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "machine": lscpu(), "versions": versions(),
               "isa": run_isa(), "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds, "warmup": args.warmup, "backend": args.backend,
               "strategies": args.strategies, "rows": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = "cpu-fp16" if args.fp16 else "cpu"
+    stem = "cpu-fp16" if args.fp16 else "cpu-int8" if args.int8 else "cpu"
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     (out / f"{stem}.md").write_text(markdown(result, args))
     print(f"bench: wrote {out / (stem + '.md')} and {out / (stem + '.json')}", file=sys.stderr)

@@ -438,6 +438,8 @@ typedef struct fsl_plan_info {
   int n_opaque;            /**< opaque kernels (TopK, CumSum): host reference by design */
   int n_library;           /**< linear ops (matmul, conv) the backend runs through its library: oneDNN
                                 (float32, and int8 for integer ones) on cpu, cuBLASLt on cuda */
+  int n_library_int8;      /**< of those, the integer matmuls/convs of quantized models run on 8-bit
+                                data (oneDNN int8 primitives: docs/cpu-backend.md, "Integer linear ops") */
   char fallback_why[256];  /**< the first fallback: kernel, ONNX op and node, reason */
 } fsl_plan_info;
 

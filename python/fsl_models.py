@@ -173,6 +173,37 @@ def random_inputs(model: Model, rng: np.random.Generator) -> dict[str, np.ndarra
 
 # ---- running models ----
 
+def int8_variant(model: Model, kind: str, out: Path, seed: int = 0) -> Path:
+    """The model quantized as users quantize it with onnxruntime.quantization,
+    written to `out`: kind "int8_dynamic" (quantize_dynamic: int8 weights,
+    DynamicQuantizeLinear + ConvInteger/MatMulInteger) or "int8_qdq"
+    (quantize_static in the QDQ format, per channel, uint8 activations and
+    int8 weights, calibrated on 4 seeded random inputs)."""
+    import warnings
+    import zlib
+
+    from onnxruntime import quantization as q
+    with warnings.catch_warnings():  # the quantizer warns for every weight it clamps
+        warnings.simplefilter("ignore")
+        if kind == "int8_dynamic":
+            q.quantize_dynamic(str(model.path), str(out), weight_type=q.QuantType.QInt8)
+        elif kind == "int8_qdq":
+            class Reader(q.CalibrationDataReader):
+                def __init__(self):
+                    rng = np.random.default_rng([seed, zlib.crc32(model.name.encode()), 1])
+                    self.feeds = iter([random_inputs(model, rng) for _ in range(4)])
+
+                def get_next(self):
+                    return next(self.feeds, None)
+
+            q.quantize_static(str(model.path), str(out), Reader(), quant_format=q.QuantFormat.QDQ,
+                              per_channel=True, activation_type=q.QuantType.QUInt8,
+                              weight_type=q.QuantType.QInt8)
+        else:
+            raise ValueError(f"unknown int8 variant {kind!r} (expected int8_dynamic or int8_qdq)")
+    return out
+
+
 def shape_args(model: Model) -> list[str]:
     """`--shape NAME=DIMS` options binding every input of `model` to its listed shape."""
     args = []

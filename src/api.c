@@ -350,6 +350,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
     info->n_fallback = ei.n_fallback;
     info->n_opaque = ei.n_opaque;
     info->n_library = ei.n_library;
+    info->n_library_int8 = ei.n_library_int8;
     snprintf(info->fallback_why, sizeof info->fallback_why, "%s", ei.fallback_why);
     arena = ei.arena_bytes;
   }

@@ -108,6 +108,7 @@ void fsl_lowering_exe_info(const fsl_lowering *L, int n_kernels, fsl_backend_exe
   out->n_opaque = L->n_opaque;
   out->n_native = n_kernels - L->n_fallback - L->n_opaque;
   out->n_library = L->n_lib;
+  out->n_library_int8 = L->n_lib_int8;
   snprintf(out->fallback_why, sizeof out->fallback_why, "%s", L->why);
 }
 

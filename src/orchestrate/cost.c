@@ -32,6 +32,7 @@
  * the linear op's rate (constant_post_ops; docs/orchestration.md).
  */
 #include "orchestrate/orchestrate.h"
+#include "orchestrate/kernel_ws.h"
 
 /* FLOPs of conv node n as Winograd F(2x2,3x3) (2 x 16 products of C and K
  * per 2x2 output tile; Lavin and Gray 2016) where fsl_device.winograd_3x3
@@ -272,6 +273,26 @@ static const fsl_value *epilogue_pass(const fsl_kernel *k, const linear_prefix *
   return any ? z : NULL;
 }
 
+/* Whether the int32 linear op lin of kernel k is one the device's int8
+ * library runs (fsl_device.linear_int8): its source is widened inside k
+ * (a prologue of fsl_kernel_int8_widening nodes, through reshapes), so
+ * the library reads the 8-bit data.  Otherwise (the int32 source
+ * materialised by another kernel) it runs as generated code, whose int64
+ * multiply-adds go at the elementwise rate, not the library's. */
+static bool int8_library_runs(const fsl_kernel *k, const fsl_node *lin, const fsl_device *d) {
+  if (!d->linear_int8 || !lin->out[0] || lin->out[0]->dtype != FSL_DT_I32) return true;
+  const fsl_value *v = lin->in[0];
+  for (int hops = 0; v && v->producer && hops < 8; hops++) {
+    const fsl_node *p = v->producer;
+    bool inside = false;
+    for (int i = 0; i < k->n_nodes && !inside; i++) inside = k->nodes[i] == p;
+    if (!inside) return false;
+    if (p->op != FSL_OP_reshape) return fsl_kernel_int8_widening(p);
+    v = p->in[0];
+  }
+  return false;
+}
+
 /* Roofline seconds of bytes moved and linear flops plus elementwise work. */
 static double roofline(const fsl_device *d, double bytes, double lin, double work) {
   double mem = d->bandwidth > 0 ? bytes / d->bandwidth : 0;
@@ -298,7 +319,10 @@ double fsl_kernel_cost(fsl_kernel *k, const fsl_device *d) {
   const fsl_value *z = epi ? epilogue_pass(k, &pre, epi) : NULL;
   for (int i = 0; i < k->n_nodes; i++) {
     if (!k->nodes[i]) continue;
-    if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) lin += linear_flops(k->nodes[i], d);
+    if (fsl_op_get(k->nodes[i]->op)->kind == FSL_KIND_LINEAR) {
+      if (int8_library_runs(k, k->nodes[i], d)) lin += linear_flops(k->nodes[i], d);
+      else work += linear_flops(k->nodes[i], d);
+    }
     else if (post && post[i]) lin += elem_work(k->nodes[i]);
     else if (z && epi[i]) epi_work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);
     else work += elem_work(k->nodes[i]) * (dup ? dup[i] : 1);

@@ -53,6 +53,16 @@ fsl_status fsl_pass_unshare_views(fsl_graph *g);
 fsl_status fsl_pass_widen_half(fsl_graph *g);
 
 /**
+ * The weights (input 1) of every matmul and conv that are computed from
+ * constants only (a DequantizeLinear of 8-bit initializers past fission's
+ * folding limit) become constants, evaluated once by the reference
+ * interpreter (fold.c), within the budget of the model's constants
+ * (FSL_CONST_LIMIT_*).  The chains are left for DCE.  Sets *n_folded.
+ * Errors: FSL_ERR_NOMEM.
+ */
+fsl_status fsl_pass_fold_weights(fsl_graph *g, int *n_folded);
+
+/**
  * Float32 convolutions and 2-D matmuls whose source is a per-tensor
  * DequantizeLinear of uint8/int8 data and whose constant weights fission
  * folded from a DequantizeLinear of 8-bit initializers (per tensor or per

@@ -144,7 +144,7 @@ def test_int8_linear_exact(tmp_path, case, strategy):
     assert plan["n_fallback"] == 0
     if "s8" not in case or case.startswith("matmul"):
         # 7-bit weights: oneDNN's int8 primitive on every ISA
-        assert plan["n_library"] == 1, plan
+        assert plan["n_library"] == 1 and plan["n_library_int8"] == 1, plan
 
 
 @pytest.mark.parametrize("case", ["conv_u8_pad_zp", "matmul_u8_3d"])
@@ -157,3 +157,53 @@ def test_int8_linear_full_range_weights_exact(tmp_path, case):
     got, plan = _run(path, feeds, "cpu", "optimal")
     np.testing.assert_array_equal(got, want)
     assert plan["n_fallback"] == 0
+
+
+def _qdq_model(tmp_path, rng, op):
+    """DequantizeLinear(x) -> op with DequantizeLinear'd int8 weights (per
+    output channel, 7-bit) -> Relu -> QuantizeLinear, as quantize_static writes."""
+    f32 = np.float32
+    if op == "Conv":
+        x = _int8(rng, (1, 8, 9, 9), np.uint8)
+        w = _int8(rng, (16, 8, 3, 3), np.int8, 64)
+        axis, n_out = 0, 16
+        extra = dict(pads=[1, 1, 1, 1])
+    else:  # MatMul [K, N] weights (axis 1), Gemm transB [N, K] weights (axis 0)
+        x = _int8(rng, (6, 32), np.uint8)
+        w = _int8(rng, (32, 24) if op == "MatMul" else (24, 32), np.int8, 64)
+        axis, n_out = (1 if op == "MatMul" else 0), 24
+        extra = {} if op == "MatMul" else dict(transB=1)
+    ws = (rng.random(n_out) * 0.01 + 0.002).astype(f32)
+    inits = [numpy_helper.from_array(np.array(0.05, f32), "xs"), numpy_helper.from_array(np.array(9, np.uint8), "xz"),
+             numpy_helper.from_array(w, "wq"), numpy_helper.from_array(ws, "ws"),
+             numpy_helper.from_array(np.zeros(n_out, np.int8), "wz"),
+             numpy_helper.from_array((rng.standard_normal(n_out) * 0.1).astype(f32), "bias"),
+             numpy_helper.from_array(np.array(0.04, f32), "ys"), numpy_helper.from_array(np.array(3, np.uint8), "yz")]
+    ins = ["xd", "wd"] + (["bias"] if op != "MatMul" else [])
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=axis),
+             helper.make_node(op, ins, ["y"], **extra),
+             helper.make_node("Relu", ["y"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["q"])]
+    path = _save(tmp_path, f"qdq_{op}", nodes, [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape)],
+                 [helper.make_tensor_value_info("q", TensorProto.UINT8, None)], inits)
+    return path, {"x": x}
+
+
+@pytest.mark.parametrize("op", ["Conv", "MatMul", "Gemm"])
+@pytest.mark.parametrize("strategy", ["opfuse", "optimal"])
+def test_qdq_linear_runs_int8(tmp_path, op, strategy):
+    """passes/qdq.c: a QDQ conv/matmul runs as an int8 primitive and matches
+    ONNX Runtime (which fuses the same pattern into QLinearConv/MatMul)
+    within one quantization step, and the reference interpreter (float
+    graph) within one step too."""
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng([SEED, sum(map(ord, op))])
+    path, feeds = _qdq_model(tmp_path, rng, op)
+    got, plan = _run(path, feeds, "cpu", strategy)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ref, _ = _run(path, feeds, "ref")
+    assert plan["n_fallback"] == 0 and plan["n_library_int8"] == 1, plan
+    assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+    assert np.abs(got.astype(np.int32) - ref.astype(np.int32)).max() <= 1
+    assert (got == want).mean() > 0.95  # mostly bit-equal: both sum integers exactly

@@ -53,21 +53,7 @@ def _convert(name, variant, tmp_path):
             m16 = float16.convert_float_to_float16(onnx.load(str(model.path)), keep_io_types=variant == "fp16_io32")
             onnx.save(m16, str(path))
         else:
-            from onnxruntime import quantization as q
-            if variant == "int8_dynamic":
-                q.quantize_dynamic(str(model.path), str(path), weight_type=q.QuantType.QInt8)
-            else:
-                class Reader(q.CalibrationDataReader):
-                    def __init__(self):
-                        rng = _rng(model, 1)
-                        self.feeds = iter([fsl_models.random_inputs(model, rng) for _ in range(4)])
-
-                    def get_next(self):
-                        return next(self.feeds, None)
-
-                q.quantize_static(str(model.path), str(path), Reader(), quant_format=q.QuantFormat.QDQ,
-                                  per_channel=True, activation_type=q.QuantType.QUInt8,
-                                  weight_type=q.QuantType.QInt8)
+            fsl_models.int8_variant(model, variant, path, seed=SEED)
     return model, path
 
 

@@ -80,6 +80,7 @@ static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_kernel *k, cons
   }
   s->lib = op;
   L->n_lib++;
+  L->n_lib_int8++;
   *z = out;
   *n_abs = 0;
   return FSL_OK;
