@@ -54,13 +54,50 @@ const char *fsl_cg_float_unary(fsl_op op) {
   }
 }
 
+/* Integer types whose every value int32_t holds. */
+static bool fits_i32(fsl_dtype dt) {
+  return dt == FSL_DT_U8 || dt == FSL_DT_I8 || dt == FSL_DT_U16 || dt == FSL_DT_I16 || dt == FSL_DT_I32;
+}
+
+/* The one value of constant v through expands (a scalar broadcast). */
+static bool const_scalar(const fsl_value *v, double *out) {
+  v = fsl_cg_unexpand(v);
+  if (!v->data || fsl_value_numel(v) != 1) return false;
+  *out = fsl_load_f64(v->dtype, v->data, 0);
+  return true;
+}
+
+/* Whether float value v is min(max(x, lo), hi) (either order) with
+ * constants lo <= hi inside int8/uint8/int16/uint16 `to`'s range: what
+ * QuantizeLinear's saturation computes before its cast (quant.c).  Then
+ * the cast truncates a value in range, or NaN. */
+static bool clamped_into(const fsl_value *v, fsl_dtype to) {
+  double lo = to == FSL_DT_U8 || to == FSL_DT_U16 ? 0 : to == FSL_DT_I8 ? -128 : to == FSL_DT_I16 ? -32768 : 1;
+  double hi = to == FSL_DT_U8 ? 255 : to == FSL_DT_I8 ? 127 : to == FSL_DT_U16 ? 65535 : to == FSL_DT_I16 ? 32767 : 0;
+  bool has_lo = false, has_hi = false;
+  for (int k = 0; k < 2 && v->producer && v->producer->n_in == 2; k++) {
+    const fsl_node *p = v->producer;
+    double c;
+    if (p->op == FSL_OP_max && !has_lo && const_scalar(p->in[1], &c) && c >= lo && c <= hi) has_lo = true;
+    else if (p->op == FSL_OP_min && !has_hi && const_scalar(p->in[1], &c) && c >= lo && c <= hi) has_hi = true;
+    else break;
+    v = p->in[0];
+  }
+  return has_lo && has_hi;
+}
+
 static bool ew_cast(em *e, const fsl_node *n, const char *a, char *ex, size_t cap) {
   fsl_dtype from = n->in[0]->dtype, to = n->out[0]->dtype;
   const char *T = fsl_cg_ctype(e->d, to);
   if (from == to) snprintf(ex, cap, "%s", a);
   else if (to == FSL_DT_BOOL) snprintf(ex, cap, "(uint8_t)(%s != 0)", a);
   else if (is_f(from) && is_f(to)) snprintf(ex, cap, "(%s)%s", T, a);
+  /* a saturated float (QuantizeLinear): truncation through int32, NaN to 0
+   * as fsl_f2i; vector conversions where the int64 path is scalar */
+  else if (is_f(from) && clamped_into(n->in[0], to)) snprintf(ex, cap, "(%s)(int32_t)(%s == %s ? %s : 0)", T, a, a, a);
   else if (is_f(from)) snprintf(ex, cap, "(%s)%s((double)%s)", T, is_s(to) ? "fsl_f2i" : "fsl_f2u", a);
+  /* up to 32 bits: int32_t holds the value, one rounding to the float type as through int64 */
+  else if (is_f(to) && fits_i32(from)) snprintf(ex, cap, "(%s)(int32_t)%s", T, a);
   else if (is_f(to)) snprintf(ex, cap, "(%s)(double)(%s)%s", T, is_s(from) ? "int64_t" : "uint64_t", a);
   else snprintf(ex, cap, "(%s)(%s)%s", T, is_s(from) ? "int64_t" : "uint64_t", a);
   return true;
