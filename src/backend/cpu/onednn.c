@@ -69,8 +69,8 @@ static fsl_status dnnl_fail(const fsl_node *lin, dnnl_status_t s, const char *wh
  * `plain`: *mem in the primitive's layout; when that is not plain, also a
  * buffer, a plain *user mem and the reorder between them (plain -> prim for
  * the input, prim -> plain for the output). */
-static dnnl_status_t act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t what, fsl_cmd plain, bool input,
-                                dnnl_memory_t *mem, dnnl_memory_t *user, void **buf, dnnl_primitive_t *reorder) {
+dnnl_status_t fsl_onednn_act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t what, fsl_cmd plain, bool input,
+                                    dnnl_memory_t *mem, dnnl_memory_t *user, void **buf, dnnl_primitive_t *reorder) {
   fsl_cmd md = dnnl_primitive_desc_query_md(pd, what, 0);
   if (!md) return dnnl_runtime_error;
   if (dnnl_memory_desc_equal(md, plain)) return dnnl_memory_create(mem, plain, fsl_onednn_engine, DNNL_MEMORY_NONE);
@@ -202,10 +202,10 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     goto fail;
   }
   if (op->scratch_mem) op->scratch_bytes = dnnl_memory_desc_get_size(smd);
-  if ((s = act_memory(pd, dnnl_query_src_md, FSL_MD(m.src), true, &op->src_mem, &op->src_user_mem, &op->src_buf,
-                      &op->src_reorder)) != dnnl_success ||
-      (s = act_memory(pd, dnnl_query_dst_md, FSL_MD(m.dst), false, &op->dst_mem, &op->dst_user_mem, &op->dst_buf,
-                      &op->dst_reorder)) != dnnl_success) {
+  if ((s = fsl_onednn_act_memory(pd, dnnl_query_src_md, FSL_MD(m.src), true, &op->src_mem, &op->src_user_mem,
+                                 &op->src_buf, &op->src_reorder)) != dnnl_success ||
+      (s = fsl_onednn_act_memory(pd, dnnl_query_dst_md, FSL_MD(m.dst), false, &op->dst_mem, &op->dst_user_mem,
+                                 &op->dst_buf, &op->dst_reorder)) != dnnl_success) {
     st = dnnl_fail(lin, s, "memory");
     goto fail;
   }

@@ -153,6 +153,14 @@ bool fsl_onednn_has_vnni(void);
 bool fsl_onednn_impl_has(const_dnnl_primitive_desc_t pd, const char *word);
 bool fsl_onednn_impl_is_ref(const_dnnl_primitive_desc_t pd);
 
+/* ---- onednn.c ---- */
+/* Memory for an activation (src or dst) of pd whose caller-side layout is
+ * `plain`: *mem in the primitive's layout; when that is not plain, also a
+ * buffer, a plain *user mem and the reorder between them (plain -> prim for
+ * the input, prim -> plain for the output). */
+dnnl_status_t fsl_onednn_act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t what, fsl_cmd plain, bool input,
+                                    dnnl_memory_t *mem, dnnl_memory_t *user, void **buf, dnnl_primitive_t *reorder);
+
 /* ---- onednn_post.c ---- */
 void fsl_onednn_entries_free(post_entry *e, int n);
 void fsl_onednn_operand_view(const fsl_value *v, int r, const fsl_value **src, int64_t *bd, int64_t *bst);

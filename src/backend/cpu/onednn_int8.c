@@ -239,24 +239,6 @@ static fsl_status q_geometry(const fsl_node *lin, q_geom *g) {
   return FSL_OK;
 }
 
-/* Memory for an activation of pd whose caller-side layout is `plain`
- * (as act_memory in onednn.c: a reorder when the primitive wants another
- * layout). */
-static dnnl_status_t q_act(const_dnnl_primitive_desc_t pd, dnnl_query_t what, fsl_cmd plain, bool input,
-                           dnnl_memory_t *mem, dnnl_memory_t *user, void **buf, dnnl_primitive_t *reorder) {
-  fsl_cmd md = dnnl_primitive_desc_query_md(pd, what, 0);
-  if (!md) return dnnl_runtime_error;
-  if (dnnl_memory_desc_equal(md, plain)) return dnnl_memory_create(mem, plain, fsl_onednn_engine, DNNL_MEMORY_NONE);
-  size_t sz = dnnl_memory_desc_get_size(md);
-  *buf = aligned_alloc(64, (sz + 63) / 64 * 64);
-  if (!*buf) return dnnl_out_of_memory;
-  dnnl_status_t s = dnnl_memory_create(mem, md, fsl_onednn_engine, *buf);
-  if (s == dnnl_success) s = dnnl_memory_create(user, plain, fsl_onednn_engine, DNNL_MEMORY_NONE);
-  if (s == dnnl_success)
-    s = input ? fsl_onednn_reorder_create(reorder, plain, md) : fsl_onednn_reorder_create(reorder, md, plain);
-  return s;
-}
-
 fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q, int n_threads,
                                   fsl_onednn_linear **out) {
   *out = NULL;
@@ -323,9 +305,11 @@ fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q,
     op->scratch_bytes = dnnl_memory_desc_get_size(smd);
   }
   if (s == dnnl_success)
-    s = q_act(pd, dnnl_query_src_md, FSL_MD(src), true, &op->src_mem, &op->src_user_mem, &op->src_buf, &op->src_reorder);
+    s = fsl_onednn_act_memory(pd, dnnl_query_src_md, FSL_MD(src), true, &op->src_mem, &op->src_user_mem,
+                              &op->src_buf, &op->src_reorder);
   if (s == dnnl_success)
-    s = q_act(pd, dnnl_query_dst_md, FSL_MD(dst), false, &op->dst_mem, &op->dst_user_mem, &op->dst_buf, &op->dst_reorder);
+    s = fsl_onednn_act_memory(pd, dnnl_query_dst_md, FSL_MD(dst), false, &op->dst_mem, &op->dst_user_mem,
+                              &op->dst_buf, &op->dst_reorder);
   if (s == dnnl_success) { /* weights packed once */
     size_t sz = dnnl_memory_desc_get_size(wmd);
     op->wei_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
