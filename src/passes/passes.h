@@ -72,7 +72,9 @@ fsl_status fsl_pass_fold_weights(fsl_graph *g, int *n_folded);
  * `onnx` is the ONNX graph the primitives came from (node origins);
  * int8_weight_max the weights (minus zero point) the library takes exactly
  * (fsl_backend_caps.int8_weight_max: 128 all of int8, 64 [-64, 64]; 0: the
- * pass does nothing).  Sets
+ * pass does nothing).  An int8 convolution source with a zero point on a
+ * CPU without VNNI is rewritten too, and its convolution then runs as
+ * generated code (onednn_int8.c refuses it there).  Sets
  * *n_rewritten.  The replaced nodes are left for DCE.  Errors:
  * FSL_ERR_NOMEM.
  */

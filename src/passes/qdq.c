@@ -221,8 +221,6 @@ static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, int wmax, fsl_
     if (ld[i] != 1) return false; /* a ConvTranspose */
   act a;
   if (!match_act(lin->in[0], &a)) return false;
-  /* an int8 convolution source with a zero point needs VNNI (onednn_int8.c) */
-  if (lin->op == FSL_OP_conv && a.xq->dtype == FSL_DT_I8 && a.zx != 0 && wmax < 128) return false;
   const fsl_value *w = lin->in[1];
   if (lin->op == FSL_OP_matmul && (w->rank != 2 || lin->in[0]->rank != 2)) return false;
   wts ws = {0};

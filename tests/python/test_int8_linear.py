@@ -8,10 +8,10 @@ on the cpu backend oneDNN runs it on the 8-bit data
 - the result bit for bit against the reference interpreter (backend "ref":
   int64 accumulation, the spec's semantics) under every strategy;
 - that the linear op ran through the library (plan["n_library"]) where the
-  weights are within [-64, 64] and the source is uint8 or a matmul's, which
-  oneDNN takes on every ISA (full-range weights, and an int8 convolution
-  source with a zero point, need VNNI: without it they stay generated code,
-  exact too).
+  source is uint8 or a matmul's, which oneDNN takes on every ISA (without
+  VNNI weights beyond [-64, 64] are split in two 7-bit halves; an int8
+  convolution source with a zero point needs VNNI and stays generated code
+  without it, exact too).
 """
 from __future__ import annotations
 
@@ -149,14 +149,14 @@ def test_int8_linear_exact(tmp_path, case, strategy):
 
 @pytest.mark.parametrize("case", ["conv_u8_pad_zp", "matmul_u8_3d"])
 def test_int8_linear_full_range_weights_exact(tmp_path, case):
-    """Weights over all of int8: oneDNN with VNNI, generated code without; exact either way."""
+    """Weights over all of int8: oneDNN int8 on every ISA (split in two 7-bit halves without VNNI), exact."""
     rng = np.random.default_rng([SEED, 1])
     make = conv_integer if case.startswith("conv") else matmul_integer
     path, feeds = make(tmp_path, rng, wlim=None)
     want, _ = _run(path, feeds, "ref")
     got, plan = _run(path, feeds, "cpu", "optimal")
     np.testing.assert_array_equal(got, want)
-    assert plan["n_fallback"] == 0
+    assert plan["n_fallback"] == 0 and plan["n_library_int8"] == 1, plan
 
 
 def _qdq_model(tmp_path, rng, op):

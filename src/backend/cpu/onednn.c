@@ -357,6 +357,10 @@ void fsl_onednn_linear_free(fsl_onednn_linear *op) {
   if (op->wei_user_mem) dnnl_memory_destroy(op->wei_user_mem);
   if (op->scratch_mem) dnnl_memory_destroy(op->scratch_mem);
   if (op->zp_mem) dnnl_memory_destroy(op->zp_mem);
+  if (op->wei2_mem) dnnl_memory_destroy(op->wei2_mem);
+  if (op->acc2_mem) dnnl_memory_destroy(op->acc2_mem);
+  free(op->wei2_buf);
+  free(op->acc2_buf);
   for (int i = 0; i < MAX_POST; i++) {
     if (op->post_mem[i]) dnnl_memory_destroy(op->post_mem[i]);
     if (op->post_user_mem[i]) dnnl_memory_destroy(op->post_user_mem[i]);

@@ -159,6 +159,7 @@ typedef struct fsl_onednn_int8 {
   fsl_dtype zp_casts[FSL_INT8_MAX_CASTS]; /* the casts from zp_src to the zero point, applied in order */
   int32_t zp;                  /* the source's zero point when constant (0: none) */
   int32_t wzp;                 /* the weights' zero point (constant), subtracted at create time */
+  bool split;                  /* without VNNI, weights beyond [-64, 64]: run as two 7-bit halves */
 } fsl_onednn_int8;
 
 /**
@@ -185,8 +186,9 @@ fsl_status fsl_onednn_int8_match(const fsl_node *lin, bool (*avail)(const void *
 fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q, int n_threads,
                                   fsl_onednn_linear **out);
 /** The weights (minus zero point) the int8 primitives take: 128 for all of
- *  int8 where oneDNN's ISA has VNNI, 64 for [-64, 64] without (pairs of
- *  products add in int16 there), 0 when oneDNN cannot start. */
+ *  int8 (without VNNI, where pairs of products add in int16, by splitting
+ *  weights beyond [-64, 64] in two: onednn_int8.c), 0 when oneDNN cannot
+ *  start. */
 int fsl_onednn_int8_weight_max(void);
 /** The zero point that q's casts make of element 0 of `data` (q->zp_dtype). */
 int32_t fsl_onednn_int8_zero_point(const fsl_onednn_int8 *q, const void *data);

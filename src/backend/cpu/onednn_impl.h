@@ -80,6 +80,9 @@ struct fsl_onednn_linear {
   fsl_onednn_int8 q8;         /* what it reads (is_q8) */
   dnnl_memory_t zp_mem;       /* the source's zero point (s32, one element, data zp_val), or NULL */
   int32_t zp_val;
+  dnnl_memory_t wei2_mem, acc2_mem; /* split int8 weights (q8.split): the low bits, their s32 sums */
+  void *wei2_buf, *acc2_buf;
+  size_t acc2_n;                    /* s32 elements of acc2 (the destination's layout, padding included) */
   char desc[192];             /* fsl_onednn_linear_describe */
 };
 

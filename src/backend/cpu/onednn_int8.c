@@ -26,10 +26,12 @@
  * directly.  Without it, its AVX2 and AVX-512 int8 kernels add pairs of
  * u8 x s8 products in int16 with saturation (vpmaddubsw; an s8 source is
  * shifted to u8 first): a pair beyond 32767 (255 x 127 twice) would
- * saturate.  So without VNNI the int8 path takes only weights within
- * [-64, 64] (2 x 255 x 64 = 32640 fits), which ONNX Runtime's quantizer
- * produces for such CPUs (reduce_range: 7-bit weights); other weights stay
- * generated code (exact, slower).  An int8 convolution source with a zero
+ * saturate, while weights within [-64, 64] fit (2 x 255 x 64 = 32640;
+ * ONNX Runtime's quantizer makes such 7-bit weights for these CPUs with
+ * reduce_range).  So without VNNI, weights beyond that are split:
+ * w = 2 * (w >> 1) + (w & 1), both halves within [-64, 63], run through
+ * the same primitive twice and combined as 2 * acc_hi + acc_lo in s32
+ * (fsl_onednn_linear_run): exact, at twice the multiply-adds.  An int8 convolution source with a zero
  * point also needs VNNI: oneDNN 2.6.3's AVX2 kernel returned wrong sums
  * for it (every element of tests/python/test_int8_linear.py's case,
  * FSL_CPU_ISA=avx2; its matmul was right).  tests/python/test_int8_linear.py checks
@@ -102,7 +104,7 @@ int fsl_onednn_int8_weight_max(void) {
     fsl_error_clear();
     return 0;
   }
-  return fsl_onednn_has_vnni() ? 128 : 64;
+  return 128; /* without VNNI, weights beyond [-64, 64] are split (q->split) */
 }
 
 int32_t fsl_onednn_int8_zero_point(const fsl_onednn_int8 *q, const void *data) {
@@ -165,20 +167,19 @@ fsl_status fsl_onednn_int8_match(const fsl_node *lin, bool (*avail)(const void *
     t.zp_dtype = ws->dtype;
     q->wzp = fsl_onednn_int8_zero_point(&t, ws->data);
   }
-  int lim = fsl_onednn_int8_weight_max();
-  if (lim <= 0) return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: no engine");
-  if (lim < 128 && lin->op == FSL_OP_conv && q->src->dtype == FSL_DT_I8 && (q->zp || q->zp_src))
+  if (fsl_onednn_int8_weight_max() <= 0) return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: no engine");
+  if (!fsl_onednn_has_vnni() && lin->op == FSL_OP_conv && q->src->dtype == FSL_DT_I8 && (q->zp || q->zp_src))
     return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: an int8 convolution source with a zero point "
                                                      "needs VNNI (oneDNN 2.6's AVX2 kernel gets it wrong)");
   int64_t n = fsl_value_numel(q->wei);
   for (int64_t i = 0; i < n; i++) {
     int64_t w = fsl_load_i64(q->wei->dtype, q->wei->data, i) - q->wzp;
-    if (w < -lim || w > (lim == 128 ? 127 : lim))
-      return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED,
-                             "oneDNN int8: weight %lld minus its zero point is %lld (outside [%lld, %lld]%s)",
-                             (long long)i, (long long)w, (long long)-lim, (long long)(lim == 128 ? 127 : lim),
-                             lim == 128 ? "" : ": without VNNI products saturate in pairs");
+    if (w < -128 || w > 127)
+      return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: weight %lld minus its zero point is %lld "
+                             "(outside int8)", (long long)i, (long long)w);
+    q->split = q->split || w < -64 || w > 64;
   }
+  q->split = q->split && !fsl_onednn_has_vnni();
   return FSL_OK;
 }
 
@@ -294,8 +295,11 @@ fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q,
     st = fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: only a reference implementation");
     goto fail;
   }
-  for (int64_t i = 0, n = fsl_value_numel(q->wei); i < n; i++)
-    w8[i] = (int8_t)(fsl_load_i64(q->wei->dtype, q->wei->data, i) - q->wzp);
+  int64_t nw = fsl_value_numel(q->wei);
+  for (int64_t i = 0; i < nw; i++) {
+    int64_t w = fsl_load_i64(q->wei->dtype, q->wei->data, i) - q->wzp;
+    w8[i] = (int8_t)(q->split ? w >> 1 : w); /* split: w = 2 * (w >> 1) + (w & 1), both 7-bit */
+  }
   s = dnnl_primitive_create(&op->prim, pd);
   fsl_cmd wmd = s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
   fsl_cmd smd = wmd ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
@@ -317,6 +321,19 @@ fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q,
     if (s == dnnl_success) s = dnnl_memory_create(&op->wei_mem, wmd, fsl_onednn_engine, op->wei_buf);
     op->wei_const = true;
   }
+  if (s == dnnl_success && q->split) { /* the low bits, and the s32 sums they make */
+    for (int64_t i = 0; i < nw; i++) w8[i] = (int8_t)((fsl_load_i64(q->wei->dtype, q->wei->data, i) - q->wzp) & 1);
+    size_t sz = dnnl_memory_desc_get_size(wmd);
+    fsl_cmd dmd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    size_t dz = dmd ? dnnl_memory_desc_get_size(dmd) : 0;
+    op->wei2_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
+    op->acc2_buf = dz ? aligned_alloc(64, (dz + 63) / 64 * 64) : NULL;
+    s = op->wei2_buf && op->acc2_buf ? fsl_onednn_run_reorder(FSL_MD(wei_user), w8, wmd, op->wei2_buf)
+                                     : dnnl_out_of_memory;
+    if (s == dnnl_success) s = dnnl_memory_create(&op->wei2_mem, wmd, fsl_onednn_engine, op->wei2_buf);
+    if (s == dnnl_success) s = dnnl_memory_create(&op->acc2_mem, dmd, fsl_onednn_engine, op->acc2_buf);
+    op->acc2_n = dz / sizeof(int32_t);
+  }
   if (s == dnnl_success && zp) {
     fsl_md zmd;
     int64_t one = 1;
@@ -330,8 +347,9 @@ fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q,
   {
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) impl = "?";
-    snprintf(op->desc, sizeof op->desc, "%s %s %s:s8->s32%s %s", conv ? "convolution" : "matmul", impl,
-             sdt == dnnl_u8 ? "u8" : "s8", zp ? " zero-point" : "", op->src_reorder ? "reordered" : "plain");
+    snprintf(op->desc, sizeof op->desc, "%s %s %s:s8->s32%s%s %s", conv ? "convolution" : "matmul", impl,
+             sdt == dnnl_u8 ? "u8" : "s8", zp ? " zero-point" : "", q->split ? " split-weights" : "",
+             op->src_reorder ? "reordered" : "plain");
     op->desc_len = strlen(op->desc);
   }
   free(w8);

@@ -82,6 +82,28 @@ void fsl_onednn_flip_weights(const float *src, float *dst, int64_t outer, int ns
   }
 }
 
+/* Split int8 weights (onednn_int8.c): the primitive again with the low
+ * bits of the weights into acc2, then dst = 2 * dst + acc2 in s32 (in the
+ * destination's layout, elementwise). */
+static dnnl_status_t split_low_bits(fsl_onednn_linear *op, dnnl_exec_arg_t *args, int na) {
+  void *d = NULL;
+  dnnl_status_t s = dnnl_stream_wait(fsl_onednn_stream);
+  if (s == dnnl_success) s = dnnl_memory_get_data_handle(op->dst_mem, &d);
+  if (s != dnnl_success || !d) return s != dnnl_success ? s : dnnl_runtime_error;
+  for (int i = 0; i < na; i++) {
+    if (args[i].arg == DNNL_ARG_WEIGHTS) args[i].memory = op->wei2_mem;
+    if (args[i].arg == DNNL_ARG_DST) args[i].memory = op->acc2_mem;
+  }
+  s = dnnl_primitive_execute(op->prim, fsl_onednn_stream, na, args);
+  if (s == dnnl_success) s = dnnl_stream_wait(fsl_onednn_stream);
+  if (s != dnnl_success) return s;
+  int32_t *y = d;
+  const int32_t *lo = op->acc2_buf;
+  int64_t n = (int64_t)op->acc2_n;
+  for (int64_t i = 0; i < n; i++) y[i] = (int32_t)(2 * (uint32_t)y[i] + (uint32_t)lo[i]);
+  return dnnl_success;
+}
+
 fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const void *wei, const void *const *post,
                                  void *dst) {
   if (op && op->src_const) { /* CONV_MM_WX: w [M, C] times x [C, HW] */
@@ -180,6 +202,7 @@ fsl_status fsl_onednn_linear_run(fsl_onednn_linear *op, const void *src, const v
   } else {
     s = dnnl_primitive_execute(op->prim, fsl_onednn_stream, na, args);
   }
+  if (s == dnnl_success && op->wei2_mem) s = split_low_bits(op, args, na);
   if (s == dnnl_success && op->dst_reorder && !op->dst_chained) {
     dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, op->dst_mem}, {DNNL_ARG_TO, op->dst_user_mem}};
     s = dnnl_primitive_execute(op->dst_reorder, fsl_onednn_stream, 2, ra);
