@@ -69,11 +69,9 @@ fsl_status fsl_model_fission(fsl_model *m) {
   fsl_status st = fsl_pass_widen_half(g);
   /* QDQ convolutions and matmuls as integer ones where the backend's library runs int8 */
   const fsl_backend *be = fsl_backend_find(m->backend);
-  int n_qdq = 0;
-  if (st == FSL_OK && be) st = fsl_pass_qdq_linear(g, m->onnx, fsl_model_caps(m, be)->int8_weight_max, &n_qdq);
+  if (st == FSL_OK && be) st = fsl_pass_qdq_linear(g, m->onnx, fsl_model_caps(m, be)->linear_int8, NULL);
   /* the weights of the linear ops left, computed from constants only (dequantized), once */
-  int n_folded = 0;
-  if (st == FSL_OK) st = fsl_pass_fold_weights(g, &n_folded);
+  if (st == FSL_OK) st = fsl_pass_fold_weights(g, NULL);
   if (st == FSL_OK) st = fsl_pass_cse(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);
   if (st == FSL_OK && m->rewrite != FSL_REWRITE_OFF) {

@@ -39,11 +39,9 @@ typedef struct fsl_backend_caps {
   bool linear_views;      /* its linear kernels read permute, expand and slice views of their operands in
                              place (fsl_device.linear_views: orchestration lets LINEAR kernels take them) */
   bool linear_int8;       /* its library runs int32 matmuls/convs of 8-bit values cast to int32 minus a
-                             per-tensor zero point on the 8-bit data (fsl_device.linear_int8) */
-  int int8_weight_max;    /* the weights (minus zero point) its int8 library multiplies exactly: 128 all
-                             of int8 (oneDNN: without VNNI by splitting them, backend/cpu/onednn_int8.c),
-                             64 within [-64, 64], 0 without one; the QDQ
-                             pass (passes/qdq.c) rewrites float convs/matmuls to integer ones for it */
+                             per-tensor zero point on the 8-bit data (fsl_device.linear_int8; oneDNN int8 on
+                             the CPU, any int8 weights: backend/cpu/onednn_int8.c); the QDQ pass
+                             (passes/qdq.c) rewrites float convs/matmuls to integer ones for it */
   bool winograd_3x3;      /* it runs the dense 3x3 stride-1 convolutions fsl_device.winograd_3x3 describes
                              as Winograd F(2x2,3x3) (the cost model charges them so) */
   bool library;           /* linear ops may run through its library: oneDNN on the CPU (off with

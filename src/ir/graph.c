@@ -208,6 +208,17 @@ bool fsl_value_has_shape(const fsl_value *v) {
 }
 
 int64_t fsl_value_numel(const fsl_value *v) { return fsl_numel(v->rank, v->dims); }
+
+bool fsl_value_uniform_const(const fsl_value *v, double *out) {
+  if (!v || !v->data || !fsl_value_has_shape(v)) return false;
+  int64_t n = fsl_value_numel(v);
+  if (n < 1) return false;
+  double v0 = fsl_load_f64(v->dtype, v->data, 0);
+  for (int64_t i = 1; i < n; i++)
+    if (fsl_load_f64(v->dtype, v->data, i) != v0) return false;
+  *out = v0;
+  return true;
+}
 int64_t fsl_value_nbytes(const fsl_value *v) { return fsl_nbytes(v->dtype, v->rank, v->dims); }
 
 char *fsl_value_type_str(const fsl_value *v, char *buf, size_t len) {

@@ -180,6 +180,10 @@ bool fsl_value_set_shape(fsl_value *v, int rank, const int64_t *dims);
 bool fsl_value_has_shape(const fsl_value *v);
 int64_t fsl_value_numel(const fsl_value *v);
 int64_t fsl_value_nbytes(const fsl_value *v);
+/** Whether v is a constant of static shape, at least one element, whose
+ *  elements are all equal (a per-tensor parameter, perhaps broadcast by
+ *  constant folding); then *out is that value. */
+bool fsl_value_uniform_const(const fsl_value *v, double *out);
 /** "float[2x3]" into buf. */
 char *fsl_value_type_str(const fsl_value *v, char *buf, size_t len);
 /** Opset version imported for a domain ("" or "ai.onnx" = default); 0 if none. */

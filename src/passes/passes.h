@@ -70,14 +70,13 @@ fsl_status fsl_pass_fold_weights(fsl_graph *g, int *n_folded);
  * widened, minus their zero points) scaled by x_scale * w_scale (qdq.c):
  * what a backend whose library multiplies 8-bit data runs as int8.
  * `onnx` is the ONNX graph the primitives came from (node origins);
- * int8_weight_max the weights (minus zero point) the library takes exactly
- * (fsl_backend_caps.int8_weight_max: 128 all of int8, 64 [-64, 64]; 0: the
- * pass does nothing).  An int8 convolution source with a zero point on a
- * CPU without VNNI is rewritten too, and its convolution then runs as
- * generated code (onednn_int8.c refuses it there).  Sets
- * *n_rewritten.  The replaced nodes are left for DCE.  Errors:
- * FSL_ERR_NOMEM.
+ * linear_int8 whether the backend's library runs int8
+ * (fsl_backend_caps.linear_int8; false: the pass does nothing).  An int8
+ * convolution source with a zero point on a CPU without VNNI is rewritten
+ * too, and its convolution then runs as generated code (onednn_int8.c
+ * refuses it there).  Sets *n_rewritten.  The replaced nodes are left for
+ * DCE.  Errors: FSL_ERR_NOMEM.
  */
-fsl_status fsl_pass_qdq_linear(fsl_graph *g, const fsl_graph *onnx, int int8_weight_max, int *n_rewritten);
+fsl_status fsl_pass_qdq_linear(fsl_graph *g, const fsl_graph *onnx, bool linear_int8, int *n_rewritten);
 
 #endif

@@ -2,7 +2,7 @@
  * qdq.c — float32 convolutions and matmuls between DequantizeLinear
  * nodes (the QDQ format of onnxruntime.quantization.quantize_static) as
  * integer ones, for a backend whose library multiplies 8-bit data
- * (fsl_backend_caps.int8_weight_max > 0: oneDNN int8 on the CPU).
+ * (fsl_backend_caps.linear_int8: oneDNN int8 on the CPU).
  *
  * After fission a QDQ convolution reads
  *   x = (float(xq) - zx) * sx          xq uint8/int8 at run time, sx and zx
@@ -46,14 +46,7 @@ static bool const_single(const fsl_value *v, double *out) {
   while (v && !v->data && v->producer && (v->producer->op == FSL_OP_expand || v->producer->op == FSL_OP_reshape) &&
          v->producer->n_in >= 1)
     v = v->producer->in[0];
-  if (!v || !v->data || !fsl_value_has_shape(v)) return false;
-  int64_t n = fsl_value_numel(v);
-  if (n < 1) return false;
-  double v0 = fsl_load_f64(v->dtype, v->data, 0);
-  for (int64_t i = 1; i < n; i++)
-    if (fsl_load_f64(v->dtype, v->data, i) != v0) return false;
-  *out = v0;
-  return true;
+  return fsl_value_uniform_const(v, out);
 }
 
 static const fsl_value *through_reshapes(const fsl_value *v) {
@@ -96,17 +89,16 @@ static const fsl_node *onnx_node(const fsl_graph *onnx, int id) {
 
 /* The weight side: lin's constant weights w (its in[1], [r0, r1, ...]) are
  * DequantizeLinear(wq, sw, zw) of 8-bit initializers, per tensor or per
- * channel along `ch` of w (transposed: the ONNX tensor is w's 2-D
- * transpose).  Fills wq8 (w's layout, minus the zero point) and scale
- * (per channel of w's axis ch, or one). */
+ * output channel (transposed: the ONNX tensor is w's 2-D transpose), with
+ * w - zero point within int8.  Fills wq (w's layout, minus the zero
+ * point) and scale (per output channel, or one). */
 typedef struct wts {
   int8_t *wq;        /* numel(w), malloc'd */
   float *scale;      /* n_scale, malloc'd */
   int64_t n_scale;
-  int ch;            /* w's axis the scales run along (n_scale > 1) */
 } wts;
 
-static bool match_weights(const fsl_node *lin, const fsl_node *origin, int wmax, wts *out) {
+static bool match_weights(const fsl_node *lin, const fsl_node *origin, wts *out) {
   const fsl_value *w = lin->in[1];
   if (w->dtype != FSL_DT_F32 || !origin || origin->n_in < 2 || !origin->in[1]) return false;
   const fsl_node *dq = origin->in[1]->producer;
@@ -141,7 +133,6 @@ static bool match_weights(const fsl_node *lin, const fsl_node *origin, int wmax,
   out->wq = malloc((size_t)n);
   out->scale = malloc(sizeof(float) * (size_t)ns);
   out->n_scale = ns;
-  out->ch = ch;
   if (!out->wq || !out->scale) return false;
   for (int64_t k = 0; k < ns; k++) out->scale[k] = (float)fsl_load_f64(s->dtype, s->data, k);
   /* element i of w (row-major over w's dims) is element j of q */
@@ -152,7 +143,7 @@ static bool match_weights(const fsl_node *lin, const fsl_node *origin, int wmax,
     int64_t c = ns > 1 ? (j / inner) % ns : 0;
     int64_t qi = fsl_load_i64(q->dtype, q->data, j), zi = z ? fsl_load_i64(z->dtype, z->data, c) : 0;
     int64_t d = qi - zi;
-    if (d < -wmax || d > (wmax >= 128 ? 127 : wmax)) return false;
+    if (d < -128 || d > 127) return false;
     /* a folded w: dequantized as fission does, (float(q) - float(z)) * scale in float32 */
     float f = ((float)qi - (float)zi) * out->scale[c];
     if (!computed && f != ((const float *)w->data)[i]) return false;
@@ -210,7 +201,7 @@ static fsl_attr *cast_attr(fsl_graph *g, fsl_dtype to) {
 
 /* Rewrites lin (at position pos) as above; false (nothing changed) when it
  * does not match; FSL_ERR_NOMEM through *st. */
-static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, int wmax, fsl_status *st) {
+static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, fsl_status *st) {
   fsl_node *lin = g->nodes[pos];
   if ((lin->op != FSL_OP_conv && lin->op != FSL_OP_matmul) || lin->n_in != 2 || lin->n_out != 1 || !lin->in[0] ||
       !lin->in[1] || !lin->out[0] || lin->out[0]->dtype != FSL_DT_F32 || lin->out[0]->is_output ||
@@ -224,7 +215,7 @@ static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, int wmax, fsl_
   const fsl_value *w = lin->in[1];
   if (lin->op == FSL_OP_matmul && (w->rank != 2 || lin->in[0]->rank != 2)) return false;
   wts ws = {0};
-  bool ok = match_weights(lin, onnx_node(onnx, lin->origin), wmax, &ws);
+  bool ok = match_weights(lin, onnx_node(onnx, lin->origin), &ws);
   if (!ok) {
     free(ws.wq);
     free(ws.scale);
@@ -292,11 +283,11 @@ static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, int wmax, fsl_
   return true;
 }
 
-fsl_status fsl_pass_qdq_linear(fsl_graph *g, const fsl_graph *onnx, int int8_weight_max, int *n_rewritten) {
+fsl_status fsl_pass_qdq_linear(fsl_graph *g, const fsl_graph *onnx, bool linear_int8, int *n_rewritten) {
   if (n_rewritten) *n_rewritten = 0;
-  if (!g || !onnx || int8_weight_max <= 0) return FSL_OK;
+  if (!g || !onnx || !linear_int8) return FSL_OK;
   fsl_status st = FSL_OK;
   for (int i = 0; i < g->n_nodes && st == FSL_OK; i++)
-    if (rewrite(g, onnx, i, int8_weight_max, &st) && n_rewritten) (*n_rewritten)++;
+    if (rewrite(g, onnx, i, &st) && n_rewritten) (*n_rewritten)++;
   return st;
 }

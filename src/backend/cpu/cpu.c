@@ -589,8 +589,7 @@ void fsl_cpu_exe_stats(const void *exe, fsl_cpu_stats *out) {
 static void cpu_caps(fsl_backend_caps *out) {
   out->library = getenv("FSL_NO_ONEDNN") == NULL;
   out->winograd_3x3 = out->library;
-  out->linear_int8 = out->library; /* oneDNN int8 primitives (onednn_int8.c) */
-  out->int8_weight_max = out->library ? fsl_onednn_int8_weight_max() : 0;
+  out->linear_int8 = out->library && fsl_onednn_int8_available(); /* oneDNN int8 primitives (onednn_int8.c) */
 }
 
 /* Lowers k alone (as the profiler does) and looks for a fallback step. */

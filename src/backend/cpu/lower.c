@@ -55,13 +55,14 @@ static bool kernel_input(const void *ctx, const fsl_value *v) {
  * (the values the plan keeps alive for it: a LINEAR kernel with the
  * widening as its prologue): a LIB step with inputs {source, weights, zero
  * point source or NULL}, absorbing nothing.  FSL_ERR_UNSUPPORTED when the
- * caps rule oneDNN out, the operands do not match or oneDNN has no
- * optimized kernel. */
+ * caps rule oneDNN int8 out, the operands do not match or oneDNN has no
+ * optimized kernel.  The library hook for an int32 op, and the
+ * library_through hook (tried before a prologue is generated). */
 static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp, fsl_value **z,
                               int *n_abs) {
   const fsl_backend_caps *caps = L->ctx;
   fsl_node *lin = sp->lin;
-  if (!caps || !caps->library || !lin->out[0] || lin->out[0]->dtype != FSL_DT_I32)
+  if (!caps || !caps->linear_int8 || !lin->out[0] || lin->out[0]->dtype != FSL_DT_I32)
     return fsl_errorf(FSL_ERR_UNSUPPORTED, "no oneDNN int8 path");
   fsl_onednn_int8 q;
   FSL_TRY(fsl_onednn_int8_match(lin, kernel_input, k, &q));
@@ -86,11 +87,6 @@ static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_kernel *k, cons
   return FSL_OK;
 }
 
-static fsl_status onednn_through(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp,
-                                 fsl_value **z, int *n_abs) {
-  return onednn_int8(L, ki, k, sp, z, n_abs);
-}
-
 /* The lowering's library hook: linear op sp->lin as a oneDNN primitive
  * (a LIB step) absorbing the longest usable epilogue chain as post-ops,
  * when the caps allow oneDNN (L->ctx) and the op is float32.  *z receives
@@ -100,7 +96,7 @@ static fsl_status onednn_library(fsl_lowering *L, int ki, const fsl_kernel *k, c
                                  fsl_value **z, int *n_abs) {
   const fsl_backend_caps *caps = L->ctx;
   fsl_node *lin = sp->lin, *const *chain = sp->chain;
-  if (caps && caps->library && lin->out[0] && lin->out[0]->dtype == FSL_DT_I32)
+  if (caps && caps->linear_int8 && lin->out[0] && lin->out[0]->dtype == FSL_DT_I32)
     return onednn_int8(L, ki, k, sp, z, n_abs);
   if (!caps || !caps->library || lin->in[0]->dtype != FSL_DT_F32) return FSL_ERR_UNSUPPORTED;
   fsl_onednn_linear *op = NULL;
@@ -150,7 +146,7 @@ static bool generates_linear(const fsl_dialect *d, const fsl_node *lin) {
 }
 
 static const fsl_lowering_hooks k_cpu_hooks = {
-    .library = onednn_library, .library_through = onednn_through, .generates_linear = generates_linear, .library_name = "oneDNN",
+    .library = onednn_library, .library_through = onednn_int8, .generates_linear = generates_linear, .library_name = "oneDNN",
     .lib_free = onednn_free,
 };
 

@@ -185,11 +185,11 @@ fsl_status fsl_onednn_int8_match(const fsl_node *lin, bool (*avail)(const void *
  */
 fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q, int n_threads,
                                   fsl_onednn_linear **out);
-/** The weights (minus zero point) the int8 primitives take: 128 for all of
- *  int8 (without VNNI, where pairs of products add in int16, by splitting
- *  weights beyond [-64, 64] in two: onednn_int8.c), 0 when oneDNN cannot
- *  start. */
-int fsl_onednn_int8_weight_max(void);
+/** Whether oneDNN starts (its engine, after the FSL_CPU_ISA limit): then
+ *  the int8 primitives take any int8 weights (without VNNI, where pairs of
+ *  products add in int16, by splitting weights beyond [-64, 64] in two:
+ *  onednn_int8.c). */
+bool fsl_onednn_int8_available(void);
 /** The zero point that q's casts make of element 0 of `data` (q->zp_dtype). */
 int32_t fsl_onednn_int8_zero_point(const fsl_onednn_int8 *q, const void *data);
 

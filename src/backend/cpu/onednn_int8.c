@@ -80,15 +80,8 @@ static const fsl_value *zero_point_source(const fsl_value *z, fsl_onednn_int8 *q
     }
     z = p->in[0];
   }
-  if (!z) return NULL;
-  if (z->data) { /* a constant: one value, perhaps broadcast by constant folding */
-    int64_t n = fsl_value_numel(z);
-    double v0 = fsl_load_f64(z->dtype, z->data, 0);
-    for (int64_t i = 1; i < n; i++)
-      if (fsl_load_f64(z->dtype, z->data, i) != v0) return NULL;
-  } else if (fsl_value_numel(z) != 1) {
-    return NULL;
-  }
+  double one;
+  if (!z || (z->data ? !fsl_value_uniform_const(z, &one) : fsl_value_numel(z) != 1)) return NULL;
   /* applied source first */
   for (int i = 0, j = q->n_zp_casts - 1; i < j; i++, j--) {
     fsl_dtype t = q->zp_casts[i];
@@ -98,13 +91,10 @@ static const fsl_value *zero_point_source(const fsl_value *z, fsl_onednn_int8 *q
   return z;
 }
 
-int fsl_onednn_int8_weight_max(void) {
-  /* the ISA limit (FSL_CPU_ISA) applied before asking for VNNI */
-  if (fsl_onednn_engine_get() != FSL_OK) {
-    fsl_error_clear();
-    return 0;
-  }
-  return 128; /* without VNNI, weights beyond [-64, 64] are split (q->split) */
+bool fsl_onednn_int8_available(void) {
+  if (fsl_onednn_engine_get() == FSL_OK) return true;
+  fsl_error_clear();
+  return false;
 }
 
 int32_t fsl_onednn_int8_zero_point(const fsl_onednn_int8 *q, const void *data) {
@@ -158,7 +148,6 @@ fsl_status fsl_onednn_int8_match(const fsl_node *lin, bool (*avail)(const void *
     if (zs->data) q->zp = fsl_onednn_int8_zero_point(q, zs->data);
     else q->zp_src = zs;
   }
-  q->wzp = 0;
   if (wz) {
     fsl_onednn_int8 t;
     const fsl_value *ws = zero_point_source(wz, &t, &av);
@@ -167,7 +156,8 @@ fsl_status fsl_onednn_int8_match(const fsl_node *lin, bool (*avail)(const void *
     t.zp_dtype = ws->dtype;
     q->wzp = fsl_onednn_int8_zero_point(&t, ws->data);
   }
-  if (fsl_onednn_int8_weight_max() <= 0) return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: no engine");
+  /* the engine started first: its ISA limit (FSL_CPU_ISA) applies before asking for VNNI */
+  if (!fsl_onednn_int8_available()) return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: no engine");
   if (!fsl_onednn_has_vnni() && lin->op == FSL_OP_conv && q->src->dtype == FSL_DT_I8 && (q->zp || q->zp_src))
     return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: an int8 convolution source with a zero point "
                                                      "needs VNNI (oneDNN 2.6's AVX2 kernel gets it wrong)");
