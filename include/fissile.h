@@ -440,6 +440,8 @@ typedef struct fsl_plan_info {
                                 (float32, and int8 for integer ones) on cpu, cuBLASLt on cuda */
   int n_library_int8;      /**< of those, the integer matmuls/convs of quantized models run on 8-bit
                                 data (oneDNN int8 primitives: docs/cpu-backend.md, "Integer linear ops") */
+  int n_library_requant;   /**< of those, the ones that also requantize: the library writes their
+                                8-bit output (scales, bias, activation, round, zero point, saturation) */
   char fallback_why[256];  /**< the first fallback: kernel, ONNX op and node, reason */
 } fsl_plan_info;
 

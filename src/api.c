@@ -351,6 +351,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
     info->n_opaque = ei.n_opaque;
     info->n_library = ei.n_library;
     info->n_library_int8 = ei.n_library_int8;
+    info->n_library_requant = ei.n_library_requant;
     snprintf(info->fallback_why, sizeof info->fallback_why, "%s", ei.fallback_why);
     arena = ei.arena_bytes;
   }

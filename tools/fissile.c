@@ -930,8 +930,9 @@ static void print_plan_summary(const char *model, const fsl_model *m, const fsl_
   print_autotune(pi);
   if (pi->runs_plan) {
     printf("backend: %s (compile %.3f s): %d kernels native, %d through the reference fallback, %d opaque (host); "
-           "%d linear ops through its library (%d int8)\n",
-           pi->backend, pi->backend_s, pi->n_native, pi->n_fallback, pi->n_opaque, pi->n_library, pi->n_library_int8);
+           "%d linear ops through its library (%d int8, %d of them requantizing)\n",
+           pi->backend, pi->backend_s, pi->n_native, pi->n_fallback, pi->n_opaque, pi->n_library, pi->n_library_int8,
+           pi->n_library_requant);
     if (pi->n_fallback) printf("first fallback: %s\n", pi->fallback_why);
   } else {
     printf("backend: ref (whole-graph reference interpreter; plan not compiled)\n");

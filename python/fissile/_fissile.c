@@ -451,7 +451,7 @@ static PyObject *Model_plan_info(ModelObject *self, PyObject *unused) {
   if (!tune) return NULL;
   return Py_BuildValue(
       "{s:s,s:s,s:s,s:i,s:s,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:i,s:d,s:d,s:d,s:O,s:L,s:L,s:O,s:i,s:i,s:i,s:i,s:d,s:i,s:i,s:i,"
-      "s:i,s:i,s:s,s:K,s:N}",
+      "s:i,s:i,s:i,s:s,s:K,s:N}",
       "strategy", fsl_strategy_name(pi.strategy), "backend", pi.backend, "device", pi.device,
       "n_primitives", pi.n_primitives, "rewrite", fsl_rewrite_mode_name(pi.rewrite), "n_rewrites", pi.n_rewrites,
       "n_kernels", pi.n_kernels,
@@ -463,7 +463,7 @@ static PyObject *Model_plan_info(ModelObject *self, PyObject *unused) {
       "profiled", pi.profiled ? Py_True : Py_False, "n_cost_cached", pi.n_cost_cached,
       "n_cost_measured", pi.n_cost_measured, "n_cost_analytic", pi.n_cost_analytic,
       "n_plan_measured", pi.n_plan_measured, "profile_s", pi.profile_s, "n_native", pi.n_native,
-      "n_fallback", pi.n_fallback, "n_opaque", pi.n_opaque, "n_library", pi.n_library, "n_library_int8", pi.n_library_int8, "fallback_why", pi.fallback_why,
+      "n_fallback", pi.n_fallback, "n_opaque", pi.n_opaque, "n_library", pi.n_library, "n_library_int8", pi.n_library_int8, "n_library_requant", pi.n_library_requant, "fallback_why", pi.fallback_why,
       "plan_hash", (unsigned long long)pi.plan_hash, "autotune", tune);
 }
 

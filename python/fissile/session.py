@@ -237,7 +237,8 @@ class InferenceSession:
         n_native, n_fallback, n_opaque, fallback_why: how the backend runs the kernels;
         n_library: linear ops it runs through its library (oneDNN on cpu: float32, and
         int8 for the integer ones of quantized models); n_library_int8: of those, the
-        ones run on 8-bit data;
+        ones run on 8-bit data; n_library_requant: of those, the ones whose library
+        call also requantizes (writes their 8-bit output);
         profiled, n_cost_cached, n_cost_measured, n_cost_analytic, n_plan_measured;
         plan_hash: a hash of the kernels in order (equal for strategies that built the same plan);
         autotune: None, or (autotune=True) {"kept": the strategy whose plan

@@ -27,6 +27,7 @@ typedef struct fsl_backend_exe_info {
   int n_opaque;           /* opaque kernels (TopK, CumSum, ...): host reference by design */
   int n_library;          /* linear ops run by the backend's library (oneDNN, cuBLASLt) */
   int n_library_int8;     /* of those, integer ones run on 8-bit data (oneDNN int8) */
+  int n_library_requant;  /* of those, ones whose library step writes the requantized 8-bit output */
   char fallback_why[256]; /* the first fallback: kernel, ONNX node and reason; "" if none */
   int64_t arena_bytes;    /* bytes of the one allocation holding the kernels' outputs
                              (graph outputs excepted); -1: the backend has no arena */

@@ -109,6 +109,7 @@ void fsl_lowering_exe_info(const fsl_lowering *L, int n_kernels, fsl_backend_exe
   out->n_native = n_kernels - L->n_fallback - L->n_opaque;
   out->n_library = L->n_lib;
   out->n_library_int8 = L->n_lib_int8;
+  out->n_library_requant = L->n_lib_requant;
   snprintf(out->fallback_why, sizeof out->fallback_why, "%s", L->why);
 }
 

@@ -107,6 +107,7 @@ struct fsl_lowering {
   int next_fn;                 /* the next function's number (functions from first_fn given to init) */
   int n_generated, n_lib;      /* GEN and LIB steps */
   int n_lib_int8;              /* LIB steps on 8-bit integers (of n_lib) */
+  int n_lib_requant;           /* of those, writing 8-bit integers (the requantize absorbed) */
   int n_fallback;              /* kernels with a HOST step that is not opaque by design */
   int n_opaque;                /* opaque kernels */
   char why[256];               /* the first fallback: "kernel K (OP 'NODE'): reason"; "" if none */

@@ -193,7 +193,8 @@ def _qdq_model(tmp_path, rng, op):
 @pytest.mark.parametrize("op", ["Conv", "MatMul", "Gemm"])
 @pytest.mark.parametrize("strategy", ["opfuse", "optimal"])
 def test_qdq_linear_runs_int8(tmp_path, op, strategy):
-    """passes/qdq.c: a QDQ conv/matmul runs as an int8 primitive and matches
+    """passes/qdq.c: a QDQ conv/matmul runs as an int8 primitive that also
+    requantizes (onednn_int8.c: post-ops and a u8 destination) and matches
     ONNX Runtime (which fuses the same pattern into QLinearConv/MatMul)
     within one quantization step, and the reference interpreter (float
     graph) within one step too."""
@@ -204,6 +205,8 @@ def test_qdq_linear_runs_int8(tmp_path, op, strategy):
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     ref, _ = _run(path, feeds, "ref")
     assert plan["n_fallback"] == 0 and plan["n_library_int8"] == 1, plan
+    # the scales, bias, Relu and QuantizeLinear run inside the primitive (post-ops, u8 destination)
+    assert plan["n_library_requant"] == 1, plan
     assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
     assert np.abs(got.astype(np.int32) - ref.astype(np.int32)).max() <= 1
     assert (got == want).mean() > 0.95  # mostly bit-equal: both sum integers exactly

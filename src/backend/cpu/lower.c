@@ -54,10 +54,12 @@ static bool kernel_input(const void *ctx, const fsl_value *v) {
  * run-time value its zero point is cast from) where they are inputs of k
  * (the values the plan keeps alive for it: a LINEAR kernel with the
  * widening as its prologue): a LIB step with inputs {source, weights, zero
- * point source or NULL}, absorbing nothing.  FSL_ERR_UNSUPPORTED when the
+ * point source or NULL}.  FSL_ERR_UNSUPPORTED when the
  * caps rule oneDNN int8 out, the operands do not match or oneDNN has no
- * optimized kernel.  The library hook for an int32 op, and the
- * library_through hook (tried before a prologue is generated). */
+ * optimized kernel.  It absorbs the dequantizing / requantizing part of
+ * the epilogue chain that the primitive computes (fsl_onednn_int8_create).
+ * The library hook for an int32 op, and the library_through hook (tried
+ * before a prologue is generated). */
 static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_kernel *k, const fsl_linear_split *sp, fsl_value **z,
                               int *n_abs) {
   const fsl_backend_caps *caps = L->ctx;
@@ -69,12 +71,19 @@ static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_kernel *k, cons
   if (!kernel_input(k, q.src) || (q.zp_src && !kernel_input(k, q.zp_src)))
     return fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: the 8-bit source is not an input of the kernel");
   fsl_onednn_linear *op = NULL;
-  fsl_status st = fsl_onednn_int8_create(lin, &q, 0, &op);
-  if (st != FSL_OK) return st;
+  int na = 0;
+  FSL_TRY(fsl_onednn_int8_create(lin, &q, sp->chain, sp->n_chain, 0, &op, &na));
   fsl_value *in[3] = {(fsl_value *)q.src, (fsl_value *)q.wei, (fsl_value *)q.zp_src};
-  fsl_value *out = lin->out[0];
-  fsl_step *s = fsl_lowering_add(L, FSL_STEP_LIB, ki, lin->op == FSL_OP_matmul ? "matmul" : "conv", in, 3, &out, 1,
-                                 &lin, 1);
+  fsl_value *out = na > 0 ? sp->chain[na - 1]->out[0] : lin->out[0];
+  fsl_node **nodes = malloc(sizeof *nodes * (size_t)(1 + na));
+  fsl_step *s = NULL;
+  if (nodes) {
+    nodes[0] = lin;
+    memcpy(nodes + 1, sp->chain, sizeof *nodes * (size_t)na);
+    s = fsl_lowering_add(L, FSL_STEP_LIB, ki, lin->op == FSL_OP_matmul ? "matmul" : "conv", in, 3, &out, 1, nodes,
+                         1 + na);
+  }
+  free(nodes);
   if (!s) {
     fsl_onednn_linear_free(op);
     return fsl_errorf(FSL_ERR_NOMEM, "out of memory (cpu lowering)");
@@ -82,8 +91,9 @@ static fsl_status onednn_int8(fsl_lowering *L, int ki, const fsl_kernel *k, cons
   s->lib = op;
   L->n_lib++;
   L->n_lib_int8++;
+  if (out->dtype == FSL_DT_U8 || out->dtype == FSL_DT_I8) L->n_lib_requant++;
   *z = out;
-  *n_abs = 0;
+  *n_abs = na;
   return FSL_OK;
 }
 

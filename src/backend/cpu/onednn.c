@@ -138,7 +138,7 @@ static fsl_status linear_create(const fsl_node *lin, fsl_node *const *epi, int n
     return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   }
   int ne = 0;
-  if (!fsl_onednn_epilogue(lin, epi, n_epi, g.deconv, avail, e, &ne)) {
+  if (!fsl_onednn_epilogue(lin, epi, n_epi, 0, g.deconv, avail, e, &ne)) {
     fsl_onednn_entries_free(e, ne);
     free(op);
     return fsl_errorf(FSL_ERR_NOMEM, "out of memory");

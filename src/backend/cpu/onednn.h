@@ -176,15 +176,24 @@ fsl_status fsl_onednn_int8_match(const fsl_node *lin, bool (*avail)(const void *
                                  const void *ctx, fsl_onednn_int8 *q);
 /**
  * Prepares the int8 primitive for `lin` as matched in *q: u8/s8 source x
- * s8 weights (packed now) -> s32 destination, the zero point subtracted by
+ * s8 weights (packed now) -> s32 sums, the zero point subtracted by
  * oneDNN ("Primitive Attributes: Zero Points", oneDNN developer guide).
+ * When epi (n_epi nodes, a chain from lin's output) starts with the cast
+ * of the sums to float32, the primitive also takes the longest prefix of
+ * the chain after it that oneDNN expresses as post-ops with constant
+ * operands (per-channel or per-column scales and biases, activations,
+ * QuantizeLinear's division, round and clamp: "Primitive Attributes:
+ * Post-ops"), and the exact cast to uint8/int8 that ends a requantize
+ * (fsl_onednn_exact_int8_cast) as its u8/s8 destination; else its
+ * destination is float32 (the cast alone) or s32 (nothing absorbed, and
+ * always with split weights).  *n_absorbed: the epi nodes it computes.
  * fsl_onednn_linear_run runs it with src = q->src's data, post[0] = the
- * data of q->zp_src (when not NULL), dst the node's int32 output
- * (row-major).  FSL_ERR_UNSUPPORTED when oneDNN has no optimized
- * implementation; FSL_ERR_NOMEM.
+ * data of q->zp_src (when not NULL), dst the output of the last absorbed
+ * node (or lin's int32 output), row-major.  FSL_ERR_UNSUPPORTED when
+ * oneDNN has no optimized implementation; FSL_ERR_NOMEM.
  */
-fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q, int n_threads,
-                                  fsl_onednn_linear **out);
+fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q, fsl_node *const *epi, int n_epi,
+                                  int n_threads, fsl_onednn_linear **out, int *n_absorbed);
 /** Whether oneDNN starts (its engine, after the FSL_CPU_ISA limit): then
  *  the int8 primitives take any int8 weights (without VNNI, where pairs of
  *  products add in int16, by splitting weights beyond [-64, 64] in two:

@@ -168,11 +168,21 @@ dnnl_status_t fsl_onednn_act_memory(const_dnnl_primitive_desc_t pd, dnnl_query_t
 void fsl_onednn_entries_free(post_entry *e, int n);
 void fsl_onednn_operand_view(const fsl_value *v, int r, const fsl_value **src, int64_t *bd, int64_t *bst);
 /* Appends to e[0..*ne) (MAX_POST entries) the post-op entries of the
- * longest prefix of epi (a chain from lin's output) that oneDNN post-ops
- * express; a deconvolution (deconv) absorbs none.  false when out of
+ * longest prefix of epi[first..n_epi) (a chain from lin's output, or from
+ * epi[first - 1]'s) that oneDNN post-ops express; a deconvolution (deconv)
+ * absorbs none.  false when out of
  * memory (e[0..*ne) then still to be freed). */
-bool fsl_onednn_epilogue(const fsl_node *lin, fsl_node *const *epi, int n_epi, bool deconv, const avail_fn *avail,
-                         post_entry *e, int *ne);
+bool fsl_onednn_epilogue(const fsl_node *lin, fsl_node *const *epi, int n_epi, int first, bool deconv,
+                         const avail_fn *avail, post_entry *e, int *ne);
+/* Whether epi[i] casts the float32 chain value (epi[i - 1]'s output, or
+ * `from` when i == first) to uint8/int8 exactly as oneDNN's conversion to
+ * a u8/s8 destination does: the chain rounds it (a round node at or after
+ * epi[first]) and then only adds or subtracts integer scalars and clamps
+ * it with integer scalar min/max into the type's range, as QuantizeLinear's
+ * saturate(round(x / s) + zp) does (fission/quant.c).  The conversion,
+ * which rounds to nearest even and saturates, is then the identity on the
+ * value.  *dt receives the destination type (dnnl_u8 or dnnl_s8). */
+bool fsl_onednn_exact_int8_cast(const fsl_value *from, fsl_node *const *epi, int i, int first, dnnl_data_type_t *dt);
 
 /* ---- onednn_pd.c ---- */
 fsl_status fsl_onednn_lin_geom(const fsl_node *lin, geom *g, bool allow_mm_wx);

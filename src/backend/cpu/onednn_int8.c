@@ -230,49 +230,171 @@ static fsl_status q_geometry(const fsl_node *lin, q_geom *g) {
   return FSL_OK;
 }
 
-fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q, int n_threads,
-                                  fsl_onednn_linear **out) {
+/* Whether node c casts lin's int32 output to float32 (the start of a
+ * dequantizing epilogue: ConvInteger's scale, QDQ's requantize). */
+static bool casts_to_f32(const fsl_node *c, const fsl_node *lin) {
+  return c && c->op == FSL_OP_cast && c->n_in == 1 && c->in[0] == lin->out[0] && c->n_out == 1 && c->out[0] &&
+         c->out[0]->dtype == FSL_DT_F32;
+}
+
+/* The descriptor dims and strides (rank *nd) of post-op entry pe over the
+ * destination of geometry g: an eltwise or reshape entry needs none; a
+ * binary one must have a constant operand (captured at create time), for
+ * a conv broadcast over the destination's dims, for a matmul (one [b * M,
+ * N] GEMM) per column or one value.  false: the entry is not taken. */
+static bool q_post_view(const q_geom *g, bool conv, const post_entry *pe, int *nd, int64_t *bd, int64_t *bst) {
+  *nd = 0;
+  if (!pe->binary) return true;
+  if (!pe->cdata || pe->full || pe->sum) return false;
+  if (conv) {
+    if (pe->sr != g->dd) return false;
+    for (int i = 0; i < pe->sr; i++)
+      if (pe->sd[i] != g->ddims[i]) return false;
+    *nd = pe->sr;
+    memcpy(bd, pe->bd, sizeof(int64_t) * (size_t)pe->sr);
+  } else {
+    if (pe->sr < 1 || pe->sd[pe->sr - 1] != g->ddims[1]) return false;
+    for (int i = 0; i < pe->sr - 1; i++)
+      if (pe->bd[i] != 1) return false;
+    *nd = 2;
+    bd[0] = 1, bd[1] = pe->bd[pe->sr - 1];
+  }
+  rm_strides(*nd, bd, bst);
+  return true;
+}
+
+/* What the primitive computes after its s32 sums: the first ne entries
+ * of e as post-ops, the destination in ddt, n_nodes epilogue nodes
+ * absorbed (0: none, s32 out). */
+typedef struct q_epi {
+  int ne, n_nodes;
+  dnnl_data_type_t ddt;
+} q_epi;
+
+/* The epilogues to try, longest first (at most n_max): the cast to
+ * float32 and the post-op entries e[0..ne) at each node boundary, the
+ * longest one also with the exact cast to u8/s8 that follows it (QDQ's
+ * QuantizeLinear), and last none. */
+static int q_epilogues(const fsl_node *lin, fsl_node *const *epi, int n_epi, const post_entry *e, int ne, q_epi *t,
+                       int n_max) {
+  int n = 0;
+  if (n_epi > 0 && casts_to_f32(epi[0], lin)) {
+    int k = ne;
+    dnnl_data_type_t dt;
+    int nodes = k ? e[k - 1].node + 1 : 1;
+    if (nodes < n_epi && fsl_onednn_exact_int8_cast(epi[0]->out[0], epi, nodes, 1, &dt))
+      t[n++] = (q_epi){k, nodes + 1, dt};
+    while (n < n_max - 1) {
+      t[n++] = (q_epi){k, k ? e[k - 1].node + 1 : 1, dnnl_f32};
+      if (k == 0) break;
+      int node = e[k - 1].node;
+      while (k > 0 && e[k - 1].node == node) k--;
+    }
+  }
+  t[n++] = (q_epi){0, 0, dnnl_s32};
+  return n;
+}
+
+/* The primitive descriptor of lin (geometry g, source sdt, zero point zp)
+ * with epilogue ep over entries e: *mds receives the plain src and dst
+ * descriptors and the binary operands' (post[i]). */
+static dnnl_status_t q_pd(const fsl_node *lin, const q_geom *g, dnnl_data_type_t sdt, bool zp, const post_entry *e,
+                          const q_epi *ep, md_arena *a, fsl_md *src, fsl_md *wei_user, fsl_md *dst, fsl_md *post,
+                          dnnl_primitive_desc_t *pd) {
+  bool conv = lin->op == FSL_OP_conv;
+  int64_t sst[5], wst[6], dst_st[5];
+  rm_strides(g->sd, g->sdims, sst);
+  rm_strides(g->wd, g->wdims, wst);
+  rm_strides(g->dd, g->ddims, dst_st);
+  fsl_md src_any, wei_any, dst_any;
+  dnnl_status_t s = md_make_dt(a, src, g->sd, g->sdims, sst, dnnl_format_tag_undef, sdt);
+  if (s == dnnl_success) s = md_make_dt(a, wei_user, g->wd, g->wdims, wst, dnnl_format_tag_undef, dnnl_s8);
+  if (s == dnnl_success) s = md_make_dt(a, dst, g->dd, g->ddims, dst_st, dnnl_format_tag_undef, ep->ddt);
+  if (s == dnnl_success) s = md_make_dt(a, &wei_any, g->wd, g->wdims, NULL, dnnl_format_tag_any, dnnl_s8);
+  /* a convolution picks its activation layouts (nhwc for int8), a matmul reads row-major */
+  if (s == dnnl_success)
+    s = conv ? md_make_dt(a, &src_any, g->sd, g->sdims, NULL, dnnl_format_tag_any, sdt) : md_copy(a, &src_any, FSL_MD(*src));
+  if (s == dnnl_success)
+    s = conv ? md_make_dt(a, &dst_any, g->dd, g->ddims, NULL, dnnl_format_tag_any, ep->ddt)
+             : md_copy(a, &dst_any, FSL_MD(*dst));
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  if (s == dnnl_success) s = fsl_onednn_user_scratchpad_attr(&attr);
+  if (s == dnnl_success && zp) s = attr_runtime_zero_point(attr, DNNL_ARG_SRC);
+  if (s == dnnl_success && ep->ne > 0) s = dnnl_post_ops_create(&po);
+  for (int i = 0; s == dnnl_success && i < ep->ne; i++) {
+    int nd;
+    int64_t bd[FSL_MAX_RANK], bst[FSL_MAX_RANK];
+    if (e[i].reshape) continue;
+    if (!q_post_view(g, conv, &e[i], &nd, bd, bst)) s = dnnl_unimplemented;
+    else if (!e[i].binary) s = po_append_eltwise(po, e[i].alg, e[i].alpha, e[i].beta);
+    else if ((s = md_make_dt(a, &post[i], nd, bd, bst, dnnl_format_tag_undef, dnnl_f32)) == dnnl_success)
+      s = dnnl_post_ops_append_binary(po, e[i].alg, FSL_MD(post[i]));
+  }
+  if (s == dnnl_success && po) s = dnnl_primitive_attr_set_post_ops(attr, po);
+  if (s == dnnl_success)
+    s = conv ? pd_convolution(pd, fsl_onednn_engine, dnnl_convolution_direct, FSL_MD(src_any), FSL_MD(wei_any), NULL,
+                              FSL_MD(dst_any), g->strides, g->dil, g->pl, g->pr, attr)
+             : pd_matmul(pd, fsl_onednn_engine, FSL_MD(src_any), FSL_MD(wei_any), NULL, FSL_MD(dst_any), attr);
+  if (po) dnnl_post_ops_destroy(po);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (s == dnnl_success && fsl_onednn_impl_is_ref(*pd)) {
+    dnnl_primitive_desc_destroy(*pd), *pd = NULL;
+    s = dnnl_unimplemented;
+  }
+  return s;
+}
+
+static const char *dt_name(dnnl_data_type_t dt) {
+  return dt == dnnl_u8 ? "u8" : dt == dnnl_s8 ? "s8" : dt == dnnl_f32 ? "f32" : "s32";
+}
+
+fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q, fsl_node *const *epi, int n_epi,
+                                  int n_threads, fsl_onednn_linear **out, int *n_absorbed) {
   *out = NULL;
+  *n_absorbed = 0;
   q_geom g;
   FSL_TRY(q_geometry(lin, &g));
   FSL_TRY(fsl_onednn_engine_get());
   fsl_onednn_omp_init();
   dnnl_data_type_t sdt = q->src->dtype == FSL_DT_U8 ? dnnl_u8 : dnnl_s8;
+  bool conv = lin->op == FSL_OP_conv, zp = q->zp_src || q->zp != 0;
+  /* the epilogue as post-ops: not with split weights, whose two s32 sums combine after the primitive */
+  post_entry *e = calloc(MAX_POST, sizeof *e);
+  int ne = 0;
+  if (!e) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  if (!q->split && n_epi > 0 && casts_to_f32(epi[0], lin) &&
+      !fsl_onednn_epilogue(lin, epi, n_epi, 1, false, NULL, e, &ne)) {
+    fsl_onednn_entries_free(e, ne);
+    return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
+  }
+  q_epi tries[MAX_POST + 2];
+  int n_tries = q_epilogues(lin, epi, q->split ? 0 : n_epi, e, ne, tries, MAX_POST + 2);
   md_arena a = {0};
-  fsl_md src, src_any, wei_user, wei_any, dst, dst_any;
-  int64_t sst[5], wst[6], dst_st[5];
-  rm_strides(g.sd, g.sdims, sst);
-  rm_strides(g.wd, g.wdims, wst);
-  rm_strides(g.dd, g.ddims, dst_st);
-  dnnl_status_t s = md_make_dt(&a, &src, g.sd, g.sdims, sst, dnnl_format_tag_undef, sdt);
-  if (s == dnnl_success) s = md_make_dt(&a, &wei_user, g.wd, g.wdims, wst, dnnl_format_tag_undef, dnnl_s8);
-  if (s == dnnl_success) s = md_make_dt(&a, &dst, g.dd, g.ddims, dst_st, dnnl_format_tag_undef, dnnl_s32);
-  if (s == dnnl_success) s = md_make_dt(&a, &wei_any, g.wd, g.wdims, NULL, dnnl_format_tag_any, dnnl_s8);
-  /* a convolution picks its activation layouts (nhwc for int8), a matmul reads row-major */
-  bool conv = lin->op == FSL_OP_conv;
-  if (s == dnnl_success)
-    s = conv ? md_make_dt(&a, &src_any, g.sd, g.sdims, NULL, dnnl_format_tag_any, sdt) : md_copy(&a, &src_any, FSL_MD(src));
-  if (s == dnnl_success)
-    s = conv ? md_make_dt(&a, &dst_any, g.dd, g.ddims, NULL, dnnl_format_tag_any, dnnl_s32) : md_copy(&a, &dst_any, FSL_MD(dst));
-  dnnl_primitive_attr_t attr = NULL;
-  if (s == dnnl_success) s = fsl_onednn_user_scratchpad_attr(&attr);
-  bool zp = q->zp_src || q->zp != 0;
-  if (s == dnnl_success && zp) s = attr_runtime_zero_point(attr, DNNL_ARG_SRC);
+  fsl_md src, wei_user, dst, post[MAX_POST];
   dnnl_primitive_desc_t pd = NULL;
-  if (s == dnnl_success)
-    s = conv ? pd_convolution(&pd, fsl_onednn_engine, dnnl_convolution_direct, FSL_MD(src_any), FSL_MD(wei_any), NULL,
-                              FSL_MD(dst_any), g.strides, g.dil, g.pl, g.pr, attr)
-             : pd_matmul(&pd, fsl_onednn_engine, FSL_MD(src_any), FSL_MD(wei_any), NULL, FSL_MD(dst_any), attr);
-  if (attr) dnnl_primitive_attr_destroy(attr);
-  if (s != dnnl_success) {
+  dnnl_status_t s = dnnl_unimplemented;
+  q_epi ep = tries[n_tries - 1];
+  for (int t = 0; t < n_tries && !pd; t++) {
+    md_arena_free(&a);
+    ep = tries[t];
+    /* only what leaves nothing but the last value to materialise */
+    if (!fsl_linear_chain_closed(lin, epi, ep.n_nodes)) continue;
+    s = q_pd(lin, &g, sdt, zp, e, &ep, &a, &src, &wei_user, &dst, post, &pd);
+    if (s != dnnl_success) pd = NULL;
+  }
+  if (!pd) {
+    fsl_onednn_entries_free(e, ne);
     md_arena_free(&a);
     return q_fail(lin, s, "primitive descriptor");
   }
+  for (int i = ep.ne; i < ne; i++) free(e[i].cdata), e[i].cdata = NULL;
   fsl_status st = FSL_OK;
   fsl_onednn_linear *op = calloc(1, sizeof *op);
   int8_t *w8 = malloc((size_t)fsl_value_numel(q->wei));
   if (!op || !w8) {
     free(op), free(w8);
+    fsl_onednn_entries_free(e, ne);
     dnnl_primitive_desc_destroy(pd);
     md_arena_free(&a);
     return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
@@ -281,10 +403,9 @@ fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q,
   op->is_q8 = true;
   op->bias_entry = -1;
   op->n_threads = n_threads;
-  if (fsl_onednn_impl_is_ref(pd)) {
-    st = fsl_node_errorf(lin, FSL_ERR_UNSUPPORTED, "oneDNN int8: only a reference implementation");
-    goto fail;
-  }
+  op->entries = e;
+  op->n_entries = ep.ne;
+  op->n_absorbed = ep.n_nodes;
   int64_t nw = fsl_value_numel(q->wei);
   for (int64_t i = 0; i < nw; i++) {
     int64_t w = fsl_load_i64(q->wei->dtype, q->wei->data, i) - q->wzp;
@@ -304,6 +425,9 @@ fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q,
   if (s == dnnl_success)
     s = fsl_onednn_act_memory(pd, dnnl_query_dst_md, FSL_MD(dst), false, &op->dst_mem, &op->dst_user_mem,
                               &op->dst_buf, &op->dst_reorder);
+  /* constant post-op operands, captured now */
+  for (int i = 0; s == dnnl_success && i < ep.ne; i++)
+    if (e[i].binary) s = dnnl_memory_create(&op->post_mem[i], FSL_MD(post[i]), fsl_onednn_engine, e[i].cdata);
   if (s == dnnl_success) { /* weights packed once */
     size_t sz = dnnl_memory_desc_get_size(wmd);
     op->wei_buf = aligned_alloc(64, (sz + 63) / 64 * 64);
@@ -337,15 +461,16 @@ fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q,
   {
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) impl = "?";
-    snprintf(op->desc, sizeof op->desc, "%s %s %s:s8->s32%s%s %s", conv ? "convolution" : "matmul", impl,
-             sdt == dnnl_u8 ? "u8" : "s8", zp ? " zero-point" : "", q->split ? " split-weights" : "",
-             op->src_reorder ? "reordered" : "plain");
+    snprintf(op->desc, sizeof op->desc, "%s %s %s:s8->%s%s%s%s %s", conv ? "convolution" : "matmul", impl,
+             dt_name(sdt), dt_name(ep.ddt), zp ? " zero-point" : "", q->split ? " split-weights" : "",
+             ep.ne ? " post-ops" : "", op->src_reorder ? "reordered" : "plain");
     op->desc_len = strlen(op->desc);
   }
   free(w8);
   dnnl_primitive_desc_destroy(pd);
   md_arena_free(&a);
   *out = op;
+  *n_absorbed = op->n_absorbed;
   return FSL_OK;
 fail:
   free(w8);

@@ -182,6 +182,8 @@ static int translate(const fsl_value *lin_out, fsl_node *const *epi, int n_epi, 
       case FSL_OP_sqrt: add_eltwise(e, n, i, dnnl_eltwise_sqrt, 0, 0); return 1;
       case FSL_OP_abs: add_eltwise(e, n, i, dnnl_eltwise_abs, 0, 0); return 1;
       case FSL_OP_neg: add_eltwise(e, n, i, dnnl_eltwise_linear, -1.0f, 0); return 1;
+      /* ONNX Round and oneDNN's round both go half to even */
+      case FSL_OP_round: add_eltwise(e, n, i, dnnl_eltwise_round, 0, 0); return 1;
       case FSL_OP_sigmoid:
         /* sigmoid(x) followed by x * sigmoid(x) is swish */
         if (i + 1 < n_epi && epi[i + 1]->op == FSL_OP_mul && epi[i + 1]->n_in == 2 && epi[i + 1]->n_out == 1 &&
@@ -328,9 +330,9 @@ static bool reshape_ok(const fsl_node *lin, const fsl_node *nd, const fsl_value 
 }
 
 
-bool fsl_onednn_epilogue(const fsl_node *lin, fsl_node *const *epi, int n_epi, bool deconv, const avail_fn *avail,
-                         post_entry *e, int *ne) {
-  const fsl_value *prev = lin->out[0];
+bool fsl_onednn_epilogue(const fsl_node *lin, fsl_node *const *epi, int n_epi, int first, bool deconv,
+                         const avail_fn *avail, post_entry *e, int *ne) {
+  const fsl_value *prev = first > 0 ? epi[first - 1]->out[0] : lin->out[0];
   /* A deconvolution absorbs no post-op: oneDNN 2.6 runs it as a backward-
    * data convolution and then applies post-ops element by element in a
    * reference loop.  Measured on [1, 24, 40, 64] -> [1, 24, 80, 128], k 2,
@@ -338,7 +340,7 @@ bool fsl_onednn_epilogue(const fsl_node *lin, fsl_node *const *epi, int n_epi, b
    * ms with one per-channel add, 100 ms with add, mul, add, relu (and 1 ms
    * even with a native bias).  The generated epilogue does them in one
    * pass instead. */
-  for (int i = 0; i < n_epi && i < MAX_POST - 1 && !deconv;) {
+  for (int i = first; i < n_epi && i < MAX_POST - 1 && !deconv;) {
     if (!epi[i]) break;
     if (reshape_ok(lin, epi[i], prev) && *ne < MAX_POST) {
       post_entry *p = &e[(*ne)++];
@@ -359,5 +361,40 @@ bool fsl_onednn_epilogue(const fsl_node *lin, fsl_node *const *epi, int n_epi, b
     i += used;
     prev = epi[i - 1]->out[0];
   }
+  return true;
+}
+
+/* Whether c is the scalar constant operand of the binary node nd = op(x, c)
+ * (op(c, x) too for a commutative op) and an integer. */
+static bool integer_scalar(const fsl_node *nd, fsl_op op, const fsl_value *x, float *c) {
+  return scalar_operand(nd, op, x, op == FSL_OP_sub, c) && isfinite(*c) && *c == nearbyintf(*c);
+}
+
+bool fsl_onednn_exact_int8_cast(const fsl_value *from, fsl_node *const *epi, int i, int first, dnnl_data_type_t *dt) {
+  if (i < first || !epi[i]) return false;
+  const fsl_node *c = epi[i];
+  const fsl_value *prev = i > first ? epi[i - 1]->out[0] : from;
+  if (c->op != FSL_OP_cast || c->n_in != 1 || c->in[0] != prev || c->n_out != 1 || !c->out[0] ||
+      (c->out[0]->dtype != FSL_DT_U8 && c->out[0]->dtype != FSL_DT_I8) || prev->dtype != FSL_DT_F32)
+    return false;
+  int r = i - 1;
+  while (r >= first && epi[r]->op != FSL_OP_round) r--;
+  if (r < first) return false;
+  /* the range of the chain value after the round: integers within [lo, hi] */
+  double lo = -INFINITY, hi = INFINITY;
+  const fsl_value *x = epi[r]->out[0];
+  for (int j = r + 1; j < i; j++) {
+    const fsl_node *nd = epi[j];
+    float k;
+    if (integer_scalar(nd, FSL_OP_add, x, &k)) lo += k, hi += k;
+    else if (integer_scalar(nd, FSL_OP_sub, x, &k)) lo -= k, hi -= k;
+    else if (integer_scalar(nd, FSL_OP_max, x, &k)) lo = fmax(lo, k), hi = fmax(hi, k);
+    else if (integer_scalar(nd, FSL_OP_min, x, &k)) lo = fmin(lo, k), hi = fmin(hi, k);
+    else return false;
+    x = nd->out[0];
+  }
+  bool u8 = c->out[0]->dtype == FSL_DT_U8;
+  if (x != prev || lo < (u8 ? 0 : -128) || hi > (u8 ? 255 : 127)) return false;
+  *dt = u8 ? dnnl_u8 : dnnl_s8;
   return true;
 }
