@@ -5,7 +5,8 @@
 NAMES: comma-separated subgraph pattern names (bench/cases.py: attention,
 gelu_mlp, ...) and model names (.cache/models).  For each entry, PAIRS
 pairs of `fissile bench ENTRY --strategies optimal --repeats R --warmup 20`
-(R: AB_REPEATS, default 100; threads: AB_THREADS, default 2), old and new
+(R: AB_REPEATS, default 100; threads: AB_THREADS, default 2; AB_INT8=1: each
+model followed by its int8 variants, bench.py --int8), old and new
 one after the other in alternating order (ABBA), so that a machine that
 drifts between minutes favours neither.  Prints per entry the kernel and
 generated-step counts of both plans and, for the median run time and the
@@ -60,7 +61,7 @@ def main() -> int:
     models = [n for n in names if n not in case_names]
     for kind, name, label, _, path, shapes in bench.entries(tmp, cases=",".join(cases) or None, no_cases=not cases,
                                                              models=",".join(models) or None, no_models=not models,
-                                                             who="ab"):
+                                                             who="ab", int8=bool(os.environ.get("AB_INT8"))):
         key = name if kind == "model" else f"{name} {label}"
         O, N = [], []
         for r in range(pairs):

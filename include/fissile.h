@@ -387,6 +387,8 @@ typedef struct fsl_plan_info {
   int n_primitives;        /**< nodes of the primitive graph */
   fsl_rewrite_mode rewrite; /**< the rewrite mode the graph was compiled with */
   int n_rewrites;          /**< rewrites applied to the primitive graph (fsl_model_set_rewrite) */
+  int n_lut_tables;        /**< elementwise functions of an 8-bit tensor turned into 256-entry
+                                tables (cpu backend with oneDNN int8: docs/cpu-backend.md) */
   double rewrite_s;        /**< wall seconds spent rewriting (and searching) */
   int search_graphs;       /**< FSL_REWRITE_SEARCH: rewritten graphs costed by the search */
   int search_regions_solved; /**< FSL_REWRITE_SEARCH: region BLPs solved to cost them (each graph's

@@ -33,6 +33,7 @@ struct fsl_model {
   int rewrite;       /* fsl_rewrite_mode */
   /* what the rewrite of prim applied (per rule of the built-in set) */
   int n_rewrites;
+  int n_lut_tables;  /* fsl_pass_lut8's tables in prim */
   int *rewrite_fired;
   double rewrite_s;
   /* --rewrite search: the budget and alpha of the next fission's search

@@ -47,6 +47,7 @@ void fsl_model_invalidate(fsl_model *m) {
   free(m->rewrite_fired);
   m->rewrite_fired = NULL;
   m->n_rewrites = 0;
+  m->n_lut_tables = 0;
   m->compiled = false;
   m->from_file = false;
 }
@@ -72,6 +73,8 @@ fsl_status fsl_model_fission(fsl_model *m) {
   if (st == FSL_OK && be) st = fsl_pass_qdq_linear(g, m->onnx, fsl_model_caps(m, be)->linear_int8, NULL);
   /* the weights of the linear ops left, computed from constants only (dequantized), once */
   if (st == FSL_OK) st = fsl_pass_fold_weights(g, NULL);
+  /* activations between 8-bit tensors (QDQ's SiLU) as 256-entry tables, where the library runs int8 */
+  if (st == FSL_OK && be && fsl_model_caps(m, be)->linear_int8) st = fsl_pass_lut8(g, &m->n_lut_tables);
   if (st == FSL_OK) st = fsl_pass_cse(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);
   if (st == FSL_OK && m->rewrite != FSL_REWRITE_OFF) {

@@ -917,7 +917,9 @@ static void print_plan_summary(const char *model, const fsl_model *m, const fsl_
   printf("strategy: %s%s\n", fsl_strategy_name(pi->strategy),
          pi->strategy == FSL_STRATEGY_OPTIMAL ? (pi->optimal ? " (proved optimal)" : " (not proven optimal: best found)") : "");
   printf("device: %s\n", pi->device);
-  printf("primitives: %d\n", pi->n_primitives);
+  printf("primitives: %d", pi->n_primitives);
+  if (pi->n_lut_tables) printf(" (%d elementwise functions of 8-bit tensors as 256-entry tables)", pi->n_lut_tables);
+  printf("\n");
   print_rewrites(m, pi);
   printf("kernels: %d (", pi->n_kernels);
   for (int k = 0; k < FSL_PLAN_KINDS; k++) printf("%s%s %d", k ? ", " : "", k_kind_names[k], pi->n_by_kind[k]);

@@ -227,6 +227,7 @@ class InferenceSession:
         strategy, backend, device: names;
         n_primitives: nodes of the primitive graph; n_kernels: kernels of the plan;
         rewrite, n_rewrites: the rewrite mode and how many rewrites were applied;
+        n_lut_tables: elementwise functions of an 8-bit tensor made 256-entry tables;
         kernels_by_kind: {"loop", "reduce", "linear", "opaque"} -> kernel count;
         n_recomputed: node executions beyond one per node;
         predicted_s: predicted run time in seconds (roofline or measured costs);

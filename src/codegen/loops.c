@@ -318,7 +318,8 @@ static bool same_order(const fsl_cg_layout *a, const fsl_cg_layout *b, int r) {
 }
 
 /* Whether the step is a map over the memory order of its outputs: every
- * node elementwise (or the broadcast of one element), every value it reads of one element or of the first
+ * node elementwise (or the broadcast of one element, or a table lookup),
+ * every value it reads of one element or of the first
  * output's dims, computed in the step or an input stored in the first
  * output's layout, and every output of those dims in that layout.  Element
  * f of every output then reads element f of every such input, whatever
@@ -346,8 +347,9 @@ static bool flat_map(const em *e, int n, const int *outs) {
     if ((nd->op == FSL_OP_expand || nd->op == FSL_OP_reshape) && nd->n_in >= 1 && nd->in[0] &&
         fsl_value_numel(nd->in[0]) == 1)
       continue;
-    if (!fsl_op_is_elementwise(nd->op)) return false;
-    for (int i = 0; i < nd->n_in; i++) {
+    bool table = fsl_node_is_table_lookup(nd); /* its index is read where the output is */
+    if (!fsl_op_is_elementwise(nd->op) && !table) return false;
+    for (int i = table ? 1 : 0; i < nd->n_in; i++) {
       const fsl_value *x = nd->in[i];
       if (!x || fsl_value_numel(x) == 1) continue;
       if (!fsl_cg_same_shape(x, v) || (!e->inside[x->id] && !same_order(fsl_cg_in_layout(e, x), ol, v->rank)))

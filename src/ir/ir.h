@@ -184,6 +184,10 @@ int64_t fsl_value_nbytes(const fsl_value *v);
  *  elements are all equal (a per-tensor parameter, perhaps broadcast by
  *  constant folding); then *out is that value. */
 bool fsl_value_uniform_const(const fsl_value *v, double *out);
+/** Whether n is a table lookup (src/passes/lut.c): a gather from a 1-D
+ *  constant by indices of the output's shape, so that output element c
+ *  reads index element c only, whatever the layouts. */
+bool fsl_node_is_table_lookup(const fsl_node *n);
 /** "float[2x3]" into buf. */
 char *fsl_value_type_str(const fsl_value *v, char *buf, size_t len);
 /** Opset version imported for a domain ("" or "ai.onnx" = default); 0 if none. */

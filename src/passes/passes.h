@@ -79,4 +79,18 @@ fsl_status fsl_pass_fold_weights(fsl_graph *g, int *n_folded);
  */
 fsl_status fsl_pass_qdq_linear(fsl_graph *g, const fsl_graph *onnx, bool linear_int8, int *n_rewritten);
 
+/**
+ * Elementwise functions of one 8-bit tensor as tables (lut.c): where a
+ * chain of elementwise primitives over one run-time uint8/int8 value x
+ * (and one-element constants) computes, through a transcendental (exp,
+ * sigmoid, tanh, erf, ...), a float32 or 8-bit value of x's dims that the
+ * rest of the graph reads, that value becomes Gather(table, int32(x)) with
+ * a constant table of 256 entries, computed here by the reference
+ * interpreter on every value of x (exact: the values the chain computes).
+ * QDQ models' SiLU, Sigmoid, GELU and the like between int8 convolutions.
+ * Widening casts (what int8 linear ops read) end a chain.  The chains are
+ * left for DCE.  Sets *n_tables.  Errors: FSL_ERR_NOMEM.
+ */
+fsl_status fsl_pass_lut8(fsl_graph *g, int *n_tables);
+
 #endif

@@ -210,3 +210,53 @@ def test_qdq_linear_runs_int8(tmp_path, op, strategy):
     assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
     assert np.abs(got.astype(np.int32) - ref.astype(np.int32)).max() <= 1
     assert (got == want).mean() > 0.95  # mostly bit-equal: both sum integers exactly
+
+
+def _qdq_activation_model(tmp_path, act, xdt=np.uint8):
+    """x (8-bit) -> DequantizeLinear -> act -> QuantizeLinear (q) -> DequantizeLinear -> Add(1) ->
+    ReduceMax (y), q also Transposed (qt), with act a QDQ SiLU (Sigmoid quantized, then Mul by the
+    input, as quantize_static writes it), Sigmoid, or Tanh: the Transpose reads the 8-bit q, the
+    ReduceMax a float function of x."""
+    f32 = np.float32
+    zx = 131 if xdt == np.uint8 else -5
+    inits = [numpy_helper.from_array(np.array(0.07, f32), "xs"), numpy_helper.from_array(np.array(zx, xdt), "xz"),
+             numpy_helper.from_array(np.array(1.0 / 255, f32), "ss"), numpy_helper.from_array(np.array(0, np.uint8), "sz"),
+             numpy_helper.from_array(np.array(0.03, f32), "ys"), numpy_helper.from_array(np.array(7, np.uint8), "yz"),
+             numpy_helper.from_array(np.array(1.0, f32), "one")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"])]
+    if act == "silu":
+        nodes += [helper.make_node("Sigmoid", ["xd"], ["s"]),
+                  helper.make_node("QuantizeLinear", ["s", "ss", "sz"], ["sq"]),
+                  helper.make_node("DequantizeLinear", ["sq", "ss", "sz"], ["sd"]),
+                  helper.make_node("Mul", ["xd", "sd"], ["a"])]
+    else:
+        nodes += [helper.make_node("Sigmoid" if act == "sigmoid" else "Tanh", ["xd"], ["a"])]
+    nodes += [helper.make_node("QuantizeLinear", ["a", "ys", "yz"], ["q"]),
+              helper.make_node("DequantizeLinear", ["q", "ys", "yz"], ["qd"]),
+              helper.make_node("Add", ["qd", "one"], ["a1"]),
+              helper.make_node("ReduceMax", ["a1"], ["y"], axes=[1]),
+              helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 3, 1])]
+    rng = np.random.default_rng([SEED, len(act)])
+    x = _int8(rng, (2, 8, 16, 16), xdt)
+    path = _save(tmp_path, f"qdq_{act}", nodes, [helper.make_tensor_value_info("x", _tp(xdt), x.shape)],
+                 [helper.make_tensor_value_info("qt", TensorProto.UINT8, None),
+                  helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return path, {"x": x}
+
+
+@pytest.mark.parametrize("act,xdt", [("silu", np.uint8), ("sigmoid", np.int8), ("tanh", np.uint8)])
+@pytest.mark.parametrize("strategy", ["unfused", "optimal"])
+def test_qdq_activation_tables_exact(tmp_path, act, xdt, strategy):
+    """passes/lut.c: an activation between 8-bit tensors becomes a 256-entry
+    table (plan["n_lut_tables"]), and its outputs equal the reference
+    interpreter's evaluation of the chain bit for bit (every input value of
+    x occurs, so every table entry is checked)."""
+    path, feeds = _qdq_activation_model(tmp_path, act, xdt)
+    s = fissile.InferenceSession(str(path), backend="cpu", strategy=strategy, threads=2)
+    got = s.run(None, feeds)
+    want = fissile.InferenceSession(str(path), backend="ref").run(None, feeds)
+    assert s.plan["n_fallback"] == 0
+    assert s.plan["n_lut_tables"] >= 1, s.plan
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)

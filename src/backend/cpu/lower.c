@@ -194,6 +194,8 @@ static bool concat_innermost(const fsl_step *s, const fsl_node *n, int o, const 
  * strided slices concatenated along channels).  A gather kernel
  * (segformer_b0's Resize + Concat head) reads or writes channels-innermost
  * with strided loads and branches per element: 3.7 -> 7.0 ms there.  A
+ * table lookup (fsl_node_is_table_lookup: QDQ activations, passes/lut.c)
+ * reads its index where an elementwise node would.  A
  * reader's pooling windows (pad, window) qualify: the code generator reads
  * them as columns along the layout's innermost axis, the taps contiguous
  * and clamped (fsl_cg_layout_window_axis), or refuses the layout.  A
@@ -210,7 +212,7 @@ static bool layout_friendly(const fsl_step *s, bool reduce, int o, const fsl_cg_
     if (n->op == FSL_OP_concat && (concat_innermost(s, n, o, lay) || (o < 0 && !s->out_layout))) continue;
     bool win = o < 0 && reduce && (n->op == FSL_OP_window || n->op == FSL_OP_pad);
     if (kind != FSL_KIND_ELEMENTWISE && !(reduce && kind == FSL_KIND_REDUCE) && n->op != FSL_OP_reshape &&
-        n->op != FSL_OP_expand && n->op != FSL_OP_slice && !win)
+        n->op != FSL_OP_expand && n->op != FSL_OP_slice && !win && !fsl_node_is_table_lookup(n))
       return false;
   }
   return s->n_nodes > 0;
