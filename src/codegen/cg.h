@@ -292,7 +292,6 @@ int fsl_cg_interleave(const em *e, const fsl_value *v);
 
 /* loops.c — LOOP kernels: one loop nest per output shape */
 bool fsl_cg_store_outputs(em *e, int n, const int *outs, const coords *c);
-bool fsl_cg_same_shape(const fsl_value *a, const fsl_value *b);
 bool fsl_cg_output_loops(em *e, bool *done);
 
 /* reduce.c — REDUCE kernels: fused rows or passes through scratch buffers.

@@ -112,7 +112,7 @@ void fsl_cg_epi_store(em *e, const char *T, const char *acc, const coords *c, co
   const fsl_node *tail[FSL_MAX_RANK * 4];
   int nt = tail_of(e, z, tail, &w);
   coords wc = *c;
-  if (!fsl_cg_same_shape(w, y)) redecompose(e, idx, w->rank, w->dims, &wc);
+  if (!fsl_value_same_shape(w, y)) redecompose(e, idx, w->rank, w->dims, &wc);
   char res[CLEN], at[CLEN];
   snprintf(at, sizeof at, "%s", idx);
   if (nt > 0) {

@@ -40,11 +40,11 @@ static bool rows_read_layout(const em *e) {
   for (int i = 0; i < s->n_in; i++) {
     const fsl_value *x = s->in[i];
     bool out_like = false;
-    for (int j = 0; j < s->n_out; j++) out_like = out_like || fsl_cg_same_shape(s->out[j], x);
+    for (int j = 0; j < s->n_out; j++) out_like = out_like || fsl_value_same_shape(s->out[j], x);
     if (!out_like || !fsl_cg_in_layout(e, x)) continue;
     for (int k = 0; k < s->n_nodes; k++) {
       const fsl_node *n = s->nodes[k];
-      if (fsl_op_get(n->op)->kind == FSL_KIND_REDUCE && fsl_cg_same_shape(n->in[0], x) && fsl_cg_reads_across(e, x, n))
+      if (fsl_op_get(n->op)->kind == FSL_KIND_REDUCE && fsl_value_same_shape(n->in[0], x) && fsl_cg_reads_across(e, x, n))
         return true;
     }
   }

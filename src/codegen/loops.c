@@ -297,7 +297,7 @@ static bool pad_breaks(const em *e, const fsl_value *v, int inner, int64_t *bk) 
   bool any = false;
   for (int k = 0; k < e->s->n_nodes; k++) {
     const fsl_node *n = e->s->nodes[k];
-    if (n->op != FSL_OP_pad || !fsl_cg_same_shape(n->out[0], v)) continue;
+    if (n->op != FSL_OP_pad || !fsl_value_same_shape(n->out[0], v)) continue;
     const int64_t *pads = NULL;
     int np = fsl_attr_ints(n, "pads", &pads);
     if (np != 2 * v->rank || (pads[inner] == 0 && pads[v->rank + inner] == 0)) continue;
@@ -328,7 +328,7 @@ static bool flat_map(const em *e, int n, const int *outs) {
   const fsl_value *v = e->s->out[outs[0]];
   const fsl_cg_layout *ol = fsl_cg_out_layout(e, outs[0]);
   for (int k = 1; k < n; k++)
-    if (!fsl_cg_same_shape(e->s->out[outs[k]], v) || !same_order(fsl_cg_out_layout(e, outs[k]), ol, v->rank))
+    if (!fsl_value_same_shape(e->s->out[outs[k]], v) || !same_order(fsl_cg_out_layout(e, outs[k]), ol, v->rank))
       return false;
   for (int k = 0; k < e->s->n_nodes; k++) {
     const fsl_node *nd = e->s->nodes[k];
@@ -352,7 +352,7 @@ static bool flat_map(const em *e, int n, const int *outs) {
     for (int i = table ? 1 : 0; i < nd->n_in; i++) {
       const fsl_value *x = nd->in[i];
       if (!x || fsl_value_numel(x) == 1) continue;
-      if (!fsl_cg_same_shape(x, v) || (!e->inside[x->id] && !same_order(fsl_cg_in_layout(e, x), ol, v->rank)))
+      if (!fsl_value_same_shape(x, v) || (!e->inside[x->id] && !same_order(fsl_cg_in_layout(e, x), ol, v->rank)))
         return false;
     }
   }
@@ -587,12 +587,6 @@ static bool loop_nest(em *e, int n, const int *outs) {
   return ok;
 }
 
-bool fsl_cg_same_shape(const fsl_value *a, const fsl_value *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
-}
 
 /* Loop nests for the outputs not yet written (done[j] false), grouped by shape. */
 bool fsl_cg_output_loops(em *e, bool *done) {
@@ -604,7 +598,7 @@ bool fsl_cg_output_loops(em *e, bool *done) {
     if (done[j]) continue;
     int n = 0;
     for (int k = j; k < s->n_out; k++)
-      if (!done[k] && fsl_cg_same_shape(s->out[k], s->out[j])) {
+      if (!done[k] && fsl_value_same_shape(s->out[k], s->out[j])) {
         grp[n++] = k;
         done[k] = true;
       }

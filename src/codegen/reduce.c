@@ -507,7 +507,7 @@ static bool reaches(const em *e, const fsl_value *v, const fsl_value *x, int dep
   const fsl_node *n = v->producer;
   if (fsl_op_get(n->op)->kind != FSL_KIND_ELEMENTWISE) return false;
   for (int i = 0; i < n->n_in; i++)
-    if (fsl_cg_same_shape(n->in[i], v) && reaches(e, n->in[i], x, depth + 1)) return true;
+    if (fsl_value_same_shape(n->in[i], v) && reaches(e, n->in[i], x, depth + 1)) return true;
   return false;
 }
 
@@ -584,7 +584,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
   const fsl_value *x0 = red[0]->in[0];
   unsigned m0 = fsl_cg_red_mask(red[0]);
   for (int k = 1; k < nr; k++)
-    if (!fsl_cg_same_shape(red[k]->in[0], x0) || fsl_cg_red_mask(red[k]) != m0) {
+    if (!fsl_value_same_shape(red[k]->in[0], x0) || fsl_cg_red_mask(red[k]) != m0) {
       e->fused_fail = true;
       return fsl_cg_fail(e, FSL_ERR_UNSUPPORTED, "reductions over different spaces");
     }
@@ -656,7 +656,7 @@ bool fsl_cg_fused_body(em *e, const fsl_node **red, int nr) {
       const fsl_value *x = red[k]->in[0];
       if (red[k]->op != FSL_OP_reduce_sum || x->dtype != FSL_DT_F32 || !costly(e, x, 0)) continue;
       for (int j = 0; j < s->n_out && cj < 0; j++)
-        if (cls[j] == 2 && s->out[j]->dtype == x->dtype && fsl_cg_same_shape(s->out[j], x) && reaches(e, s->out[j], x, 0)) {
+        if (cls[j] == 2 && s->out[j]->dtype == x->dtype && fsl_value_same_shape(s->out[j], x) && reaches(e, s->out[j], x, 0)) {
           ck = k;
           cj = j;
         }

@@ -43,7 +43,7 @@ static bool layout_source(const em *e, const fsl_value *v, const fsl_cg_layout *
   if (n->op == FSL_OP_expand) return !e->inside[n->in[0]->id] && !fsl_cg_in_layout(e, n->in[0]);
   if (fsl_op_get(n->op)->kind != FSL_KIND_ELEMENTWISE) return false;
   for (int i = 0; i < n->n_in; i++)
-    if (!fsl_cg_same_shape(n->in[i], v) || !layout_source(e, n->in[i], lay, depth + 1)) return false;
+    if (!fsl_value_same_shape(n->in[i], v) || !layout_source(e, n->in[i], lay, depth + 1)) return false;
   return true;
 }
 

@@ -209,13 +209,16 @@ bool fsl_value_has_shape(const fsl_value *v) {
 
 int64_t fsl_value_numel(const fsl_value *v) { return fsl_numel(v->rank, v->dims); }
 
-bool fsl_node_is_table_lookup(const fsl_node *n) {
-  if (!n || n->op != FSL_OP_gather || n->n_in != 2 || n->n_out != 1 || !n->in[0] || !n->in[1] || !n->out[0] ||
-      !n->in[0]->data || n->in[0]->rank != 1 || n->in[1]->rank != n->out[0]->rank)
-    return false;
-  for (int i = 0; i < n->out[0]->rank; i++)
-    if (n->in[1]->dims[i] != n->out[0]->dims[i]) return false;
+bool fsl_value_same_shape(const fsl_value *a, const fsl_value *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
   return true;
+}
+
+bool fsl_node_is_table_lookup(const fsl_node *n) {
+  return n && n->op == FSL_OP_gather && n->n_in == 2 && n->n_out == 1 && n->in[0] && n->in[1] && n->out[0] &&
+         n->in[0]->data && n->in[0]->rank == 1 && fsl_value_same_shape(n->in[1], n->out[0]);
 }
 
 bool fsl_value_uniform_const(const fsl_value *v, double *out) {

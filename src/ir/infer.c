@@ -97,12 +97,6 @@ static fsl_status set_out(const fsl_node *n, fsl_dtype dt, int rank, const int64
   return FSL_OK;
 }
 
-static bool same_shape(const fsl_value *a, const fsl_value *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
-}
 
 /* ---- dtype classes (ops.def) ---- */
 
@@ -168,7 +162,7 @@ static fsl_status infer_binary(const fsl_node *n) {
   } else {
     FSL_TRY(check_attr_names(n, k_no_attrs));
   }
-  if (!same_shape(a, b))
+  if (!fsl_value_same_shape(a, b))
     return bad(n, "operand shapes %s and %s differ (broadcasting must be explicit via expand)",
                shp(a, s1), shp(b, s2));
   if (a->dtype != b->dtype)
@@ -182,7 +176,7 @@ static fsl_status infer_where(const fsl_node *n) {
   char s1[SHAPE_BUF], s2[SHAPE_BUF], s3[SHAPE_BUF];
   FSL_TRY(check_attr_names(n, k_no_attrs));
   if (c->dtype != FSL_DT_BOOL) return bad(n, "condition must be bool, got %s", fsl_dtype_name(c->dtype));
-  if (!same_shape(c, a) || !same_shape(c, b))
+  if (!fsl_value_same_shape(c, a) || !fsl_value_same_shape(c, b))
     return bad(n, "operand shapes %s, %s and %s differ (broadcasting must be explicit via expand)",
                shp(c, s1), shp(a, s2), shp(b, s3));
   if (a->dtype != b->dtype)
@@ -467,7 +461,7 @@ static fsl_status infer_scatter_elements(const fsl_node *n) {
   FSL_TRY(check_reduction(n, d));
   FSL_TRY(check_index_dtype(n, idx));
   if (axis < 0 || axis >= d->rank) return bad(n, "axis %lld out of range for rank %d", (long long)axis, d->rank);
-  if (!same_shape(idx, u)) return bad(n, "indices %s and updates %s differ in shape", shp(idx, s1), shp(u, s2));
+  if (!fsl_value_same_shape(idx, u)) return bad(n, "indices %s and updates %s differ in shape", shp(idx, s1), shp(u, s2));
   if (u->dtype != d->dtype)
     return bad(n, "updates dtype %s differs from data dtype %s", fsl_dtype_name(u->dtype), fsl_dtype_name(d->dtype));
   if (idx->rank != d->rank) return bad(n, "indices %s and data %s differ in rank", shp(idx, s1), shp(d, s2));

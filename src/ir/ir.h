@@ -184,6 +184,8 @@ int64_t fsl_value_nbytes(const fsl_value *v);
  *  elements are all equal (a per-tensor parameter, perhaps broadcast by
  *  constant folding); then *out is that value. */
 bool fsl_value_uniform_const(const fsl_value *v, double *out);
+/** Whether a and b have the same rank and dims. */
+bool fsl_value_same_shape(const fsl_value *a, const fsl_value *b);
 /** Whether n is a table lookup (src/passes/lut.c): a gather from a 1-D
  *  constant by indices of the output's shape, so that output element c
  *  reads index element c only, whatever the layouts. */

@@ -54,13 +54,6 @@ static const fsl_value *scalar_const(const fsl_value *v) {
   return NULL;
 }
 
-static bool same_dims(const fsl_value *a, const fsl_value *b) {
-  if (a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
-}
-
 /* The region's source for node n's output (NULL: n is not in a region). */
 static const fsl_value *node_source(const lut_ctx *c, const fsl_node *n, int *cost) {
   if (!fsl_op_is_elementwise(n->op) || n->n_out != 1 || !n->out[0]) return NULL;
@@ -73,11 +66,11 @@ static const fsl_value *node_source(const lut_ctx *c, const fsl_node *n, int *co
     if (!a) return NULL;
     if (scalar_const(a)) continue;
     const fsl_value *s = c->src[a->id];
-    if (!s || (x && s != x) || !same_dims(a, s)) return NULL;
+    if (!s || (x && s != x) || !fsl_value_same_shape(a, s)) return NULL;
     x = s;
     if (c->cost[a->id] > k) k = c->cost[a->id];
   }
-  if (!x || !same_dims(y, x)) return NULL;
+  if (!x || !fsl_value_same_shape(y, x)) return NULL;
   *cost = k;
   return x;
 }
