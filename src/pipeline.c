@@ -70,11 +70,12 @@ fsl_status fsl_model_fission(fsl_model *m) {
   fsl_status st = fsl_pass_widen_half(g);
   /* QDQ convolutions and matmuls as integer ones where the backend's library runs int8 */
   const fsl_backend *be = fsl_backend_find(m->backend);
-  if (st == FSL_OK && be) st = fsl_pass_qdq_linear(g, m->onnx, fsl_model_caps(m, be)->linear_int8, NULL);
+  bool int8 = be && fsl_model_caps(m, be)->linear_int8;
+  if (st == FSL_OK) st = fsl_pass_qdq_linear(g, m->onnx, int8, NULL);
   /* the weights of the linear ops left, computed from constants only (dequantized), once */
   if (st == FSL_OK) st = fsl_pass_fold_weights(g, NULL);
   /* activations between 8-bit tensors (QDQ's SiLU) as 256-entry tables, where the library runs int8 */
-  if (st == FSL_OK && be && fsl_model_caps(m, be)->linear_int8) st = fsl_pass_lut8(g, &m->n_lut_tables);
+  if (st == FSL_OK && int8) st = fsl_pass_lut8(g, &m->n_lut_tables);
   if (st == FSL_OK) st = fsl_pass_cse(g);
   if (st == FSL_OK) st = fsl_pass_dce(g);
   if (st == FSL_OK && m->rewrite != FSL_REWRITE_OFF) {

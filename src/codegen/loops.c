@@ -30,6 +30,18 @@ static void nest_end(em *e) {
 
 #define TILE 16 /* a tile of a transposing nest: TILE x TILE elements */
 
+/* Opens a nest's outer loop r_ over `count` iterations, parallel when the
+ * elements the nest writes (`elems`, over all its outputs) exceed the
+ * dialect's par_min, and declares its error bits e_ (closed by nest_end). */
+static void outer_loop_open(em *e, int64_t count, int64_t elems) {
+  char hi[32];
+  snprintf(hi, sizeof hi, "%lld", (long long)count);
+  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = elems > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_",
+                                     .lo = "0", .hi = hi, .n_red = 1, .red = {"|:err_"}});
+  fsl_cg_open_scope(e);
+  fsl_cg_line(e, "int e_ = 0;");
+}
+
 /* Whether output j's tile goes out through the dialect's tile16_store. */
 static bool tile_stored(const em *e, int j) {
   return e->d->tile16_store && e->s->out[j]->dtype == FSL_DT_F32 && !fsl_cg_out_layout(e, j);
@@ -150,12 +162,7 @@ static bool tiled_nest(em *e, int n, const int *outs, int ta, int m, int64_t tot
   }
   axes[na++] = ta;
   axes[na++] = m;
-  char hi[32];
-  snprintf(hi, sizeof hi, "%lld", (long long)blocks);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total * n > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_",
-                                     .lo = "0", .hi = hi, .n_red = 1, .red = {"|:err_"}});
-  fsl_cg_open_scope(e);
-  fsl_cg_line(e, "int e_ = 0;");
+  outer_loop_open(e, blocks, total * n);
   coords c;
   c.rank = r;
   /* b<ta> and b<m> are tile indices, the other b<i> coordinates */
@@ -370,12 +377,7 @@ static bool flat_nest(em *e, int n, const int *outs, const int *ord, const int64
   int64_t B = total < 8192 ? total : (total + 63) / 64;
   if (B < 2048) B = 2048;
   int64_t nblk = (total + B - 1) / B;
-  char hi[32];
-  snprintf(hi, sizeof hi, "%lld", (long long)nblk);
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total * n > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_",
-                                     .lo = "0", .hi = hi, .n_red = 1, .red = {"|:err_"}});
-  fsl_cg_open_scope(e);
-  fsl_cg_line(e, "int e_ = 0;");
+  outer_loop_open(e, nblk, total * n);
   fsl_cg_line(e, "const int64_t lo_ = r_ * %lld, hi_ = lo_ + %lld < %lld ? lo_ + %lld : %lld;", (long long)B,
               (long long)B, (long long)total, (long long)B, (long long)total);
   loop_ctx lc;
@@ -456,12 +458,7 @@ static bool nest_box(em *e, int n, const int *outs, int seg_axis, int64_t seg_lo
     if (B < 2048) B = 2048;
     nblk = (L + B - 1) / B;
   }
-  char hi[32];
-  snprintf(hi, sizeof hi, "%lld", (long long)(rows * nblk));
-  fsl_cg_loop_open(e, &(fsl_cg_loop){.kind = total * n > e->d->par_min ? FSL_CG_PARALLEL : FSL_CG_SERIAL, .var = "r_", .lo = "0",
-                                     .hi = hi, .n_red = 1, .red = {"|:err_"}});
-  fsl_cg_open_scope(e);
-  fsl_cg_line(e, "int e_ = 0;");
+  outer_loop_open(e, rows * nblk, total * n);
   if (nblk > 1) {
     fsl_cg_line(e, "const int64_t rr_ = r_ / %lld, lo_ = (r_ %% %lld) * %lld;", (long long)nblk, (long long)nblk, (long long)B);
     fsl_cg_line(e, "const int64_t hi_ = lo_ + %lld < %lld ? lo_ + %lld : %lld;", (long long)B, (long long)L, (long long)B,

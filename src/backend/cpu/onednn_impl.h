@@ -76,8 +76,8 @@ struct fsl_onednn_linear {
   size_t scratch_bytes;
   int n_threads;
   fsl_wino *wino;             /* fissile's Winograd convolution runs instead of `prim` (wino_try), or NULL */
-  bool is_q8;                 /* an int8 primitive (onednn_int8.c): no post-ops, nothing chained */
-  fsl_onednn_int8 q8;         /* what it reads (is_q8) */
+  fsl_onednn_int8 q8;         /* an int8 primitive (onednn_int8.c): what it reads; its post-ops have
+                                 constant operands only, and it has no bias argument */
   dnnl_memory_t zp_mem;       /* the source's zero point (s32, one element, data zp_val), or NULL */
   int32_t zp_val;
   dnnl_memory_t wei2_mem, acc2_mem; /* split int8 weights (q8.split): the low bits, their s32 sums */

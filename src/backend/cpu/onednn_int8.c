@@ -271,6 +271,10 @@ typedef struct q_epi {
   dnnl_data_type_t ddt;
 } q_epi;
 
+/* The epilogue nodes that the cast to float32 (epi[0]) and post-op
+ * entries e[0..k) compute. */
+static int q_nodes(const post_entry *e, int k) { return k ? e[k - 1].node + 1 : 1; }
+
 /* The epilogues to try, longest first (at most n_max): the cast to
  * float32 and the post-op entries e[0..ne) at each node boundary, the
  * longest one also with the exact cast to u8/s8 that follows it (QDQ's
@@ -281,11 +285,11 @@ static int q_epilogues(const fsl_node *lin, fsl_node *const *epi, int n_epi, con
   if (n_epi > 0 && casts_to_f32(epi[0], lin)) {
     int k = ne;
     dnnl_data_type_t dt;
-    int nodes = k ? e[k - 1].node + 1 : 1;
+    int nodes = q_nodes(e, k);
     if (nodes < n_epi && fsl_onednn_exact_int8_cast(epi[0]->out[0], epi, nodes, 1, &dt))
       t[n++] = (q_epi){k, nodes + 1, dt};
     while (n < n_max - 1) {
-      t[n++] = (q_epi){k, k ? e[k - 1].node + 1 : 1, dnnl_f32};
+      t[n++] = (q_epi){k, q_nodes(e, k), dnnl_f32};
       if (k == 0) break;
       int node = e[k - 1].node;
       while (k > 0 && e[k - 1].node == node) k--;
@@ -400,7 +404,6 @@ fsl_status fsl_onednn_int8_create(const fsl_node *lin, const fsl_onednn_int8 *q,
     return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   }
   op->q8 = *q;
-  op->is_q8 = true;
   op->bias_entry = -1;
   op->n_threads = n_threads;
   op->entries = e;
