@@ -1,8 +1,9 @@
-"""CPU benchmark: every fusion strategy of fissile against ONNX Runtime, in one run.
+"""CPU benchmark: every fusion strategy of fissile against ONNX Runtime and OpenVINO, in one run.
 
     .venv/bin/python bench/bench.py [--threads N] [--repeats 20] [--warmup 20] [--rounds N]
                                     [--cases a,b | --no-cases] [--models a,b | --no-models]
                                     [--strategies unfused,opfuse,greedy,optimal,optimal-norewrite]
+                                    [--peers ORT,OpenVINO] [--openvino-precision model|f32]
                                     [--out bench/results] [--timeout 1800] [--hide-avx512] [--fp16] [--int8]
 
 For every subgraph case of bench/cases.py (each pattern at several shapes)
@@ -10,26 +11,33 @@ and every real model in .cache/models (python/fsl_models.py), runs
 `fissile bench MODEL --backend cpu --threads N --repeats R --warmup W --json`
 (per strategy: kernel count, predicted time, median latency of R timed runs
 after W warm-up runs with fresh random inputs each, planned arena size), and
-ONNX Runtime on the same model in this process: CPU provider,
-ORT_ENABLE_ALL, intra_op_num_threads = N, inter_op_num_threads = 1, W
-warm-up runs, then the median of R timed runs of `session.run`, fresh
-random inputs each run drawn like fissile's (floats uniform in [-1, 1),
-integers uniform in [0, 10), bools random), same shapes.
+the peers on the same model in this process, W warm-up runs, then the median
+of R timed runs, fresh random inputs each run drawn like fissile's (floats
+uniform in [-1, 1), integers uniform in [0, 10), bools random), same shapes:
+- ONNX Runtime: CPU provider, ORT_ENABLE_ALL, intra_op_num_threads = N,
+  inter_op_num_threads = 1, `session.run`;
+- OpenVINO (PyPI `openvino`): CPU plugin, the bench shapes made static,
+  PERFORMANCE_HINT LATENCY, one stream, INFERENCE_NUM_THREADS = N, and the
+  precision hint f32, or f16 for a float16 model (--openvino-precision model,
+  the default; `f32` always with --openvino-precision f32), `infer`.  Not the
+  plugin's default precision: on CPUs with AVX512-BF16 or AMX it computes
+  float32 models in bfloat16.
 
-Both are timed in --rounds rounds per entry.  In a round, each strategy
-(one `fissile bench --strategies S` call) and ORT run their W warm-up and R
-timed runs back to back, so every peer runs with its own weights warm in
+Everything is timed in --rounds rounds per entry.  In a round, each strategy
+(one `fissile bench --strategies S` call) and each peer run their W warm-up
+and R timed runs back to back, so every peer runs with its own weights warm in
 cache, and the order changes from round to round in a Williams design
 (round_orders): over one design's rounds, by default the number of
-entries (strategies + ORT) when even and twice it when odd, every entry
+entries (strategies + peers) when even and twice it when odd, every entry
 runs once in each position and right after every other entry equally
 often, so that none always runs on the warmer machine or after the same
 neighbour (shared VMs drift 1.5x between minutes).  A ratio is
 taken per round (the two medians of that round); the tables give the
 median of the round ratios and their range (min-max), and the times are
-medians over all rounds' runs.
+medians over all rounds' runs.  "The faster peer" of a round is the peer
+with the lower median in that round.
 Writes <out>/cpu.json (everything, every timed run, every round) and
-<out>/cpu.md (tables and ratios fissile / ORT: below 1 means fissile is
+<out>/cpu.md (tables and ratios fissile / peer: below 1 means fissile is
 faster), with the machine (lscpu), the versions and the thread count beside
 the numbers.
 
@@ -43,12 +51,13 @@ quantize models (onnxruntime.quantization's quantize_dynamic, and
 quantize_static in the QDQ format, per channel, calibrated on seeded
 random inputs), and writes <out>/cpu-int8.json and .md.
 
---hide-avx512 runs this process, and so ORT in it, with AVX-512 hidden from
+--hide-avx512 runs this process, and so the peers in it, with AVX-512 hidden from
 CPUID by bench/hide_avx512.c (an LD_PRELOAD library; Linux CPUID faulting),
 and every `fissile bench` with FSL_CPU_ISA=avx2 (its generated C and
 oneDNN): on an AVX-512 machine, both peers then run the AVX2 code they would
 run on an AVX2-only machine.  ORT has no ISA switch of its own, so
-FSL_CPU_ISA=avx2 alone compares fissile on AVX2 with ORT on AVX-512.  The
+FSL_CPU_ISA=avx2 alone compares fissile on AVX2 with ORT on AVX-512 (OpenVINO
+reads CPUID like ORT: the library limits it too).  The
 library stays out of fissile's processes: the C compiler installs its own
 SIGSEGV handler, which the emulation needs.
 """
@@ -58,7 +67,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -113,6 +121,11 @@ def versions() -> dict:
         v["onnxruntime"] = onnxruntime.__version__
     except ImportError:
         v["onnxruntime"] = None
+    try:
+        import openvino
+        v["openvino"] = openvino.__version__.split("-")[0]
+    except ImportError:
+        v["openvino"] = None
     for name, cmd in [("cc", ["cc", "--version"])]:
         try:
             v[name] = subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
@@ -230,6 +243,89 @@ def time_ort(path: Path, shapes: dict, threads: int, repeats: int, warmup: int, 
         return {"status": f"error: {str(e)[:300]}"}
     return {"status": "ok", "median_s": statistics.median(times), "min_s": min(times), "times_s": times,
             "session_s": session_s}
+
+
+
+def openvino_precision(path: Path, how: str) -> str:
+    """OpenVINO's INFERENCE_PRECISION_HINT for the model at path: "f32" with
+    how == "f32"; with how == "model" (issue 61: the model's own precision)
+    "f16" where the model computes in float16 (a float16 initializer or
+    value), else "f32" (float32 models, and int8 ones: their integer work is
+    the QDQ nodes' own, the hint covers the float rest).  Not "bf16" or the
+    plugin's default: on CPUs with AVX512-BF16 or AMX the default computes a
+    float32 model in bfloat16."""
+    if how == "f32":
+        return "f32"
+    m = onnx.load(str(path), load_external_data=False)
+    f16 = onnx.TensorProto.FLOAT16
+    if any(t.data_type == f16 for t in m.graph.initializer) or \
+            any(v.type.tensor_type.elem_type == f16 for v in m.graph.value_info):
+        return "f16"
+    return "f32"
+
+
+def time_openvino(path: Path, shapes: dict, threads: int, repeats: int, warmup: int, seed: int = 0,
+                  precision: str = "model") -> dict:
+    """OpenVINO's CPU plugin on the model: shapes made static (the bench
+    shapes), LATENCY hint, one stream, `threads` inference threads, the
+    precision hint of openvino_precision(path, precision); W warm-up runs,
+    then R timed `infer` calls (inputs and outputs shared, not copied) on
+    fresh random inputs drawn like fissile's.
+    Same result layout as time_ort, plus "precision"."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return {"status": "openvino not installed"}
+    prec = openvino_precision(path, precision)
+    specs = ort_inputs(path, shapes)
+    try:
+        core = ov.Core()
+        t0 = time.perf_counter()
+        model = core.read_model(str(path))
+        model.reshape({n: ov.PartialShape(list(s)) for n, s, _ in specs})
+        compiled = core.compile_model(model, "CPU", {
+            "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": threads,
+            "INFERENCE_PRECISION_HINT": prec})
+        req = compiled.create_infer_request()
+        session_s = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 (the converter's failures are of every kind)
+        return {"status": f"error: {' '.join(str(e).split())[:300]}"}
+    rng = np.random.default_rng(seed)
+    times = []
+    try:
+        for r in range(warmup + repeats):
+            feeds = {n: random_like_fissile(s, d, rng) for n, s, d in specs}
+            t0 = time.perf_counter()
+            # no copies in or out, like ORT's run (its outputs are views of
+            # the request's buffers, overwritten by the next run: unread here)
+            req.infer(feeds, share_inputs=True, share_outputs=True)
+            dt = time.perf_counter() - t0
+            if r >= warmup:
+                times.append(dt)
+    except Exception as e:  # noqa: BLE001
+        return {"status": f"error: {' '.join(str(e).split())[:300]}"}
+    return {"status": "ok", "median_s": statistics.median(times), "min_s": min(times), "times_s": times,
+            "session_s": session_s, "precision": prec}
+
+
+# The peers: name -> (module that must import, timing function).
+PEERS = {"ORT": ("onnxruntime", time_ort), "OpenVINO": ("openvino", time_openvino)}
+
+
+def available_peers(names: list[str]) -> list[str]:
+    """The peers of `names` whose Python package imports (a missing one is
+    left out with a note on stderr)."""
+    import importlib.util
+    out = []
+    for n in names:
+        if n not in PEERS:
+            raise SystemExit(f"bench: unknown peer {n!r} (known: {', '.join(PEERS)})")
+        if importlib.util.find_spec(PEERS[n][0]) is None:
+            print(f"bench: note: {PEERS[n][0]} is not installed: {n} left out (scripts/setup.sh installs it)",
+                  file=sys.stderr)
+            continue
+        out.append(n)
+    return out
 
 
 # ---- fissile ----
@@ -363,8 +459,8 @@ def merge_rounds(rounds: list[dict]) -> dict:
     return out
 
 
-def merge_ort(rounds: list[dict]) -> dict:
-    """ORT's rounds as one result (times over all rounds, one median per round)."""
+def merge_peer(rounds: list[dict]) -> dict:
+    """A peer's rounds (ORT's, OpenVINO's) as one result (times over all rounds, one median per round)."""
     bad = next((r for r in rounds if r.get("status") != "ok"), None)
     if bad:
         return bad
@@ -445,46 +541,91 @@ def optimal_vs_baselines(ok: dict[str, dict]) -> dict:
     return rr
 
 
+def time_peer(name: str, path: Path, shapes: dict, args, seed: int) -> dict:
+    """One round of a peer (PEERS) on the model: its W warm-up and R timed runs."""
+    if name == "OpenVINO":
+        return time_openvino(path, shapes, args.threads, args.repeats, args.warmup, seed=seed,
+                             precision=args.openvino_precision)
+    return PEERS[name][1](path, shapes, args.threads, args.repeats, args.warmup, seed=seed)
+
+
+def peer_ratios(ok: dict[str, dict], peer: dict) -> tuple[dict, dict]:
+    """Per-round ratios of every strategy in ok to `peer` (a merged peer
+    result: "round_median_s"): ({strategy: median}, {strategy: [min, max]}),
+    and the fastest strategy of each round under "best"."""
+    ratios, ranges = {}, {}
+    for k, v in ok.items():
+        rr = round_ratios(v["round_median_s"], peer["round_median_s"])
+        if rr:
+            ratios[k], ranges[k] = rr["median"], [rr["min"], rr["max"]]
+    if ok:
+        best = [min(v["round_median_s"][i] for v in ok.values()) for i in range(len(peer["round_median_s"]))]
+        rr = round_ratios(best, peer["round_median_s"])
+        if rr:
+            ratios["best"], ranges["best"] = rr["median"], [rr["min"], rr["max"]]
+    return ratios, ranges
+
+
+def best_peer(peers: dict[str, dict]) -> dict | None:
+    """The faster peer of each round as one merged result: per round the
+    lower of the peers' round medians, and which peer it was ("who").  None
+    unless some peer ran in every round."""
+    ok = {k: v for k, v in peers.items() if v.get("status") == "ok"}
+    if not ok:
+        return None
+    n = min(len(v["round_median_s"]) for v in ok.values())
+    med = [min(v["round_median_s"][i] for v in ok.values()) for i in range(n)]
+    who = [min(ok, key=lambda k: ok[k]["round_median_s"][i]) for i in range(n)]
+    fastest = min(ok, key=lambda k: ok[k]["median_s"])
+    return {"status": "ok", "round_median_s": med, "who": who, "median_s": ok[fastest]["median_s"],
+            "name": fastest}
+
+
 def bench_one(kind, name, shape_label, description, path, shapes, args) -> dict:
     print(f"bench: {name} {shape_label} ...", file=sys.stderr, flush=True)
-    fs_rounds, ort_rounds = [], []
-    orders = round_orders(args.strategies + ["ORT"])
+    fs_rounds, peer_rounds = [], {p: [] for p in args.peers}
+    orders = round_orders(args.strategies + args.peers)
     for r in range(args.rounds):
         # one call per strategy, so that each strategy's runs follow one
-        # another as ORT's do (interleaving strategies run by run leaves each
-        # plan's weights out of cache: 10% on mobilenet_v3_small); who goes
-        # first and who follows whom changes from round to round
+        # another as the peers' do (interleaving strategies run by run leaves
+        # each plan's weights out of cache: 10% on mobilenet_v3_small); who
+        # goes first and who follows whom changes from round to round
         # (round_orders), so that none always runs on the warmer machine
         order = orders[r % len(orders)]
         calls = {}
         for k in order:
-            if k == "ORT":
-                ort_rounds.append(time_ort(path, shapes, args.threads, args.repeats, args.warmup, seed=r))
+            if k in peer_rounds:
+                peer_rounds[k].append(time_peer(k, path, shapes, args, seed=r))
             else:
                 calls[k] = run_fissile_bench(path, shapes, args, args.timeout, seed=r, strategies=[k])
         fs_rounds.append(combine_calls(calls, args.strategies))
-    fs, ort_r = merge_rounds(fs_rounds), merge_ort(ort_rounds)
+    fs = merge_rounds(fs_rounds)
+    peers = {p: merge_peer(rs) for p, rs in peer_rounds.items()}
     row = {"kind": kind, "name": name, "shape": shape_label, "description": description,
-           "fissile": fs, "ort": ort_r, "ratios": {}, "ratio_range": {}}
+           "fissile": fs, "peers": peers, "ort": peers.get("ORT", {"status": "not run"}),
+           "ratios": {}, "ratio_range": {}, "peer_ratios": {}, "peer_ratio_range": {}}
     by = {s.get("name", s["strategy"]): s for s in fs.get("strategies", [])}
     ok = {k: v for k, v in by.items() if v.get("status") == "ok" and "round_median_s" in v}
-    if ort_r.get("status") == "ok":
-        for k, v in ok.items():
-            rr = round_ratios(v["round_median_s"], ort_r["round_median_s"])
-            if rr:
-                row["ratios"][k], row["ratio_range"][k] = rr["median"], [rr["min"], rr["max"]]
-        if ok:  # the fastest strategy of each round
-            best = [min(v["round_median_s"][i] for v in ok.values()) for i in range(len(ort_r["round_median_s"]))]
-            rr = round_ratios(best, ort_r["round_median_s"])
-            if rr:
-                row["best_ratio"], row["best_ratio_range"] = rr["median"], [rr["min"], rr["max"]]
+    for p, res in peers.items():
+        if res.get("status") == "ok":
+            row["peer_ratios"][p], row["peer_ratio_range"][p] = peer_ratios(ok, res)
+    bp = best_peer(peers)
+    if bp:
+        row["best_peer"] = bp
+        row["peer_ratios"]["best peer"], row["peer_ratio_range"]["best peer"] = peer_ratios(ok, bp)
+    if "ORT" in row["peer_ratios"]:  # the ORT ratios under their old keys
+        rat, rng = dict(row["peer_ratios"]["ORT"]), dict(row["peer_ratio_range"]["ORT"])
+        if "best" in rat:
+            row["best_ratio"], row["best_ratio_range"] = rat.pop("best"), rng.pop("best")
+        row["ratios"], row["ratio_range"] = rat, rng
     ob = optimal_vs_baselines(ok)
     if ob:
         row["optimal_vs_baselines"] = ob
     summary = "  ".join(f"{k} {by[k]['median_s'] * 1e3:.3f} ms" if by.get(k, {}).get("status") == "ok"
                         else f"{k} error" for k in args.strategies if k in by)
-    ort_txt = f"{ort_r['median_s'] * 1e3:.3f} ms" if ort_r.get("median_s") else ort_r.get("status")
-    print(f"bench: {name} {shape_label}: ORT {ort_txt}  {summary}  [{fs.get('status')}]", file=sys.stderr, flush=True)
+    peer_txt = "  ".join(f"{p} {res['median_s'] * 1e3:.3f} ms" if res.get("median_s") else f"{p} {res.get('status')}"
+                         for p, res in peers.items())
+    print(f"bench: {name} {shape_label}: {peer_txt}  {summary}  [{fs.get('status')}]", file=sys.stderr, flush=True)
     return row
 
 
@@ -505,25 +646,52 @@ def fmt_range(v, rng):
     return f"{v:.2f}" + (f" ({rng[0]:.2f}-{rng[1]:.2f})" if rng and len(rng) == 2 and rng[0] != rng[1] else "")
 
 
+# how the report names the peers: in titles and sentences, in table heads
+PEER_TITLES = {"ORT": "ORT", "OpenVINO": "OpenVINO", "best peer": "the faster peer"}
+PEER_SHORT = {"ORT": "ORT", "OpenVINO": "OV"}
+
+
+def row_peers(row: dict) -> dict:
+    """A row's merged peer results by peer name (rows written before
+    OpenVINO joined carry ORT's alone, under "ort")."""
+    return row.get("peers") or {"ORT": row.get("ort", {})}
+
+
+def row_peer_ratios(row: dict) -> tuple[dict, dict]:
+    """A row's ratios and ranges by peer name, then strategy (with "best"):
+    older rows carry ORT's alone, under "ratios" and "best_ratio"."""
+    if "peer_ratios" in row:
+        return row["peer_ratios"], row["peer_ratio_range"]
+    rat, rng = dict(row.get("ratios", {})), dict(row.get("ratio_range", {}))
+    if "best_ratio" in row:
+        rat["best"], rng["best"] = row["best_ratio"], row.get("best_ratio_range")
+    return {"ORT": rat}, {"ORT": rng}
+
+
 def markdown(result: dict, args) -> str:
     mach, ver = result["machine"], result["versions"]
     strategies = args.strategies
+    peers = result.get("peers", ["ORT"])
     lines = [
-        "# CPU benchmark: fusion strategies vs ONNX Runtime",
+        "# CPU benchmark: fusion strategies vs " + " and ".join(PEER_TITLES.get(p, p) for p in peers),
         "",
         f"Generated by `bench/bench.py` on {result['date']}.  fissile: `fissile bench --backend "
-        f"{args.backend}` (generated C per kernel + oneDNN); ONNX Runtime {ver.get('onnxruntime')}: CPU "
-        "provider, ORT_ENABLE_ALL.  Both with "
-        f"**{args.threads} thread(s)**, {args.rounds} rounds; in a round each strategy (one `fissile bench` "
-        f"call) and ORT run {args.warmup} warm-up then {args.repeats} timed runs back to back, in an order "
-        "balanced over the rounds (a Williams design: each entry in every position and after every other entry "
-        "equally often over each full design); fresh random inputs every run (floats uniform in [-1, 1), integers in [0, 10)), "
-        "same shapes.",
-        "Times in milliseconds, medians over every round's runs; *ratio* = fissile / ORT (below 1: fissile is "
-        "faster), the median of the per-round ratios with their range (min-max) beside it; *best* is the "
-        "fastest strategy of each round; *opt/base* = optimal / the baseline (opfuse or greedy, named) with the lower "
-        "median over all runs, per round (target <= 1 within the range; `=greedy` and the like: that baseline "
-        "built the same plan, plan_hash).  *pred* is the roofline prediction of the optimal plan, *kernels* the kernel count "
+        f"{args.backend}` (generated C per kernel + oneDNN)"
+        + ("; ONNX Runtime " + str(ver.get("onnxruntime")) + ": CPU provider, ORT_ENABLE_ALL" if "ORT" in peers else "")
+        + ("; OpenVINO " + str(ver.get("openvino")) + ": CPU plugin, LATENCY hint, one stream, precision hint "
+           + ("f32" if args.openvino_precision == "f32" else "the model's own (f16 for float16 models, else f32)")
+           if "OpenVINO" in peers else "")
+        + f".  All with **{args.threads} thread(s)**, {args.rounds} rounds; in a round each strategy (one "
+        f"`fissile bench` call) and each peer run {args.warmup} warm-up then {args.repeats} timed runs back to back, "
+        "in an order balanced over the rounds (a Williams design: each entry in every position and after every "
+        "other entry equally often over each full design); fresh random inputs every run (floats uniform in "
+        "[-1, 1), integers in [0, 10)), same shapes.",
+        "Times in milliseconds, medians over every round's runs; a *ratio* is fissile / the peer (below 1: "
+        "fissile is faster), the median of the per-round ratios with their range (min-max) beside it; *peer* is "
+        "the faster peer of each round, *best* the fastest strategy of each round; *opt/base* = optimal / the "
+        "baseline (opfuse or greedy, named) with the lower median over all runs, per round (target <= 1 within the "
+        "range; `=greedy` and the like: that baseline built the same plan, plan_hash).  *pred* is the roofline "
+        "prediction of the optimal plan, *kernels* the kernel count "
         f"per strategy ({'/'.join(strategies)}), *arena* the planned memory for kernel outputs of the optimal plan.",
         "",
     ] + ([f"Note: {args.note}", ""] if args.note else []) + [
@@ -535,24 +703,31 @@ def markdown(result: dict, args) -> str:
     lines.append("- versions: " + ", ".join(f"{k} {v}" for k, v in ver.items()))
     if result.get("isa"):
         lines.append(f"- ISA of the run: {result['isa']}")
-    lines.append(f"- threads: {args.threads} (fissile `--threads`, OMP_NUM_THREADS; ORT intra_op_num_threads)")
+    lines.append(f"- threads: {args.threads} (fissile `--threads`, OMP_NUM_THREADS; ORT intra_op_num_threads; "
+                 "OpenVINO INFERENCE_NUM_THREADS)")
     lines.append("")
     for kind, title in [("subgraph", "Subgraph cases (bench/cases.py)"), ("model", "Real models (.cache/models)")]:
         rows = [r for r in result["rows"] if r["kind"] == kind]
         if not rows:
             continue
         lines += [f"## {title}", ""]
-        head = ["case", "shape", "ORT"] + strategies + ["best/ORT", "optimal/ORT", "opt/base", "pred (opt)",
-                                                        "kernels", "arena MiB", "status"]
+        head = (["case", "shape"] + [PEER_SHORT.get(p, p) for p in peers] + strategies
+                + [f"optimal/{PEER_SHORT.get(p, p)}" for p in peers]
+                + (["optimal/peer", "best/peer"] if len(peers) > 1 else ["best/" + PEER_SHORT.get(peers[0], peers[0])])
+                + ["opt/base", "pred (opt)", "kernels", "arena MiB", "status"])
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for r in rows:
             by = {s.get("name", s["strategy"]): s for s in r["fissile"].get("strategies", [])}
             ok = {k: v for k, v in by.items() if v.get("status") == "ok"}
-            cells = [r["name"], r["shape"], ms(r["ort"].get("median_s"))]
+            pr, prr = row_peer_ratios(r)
+            cells = [r["name"], r["shape"]] + [ms(row_peers(r).get(p, {}).get("median_s")) for p in peers]
             cells += [ms(ok[k]["median_s"]) if k in ok else ("err" if k in by else "-") for k in strategies]
-            cells.append(fmt_range(r.get("best_ratio"), r.get("best_ratio_range")))
-            cells.append(fmt_range(r["ratios"].get("optimal"), r.get("ratio_range", {}).get("optimal")))
+            cells += [fmt_range(pr.get(p, {}).get("optimal"), prr.get(p, {}).get("optimal")) for p in peers]
+            if len(peers) > 1:
+                cells.append(fmt_range(pr.get("best peer", {}).get("optimal"), prr.get("best peer", {}).get("optimal")))
+            last = "best peer" if len(peers) > 1 else peers[0]
+            cells.append(fmt_range(pr.get(last, {}).get("best"), prr.get(last, {}).get("best")))
             ob = r.get("optimal_vs_baselines", {})
             cells.append(fmt_range(ob.get("median"), [ob["min"], ob["max"]] if ob else None)
                          + (" =" + ",".join(ob["same_plan"]) if ob.get("same_plan")
@@ -563,8 +738,9 @@ def markdown(result: dict, args) -> str:
             cells.append(f"{opt['peak_bytes'] / 2**20:.2f}" if "peak_bytes" in opt else "-")
             errs = [f"{k}: {v.get('error', '')[:100]}" for k, v in by.items() if v.get("status") != "ok"]
             status = r["fissile"].get("status", "?")
-            if r["ort"].get("status") != "ok":
-                errs.append(f"ORT: {r['ort'].get('status', '')[:100]}")
+            for p in peers:
+                if row_peers(r).get(p, {}).get("status") != "ok":
+                    errs.append(f"{p}: {row_peers(r).get(p, {}).get('status', 'not run')[:100]}")
             cells.append((status + ("; " + "; ".join(errs) if errs else "")).replace("|", "/"))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
@@ -572,18 +748,21 @@ def markdown(result: dict, args) -> str:
     lines += ["## Summary", ""]
     for kind in ["subgraph", "model"]:
         rows = [r for r in result["rows"] if r["kind"] == kind]
-        parts = []
-        for s in strategies:
-            rs = [r["ratios"][s] for r in rows if s in r["ratios"]]
-            if rs:
-                parts.append(f"{s} {float(np.exp(np.mean(np.log(rs)))):.2f} (n={len(rs)})")
-        if parts:
-            lines.append(f"- {kind}s, geometric mean of fissile/ORT: " + ", ".join(parts))
-        slower = [f"{r['name']} {r['ratios']['optimal']:.2f}" for r in rows if r["ratios"].get("optimal", 0) > 1]
-        beyond = [r["name"] for r in rows if r.get("ratio_range", {}).get("optimal", [0])[0] > 1]
-        if rows and "optimal" in strategies:
-            lines.append(f"- {kind}s where optimal is slower than ORT (median ratio > 1): "
-                         f"{', '.join(slower) or 'none'}; in every round: {', '.join(beyond) or 'none'}")
+        for p in peers + (["best peer"] if len(peers) > 1 else []):
+            parts = []
+            for s in strategies:
+                rs = [row_peer_ratios(r)[0].get(p, {})[s] for r in rows if s in row_peer_ratios(r)[0].get(p, {})]
+                if rs:
+                    parts.append(f"{s} {float(np.exp(np.mean(np.log(rs)))):.2f} (n={len(rs)})")
+            if parts:
+                lines.append(f"- {kind}s, geometric mean of fissile/{PEER_TITLES.get(p, p)}: " + ", ".join(parts))
+        for p in peers + (["best peer"] if len(peers) > 1 else []):
+            pr = [(r, row_peer_ratios(r)) for r in rows]
+            slower = [f"{r['name']} {a[p]['optimal']:.2f}" for r, (a, _) in pr if a.get(p, {}).get("optimal", 0) > 1]
+            beyond = [r["name"] for r, (_, b) in pr if b.get(p, {}).get("optimal", [0])[0] > 1]
+            if rows and "optimal" in strategies:
+                lines.append(f"- {kind}s where optimal is slower than {PEER_TITLES.get(p, p)} (median ratio > 1): "
+                             f"{', '.join(slower) or 'none'}; in every round: {', '.join(beyond) or 'none'}")
         lost = [f"{r['name']} {r['optimal_vs_baselines']['median']:.2f}" for r in rows
                 if r.get("optimal_vs_baselines", {}).get("beyond_spread")]
         same = [r["name"] for r in rows if r.get("optimal_vs_baselines", {}).get("same_plan")]
@@ -631,6 +810,12 @@ def main() -> int:
                     help="each model followed by its int8 variants (onnxruntime.quantization: quantize_dynamic and "
                          "quantize_static QDQ per channel, calibrated on seeded random inputs); writes "
                          "cpu-int8.json / .md")
+    ap.add_argument("--peers", default=",".join(PEERS),
+                    help="comma-separated peers timed in the same rounds: ORT, OpenVINO (default: both; one whose "
+                         "package is missing is left out with a note)")
+    ap.add_argument("--openvino-precision", choices=["model", "f32"], default="model",
+                    help="OpenVINO's INFERENCE_PRECISION_HINT: the model's own (f16 for float16 models, else f32; "
+                         "issue 61) or f32 always")
     ap.add_argument("--hide-avx512", action="store_true",
                     help="run ORT and fissile with AVX-512 hidden from CPUID (an AVX2-only machine's code paths)")
     args = ap.parse_args()
@@ -640,7 +825,8 @@ def main() -> int:
         print("bench: --hide-avx512: CPUID still reports AVX-512 in this process", file=sys.stderr)
         return 1
     args.strategies = [s for s in args.strategies.split(",") if s]
-    design = len(round_orders(args.strategies + ["ORT"]))
+    args.peers = available_peers([p for p in args.peers.split(",") if p])
+    design = len(round_orders(args.strategies + args.peers))
     if args.rounds is None:
         args.rounds = design
     if args.rounds < 1:
@@ -661,7 +847,8 @@ def main() -> int:
 
     result = {"date": time.strftime("%Y-%m-%d %H:%M"), "note": args.note, "machine": lscpu(), "versions": versions(),
               "isa": run_isa(), "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds, "warmup": args.warmup, "backend": args.backend,
-              "strategies": args.strategies, "rows": rows}
+              "strategies": args.strategies, "peers": args.peers,
+              "openvino_precision": args.openvino_precision, "rows": rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "cpu-fp16" if args.fp16 else "cpu-int8" if args.int8 else "cpu"

@@ -4,7 +4,7 @@
 #   1. Debian packages (only when one is missing; apt-get update first).
 #   2. .venv: a virtual environment from Debian's /usr/bin/python3 with
 #      --system-site-packages (so Debian's torch/torchvision/numpy are
-#      visible), plus onnx 1.22, onnxruntime and pytest from PyPI.
+#      visible), plus onnx 1.22, onnxruntime, openvino and pytest from PyPI.
 #   3. The Python package `fissile` (python/fissile, pyproject.toml) into
 #      .venv: `pip install .` without build isolation (scikit-build-core
 #      comes from step 2), building libfissile and the extension with the
@@ -28,7 +28,9 @@ APT_PKGS=(build-essential cmake clang libclang-rt-14-dev protobuf-c-compiler
 # numpy<2: Debian's torch 1.13 is built against NumPy 1.x.
 # scikit-build-core: the build backend of the fissile package (pyproject.toml).
 # onnxconverter-common: the float16 converter users run (tests/python/test_variants.py).
-PIP_PKGS=("onnx==1.22.*" "onnxruntime" "pytest" "numpy<2" "scikit-build-core>=0.10" "onnxconverter-common")
+# openvino: the second CPU peer of bench/bench.py (tests/python/test_bench.py).
+PIP_PKGS=("onnx==1.22.*" "onnxruntime" "pytest" "numpy<2" "scikit-build-core>=0.10" "onnxconverter-common"
+          "openvino")
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -54,14 +56,14 @@ fi
 # Are the pip packages there (right onnx version)?  Checking is much faster
 # than asking pip.
 if ! "$PY" - <<'EOF' 2>/dev/null
-import onnx, onnxruntime, pytest, numpy, torch, scikit_build_core, onnxconverter_common  # noqa: F401
+import onnx, onnxruntime, pytest, numpy, torch, scikit_build_core, onnxconverter_common, openvino  # noqa: F401
 assert onnx.__version__.startswith("1.22."), onnx.__version__
 assert numpy.__version__.startswith("1."), numpy.__version__
 EOF
 then
   echo "setup: installing Python packages into $VENV: ${PIP_PKGS[*]}"
   "$PY" -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}"
-  "$PY" -c 'import onnx, onnxruntime, numpy, torch; print("setup: onnx", onnx.__version__, "onnxruntime", onnxruntime.__version__, "numpy", numpy.__version__, "torch", torch.__version__)'
+  "$PY" -c 'import onnx, onnxruntime, numpy, torch; import openvino; print("setup: onnx", onnx.__version__, "onnxruntime", onnxruntime.__version__, "openvino", openvino.__version__, "numpy", numpy.__version__, "torch", torch.__version__)'
 fi
 
 if [ "${FSL_SETUP_PACKAGE:-1}" = 1 ]; then

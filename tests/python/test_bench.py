@@ -1,9 +1,9 @@
-"""bench/bench.py: fissile strategies and ONNX Runtime timed in rotating rounds,
+"""bench/bench.py: fissile strategies, ONNX Runtime and OpenVINO timed in rotating rounds,
 ratios taken per round (issue 9, item 7: a comparison that drift on a shared
 machine does not bias).
 
 Runs the script on one small subgraph case for two rounds and checks what
-the report is built from: every strategy's and ORT's runs of both rounds
+the report is built from: every strategy's and each peer's runs of both rounds
 kept, one median per round, the ratio being the median of the per-round
 ratios and inside their range, and the markdown printing that range.  The
 merging helpers are checked on hand-made rounds where the answer is known.
@@ -120,11 +120,57 @@ def test_bench_script_two_rounds(tmp_path, fissile):
         assert all(len(h) == 16 for h in hashes.values()) and len(set(hashes.values())) == 1, hashes
         assert row["optimal_vs_baselines"]["same_plan"] == ["opfuse", "greedy"]
         assert not row["optimal_vs_baselines"]["beyond_spread"]
+    # OpenVINO (installed by scripts/setup.sh) timed in the same rounds: its
+    # runs kept per round, the ratios to it and to the faster peer per round
+    assert res["peers"] == ["ORT", "OpenVINO"]
+    for row in res["rows"]:
+        ov = row["peers"]["OpenVINO"]
+        assert ov["status"] == "ok", ov
+        assert len(ov["round_median_s"]) == 2 and len(ov["times_s"]) == 6
+        opt = next(s for s in row["fissile"]["strategies"] if s["name"] == "optimal")["round_median_s"]
+        per_round = [f / min(o, v) for f, o, v in zip(opt, row["ort"]["round_median_s"], ov["round_median_s"])]
+        lo, hi = row["peer_ratio_range"]["best peer"]["optimal"]
+        assert lo == pytest.approx(min(per_round)) and hi == pytest.approx(max(per_round))
+        assert row["peer_ratios"]["ORT"]["optimal"] == row["ratios"]["optimal"]
+        assert set(row["best_peer"]["who"]) <= {"ORT", "OpenVINO"}
     md = (out / "cpu.md").read_text()
+    assert "| optimal/ORT | optimal/OV | optimal/peer | best/peer |" in md
+    assert "geometric mean of fissile/the faster peer" in md and "where optimal is slower than OpenVINO" in md
     assert "2 rounds" in md and "opt/base" in md
     assert "where optimal is slower than ORT" in md
     assert " =opfuse,greedy |" in md and "built optimal's very plan" in md
     assert "ran kernels in the reference interpreter (fallback): none" in md
+
+
+def test_best_peer_is_the_faster_of_each_round():
+    """The faster peer is taken round by round (ORT in one, OpenVINO in the
+    other), not as the peer with the lower median overall; a peer that
+    failed does not count."""
+    ort = {"status": "ok", "median_s": 2.0, "round_median_s": [1.0, 3.0]}
+    ov = {"status": "ok", "median_s": 2.5, "round_median_s": [2.0, 2.5]}
+    bp = bench.best_peer({"ORT": ort, "OpenVINO": ov, "X": {"status": "error: no"}})
+    assert bp["round_median_s"] == [1.0, 2.5] and bp["who"] == ["ORT", "OpenVINO"] and bp["name"] == "ORT"
+    ratios, ranges = bench.peer_ratios({"optimal": {"round_median_s": [1.5, 2.0]}}, bp)
+    assert ratios["optimal"] == pytest.approx((1.5 + 0.8) / 2) and ranges["optimal"] == [0.8, 1.5]
+    assert bench.best_peer({"ORT": {"status": "error: x"}}) is None
+
+
+def test_openvino_precision_hint_follows_the_model(tmp_path):
+    """f16 for a float16 model, f32 for a float32 one (issue 61: the hint is
+    the model's own precision), f32 for both with --openvino-precision f32."""
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+    for dt, want in [(np.float16, "f16"), (np.float32, "f32")]:
+        w = numpy_helper.from_array(np.ones((2,), dt), "w")
+        elem = TensorProto.FLOAT16 if dt == np.float16 else TensorProto.FLOAT
+        g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", elem, [2])],
+                              [helper.make_tensor_value_info("y", elem, [2])], [w])
+        path = tmp_path / f"m_{want}.onnx"
+        import onnx
+        onnx.save(helper.make_model(g), str(path))
+        assert bench.openvino_precision(path, "model") == want
+        assert bench.openvino_precision(path, "f32") == "f32"
 
 
 def test_markdown_names_a_fallback():
