@@ -389,6 +389,9 @@ typedef struct fsl_plan_info {
   int n_rewrites;          /**< rewrites applied to the primitive graph (fsl_model_set_rewrite) */
   int n_lut_tables;        /**< elementwise functions of an 8-bit tensor turned into 256-entry
                                 tables (cpu backend with oneDNN int8: docs/cpu-backend.md) */
+  int n_qdq_lifted;        /**< QuantizeLinear nodes whose input only moved, pooled or clamped
+                                DequantizeLinear values of the same scale and zero point,
+                                computed on the 8-bit integers instead (src/passes/qdq_lift.c) */
   double rewrite_s;        /**< wall seconds spent rewriting (and searching) */
   int search_graphs;       /**< FSL_REWRITE_SEARCH: rewritten graphs costed by the search */
   int search_regions_solved; /**< FSL_REWRITE_SEARCH: region BLPs solved to cost them (each graph's

@@ -358,6 +358,7 @@ fsl_status fsl_model_plan_info(const fsl_model *m, fsl_plan_info *info) {
   info->rewrite = (fsl_rewrite_mode)m->rewrite;
   info->n_rewrites = m->n_rewrites;
   info->n_lut_tables = m->n_lut_tables;
+  info->n_qdq_lifted = m->n_qdq_lifted;
   if (m->rewrite == FSL_REWRITE_SEARCH) {
     info->search_graphs = m->search_evals;
     info->search_regions_solved = m->search_regions_solved;

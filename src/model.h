@@ -34,6 +34,7 @@ struct fsl_model {
   /* what the rewrite of prim applied (per rule of the built-in set) */
   int n_rewrites;
   int n_lut_tables;  /* fsl_pass_lut8's tables in prim */
+  int n_qdq_lifted;  /* fsl_pass_qdq_lift's quantizations computed on integers */
   int *rewrite_fired;
   double rewrite_s;
   /* --rewrite search: the budget and alpha of the next fission's search

@@ -48,6 +48,7 @@ void fsl_model_invalidate(fsl_model *m) {
   m->rewrite_fired = NULL;
   m->n_rewrites = 0;
   m->n_lut_tables = 0;
+  m->n_qdq_lifted = 0;
   m->compiled = false;
   m->from_file = false;
 }
@@ -72,6 +73,8 @@ fsl_status fsl_model_fission(fsl_model *m) {
   const fsl_backend *be = fsl_backend_find(m->backend);
   bool int8 = be && fsl_model_caps(m, be)->linear_int8;
   if (st == FSL_OK) st = fsl_pass_qdq_linear(g, m->onnx, int8, NULL);
+  /* QuantizeLinear of moved, pooled or clamped DequantizeLinear values: on the 8-bit integers */
+  if (st == FSL_OK) st = fsl_pass_qdq_lift(g, &m->n_qdq_lifted);
   /* the weights of the linear ops left, computed from constants only (dequantized), once */
   if (st == FSL_OK) st = fsl_pass_fold_weights(g, NULL);
   /* activations between 8-bit tensors (QDQ's SiLU) as 256-entry tables, where the library runs int8 */

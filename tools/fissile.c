@@ -919,6 +919,7 @@ static void print_plan_summary(const char *model, const fsl_model *m, const fsl_
   printf("device: %s\n", pi->device);
   printf("primitives: %d", pi->n_primitives);
   if (pi->n_lut_tables) printf(" (%d elementwise functions of 8-bit tensors as 256-entry tables)", pi->n_lut_tables);
+  if (pi->n_qdq_lifted) printf(" (%d QuantizeLinear of moved or pooled 8-bit values on the integers)", pi->n_qdq_lifted);
   printf("\n");
   print_rewrites(m, pi);
   printf("kernels: %d (", pi->n_kernels);

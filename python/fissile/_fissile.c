@@ -450,10 +450,11 @@ static PyObject *Model_plan_info(ModelObject *self, PyObject *unused) {
   PyObject *tune = autotune_dict(&pi);
   if (!tune) return NULL;
   return Py_BuildValue(
-      "{s:s,s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:i,s:d,s:d,s:d,s:O,s:L,s:L,s:O,s:i,s:i,s:i,s:i,s:d,s:i,s:i,s:i,"
+      "{s:s,s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:i,s:d,s:d,s:d,s:O,s:L,s:L,s:O,s:i,s:i,s:i,s:i,s:d,s:i,s:i,s:i,"
       "s:i,s:i,s:i,s:s,s:K,s:N}",
       "strategy", fsl_strategy_name(pi.strategy), "backend", pi.backend, "device", pi.device,
       "n_primitives", pi.n_primitives, "rewrite", fsl_rewrite_mode_name(pi.rewrite), "n_rewrites", pi.n_rewrites, "n_lut_tables", pi.n_lut_tables,
+      "n_qdq_lifted", pi.n_qdq_lifted,
       "n_kernels", pi.n_kernels,
       "kernels_by_kind", "loop", pi.n_by_kind[0], "reduce", pi.n_by_kind[1], "linear", pi.n_by_kind[2],
       "opaque", pi.n_by_kind[3],

@@ -228,6 +228,8 @@ class InferenceSession:
         n_primitives: nodes of the primitive graph; n_kernels: kernels of the plan;
         rewrite, n_rewrites: the rewrite mode and how many rewrites were applied;
         n_lut_tables: elementwise functions of an 8-bit tensor made 256-entry tables;
+        n_qdq_lifted: QuantizeLinear nodes computed on the 8-bit integers (their input only moved,
+            pooled or clamped DequantizeLinear values of the same scale and zero point);
         kernels_by_kind: {"loop", "reduce", "linear", "opaque"} -> kernel count;
         n_recomputed: node executions beyond one per node;
         predicted_s: predicted run time in seconds (roofline or measured costs);

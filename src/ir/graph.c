@@ -92,6 +92,67 @@ fsl_node *fsl_graph_add_node(fsl_graph *g, fsl_op op, const char *name,
   return n;
 }
 
+fsl_node *fsl_graph_add_node_as(fsl_graph *g, fsl_op op, fsl_value *const *in, int n_in, fsl_value *out,
+                                fsl_attr *attrs, int n_attrs, const fsl_node *like) {
+  fsl_node *n = fsl_graph_add_node(g, op, NULL, in, n_in, &out, 1, attrs, n_attrs);
+  if (n && like) {
+    n->origin = like->origin;
+    n->origin_name = like->origin_name;
+    n->origin_op = like->origin_op;
+    n->domain = like->domain;
+  }
+  return n;
+}
+
+fsl_value *fsl_graph_new_value(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims) {
+  fsl_value *v = fsl_graph_add_value(g, NULL);
+  if (!v || !fsl_value_set_shape(v, rank, dims)) return NULL;
+  v->dtype = dt;
+  return v;
+}
+
+fsl_value *fsl_graph_new_const(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims, const void *data,
+                               size_t bytes) {
+  fsl_value *v = fsl_graph_new_value(g, dt, rank, dims);
+  void *d = v ? fsl_arena_alloc(&g->arena, bytes ? bytes : 1) : NULL;
+  if (!d) return NULL;
+  memcpy(d, data, bytes);
+  v->data = d;
+  return v;
+}
+
+fsl_value *fsl_graph_add_expand(fsl_graph *g, fsl_value *c, int rank, const int64_t *dims, const fsl_node *like) {
+  fsl_attr *a = c ? fsl_arena_alloc(&g->arena, sizeof *a) : NULL;
+  fsl_value *e = a ? fsl_graph_new_value(g, c->dtype, rank, dims) : NULL;
+  if (!e) return NULL;
+  *a = fsl_attr_make_ints(g, "shape", dims, rank);
+  return fsl_graph_add_node_as(g, FSL_OP_expand, &c, 1, e, a, 1, like) ? e : NULL;
+}
+
+static void reverse_nodes(fsl_node **a, int lo, int hi) {
+  for (; lo < hi; lo++, hi--) {
+    fsl_node *t = a[lo];
+    a[lo] = a[hi];
+    a[hi] = t;
+  }
+}
+
+void fsl_graph_move_tail_after(fsl_graph *g, int n0, int pos) {
+  if (n0 >= g->n_nodes || pos + 1 >= n0) return;
+  /* rotate nodes[pos+1 .. n_nodes-1] so that the tail [n0, n_nodes) comes first */
+  reverse_nodes(g->nodes, pos + 1, n0 - 1);
+  reverse_nodes(g->nodes, n0, g->n_nodes - 1);
+  reverse_nodes(g->nodes, pos + 1, g->n_nodes - 1);
+}
+
+bool fsl_value_uniform_view(const fsl_value *v, double *out) {
+  /* through broadcasts of it (fission keeps large ones as views) */
+  while (v && !v->data && v->producer && (v->producer->op == FSL_OP_expand || v->producer->op == FSL_OP_reshape) &&
+         v->producer->n_in >= 1)
+    v = v->producer->in[0];
+  return fsl_value_uniform_const(v, out);
+}
+
 static fsl_status add_io(fsl_graph *g, fsl_value ***arr, int *n, int *cap, fsl_value *v) {
   if (!grow(g, (void ***)arr, *n, cap)) return fsl_errorf(FSL_ERR_NOMEM, "out of memory");
   (*arr)[(*n)++] = v;

@@ -164,6 +164,27 @@ fsl_node *fsl_graph_add_node(fsl_graph *g, fsl_op op, const char *name,
                              fsl_value *const *in, int n_in,
                              fsl_value *const *out, int n_out,
                              fsl_attr *attrs, int n_attrs);
+/** fsl_graph_add_node with one output, no name, and the ONNX origin
+ *  (origin, origin_name, origin_op, domain) of node `like` (none when
+ *  NULL): how passes add the primitives that stand for an ONNX node's. */
+fsl_node *fsl_graph_add_node_as(fsl_graph *g, fsl_op op, fsl_value *const *in, int n_in, fsl_value *out,
+                                fsl_attr *attrs, int n_attrs, const fsl_node *like);
+/** New value of dtype dt and shape [rank: dims]; NULL on OOM or rank >
+ *  FSL_MAX_RANK. */
+fsl_value *fsl_graph_new_value(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims);
+/** New constant of dtype dt, shape [rank: dims], its `bytes` bytes of
+ *  data copied into g's arena; NULL on OOM. */
+fsl_value *fsl_graph_new_const(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims, const void *data,
+                               size_t bytes);
+/** Appends expand(c) to dims (c of the same rank, each dim 1 or dims'),
+ *  with the origin of `like`; its output, or NULL on OOM. */
+fsl_value *fsl_graph_add_expand(fsl_graph *g, fsl_value *c, int rank, const int64_t *dims, const fsl_node *like);
+/** Moves the nodes from index n0 to the end (those appended since the
+ *  node count was n0) to right after index pos, in their order; the
+ *  nodes between shift behind them.  How a pass places what it added
+ *  next to the node it rewrote (the order stays topological when the new
+ *  nodes read only values produced up to pos). */
+void fsl_graph_move_tail_after(fsl_graph *g, int n0, int pos);
 fsl_status fsl_graph_add_input(fsl_graph *g, fsl_value *v);
 fsl_status fsl_graph_add_output(fsl_graph *g, fsl_value *v);
 /** Removes nodes for which keep[node->id] is false; updates consumers. */
@@ -184,6 +205,9 @@ int64_t fsl_value_nbytes(const fsl_value *v);
  *  elements are all equal (a per-tensor parameter, perhaps broadcast by
  *  constant folding); then *out is that value. */
 bool fsl_value_uniform_const(const fsl_value *v, double *out);
+/** fsl_value_uniform_const of v, or of the constant that v is an
+ *  expand/reshape view of (through any chain of them). */
+bool fsl_value_uniform_view(const fsl_value *v, double *out);
 /** Whether a and b have the same rank and dims. */
 bool fsl_value_same_shape(const fsl_value *a, const fsl_value *b);
 /** Whether n is a table lookup (src/passes/lut.c): a gather from a 1-D

@@ -162,19 +162,12 @@ static fsl_status replace(const lut_ctx *c, fsl_graph *g, fsl_value *v, const fs
   xi->dtype = FSL_DT_I32, y->dtype = v->dtype;
   *ca = fsl_attr_make_int("to", FSL_DT_I32);
   *ga = fsl_attr_make_int("axis", 0);
-  fsl_node *cn = fsl_graph_add_node(g, FSL_OP_cast, NULL, (fsl_value *[]){(fsl_value *)x}, 1, &xi, 1, ca, 1);
-  fsl_node *gn = cn ? fsl_graph_add_node(g, FSL_OP_gather, NULL, (fsl_value *[]){t, xi}, 2, &y, 1, ga, 1) : NULL;
-  if (!gn) return fsl_errorf(FSL_ERR_NOMEM, "lut: out of memory");
   const fsl_node *p = v->producer;
-  for (int i = 0; i < 2; i++) {
-    fsl_node *m = i ? gn : cn;
-    m->origin = p->origin, m->origin_name = p->origin_name, m->origin_op = p->origin_op, m->domain = p->domain;
-    m->op_type = fsl_op_get(m->op)->name;
-  }
+  fsl_node *cn = fsl_graph_add_node_as(g, FSL_OP_cast, (fsl_value *[]){(fsl_value *)x}, 1, xi, ca, 1, p);
+  fsl_node *gn = cn ? fsl_graph_add_node_as(g, FSL_OP_gather, (fsl_value *[]){t, xi}, 2, y, ga, 1, p) : NULL;
+  if (!gn) return fsl_errorf(FSL_ERR_NOMEM, "lut: out of memory");
   /* the two nodes (appended) go right after v's producer */
-  fsl_node *tmp[2] = {g->nodes[n0], g->nodes[n0 + 1]};
-  memmove(g->nodes + pos + 3, g->nodes + pos + 1, sizeof *g->nodes * (size_t)(n0 - pos - 1));
-  g->nodes[pos + 1] = tmp[0], g->nodes[pos + 2] = tmp[1];
+  fsl_graph_move_tail_after(g, n0, pos);
   /* the readers outside the region read the table; the region's own keep v */
   for (int k = v->n_cons - 1; k >= 0; k--) {
     fsl_node *u = v->cons[k];

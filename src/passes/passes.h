@@ -93,4 +93,15 @@ fsl_status fsl_pass_qdq_linear(fsl_graph *g, const fsl_graph *onnx, bool linear_
  */
 fsl_status fsl_pass_lut8(fsl_graph *g, int *n_tables);
 
+/**
+ * QuantizeLinear whose input only moves (reshape, permute, expand, slice,
+ * pad, concat, window), pools or clamps (max, min, reduce_max,
+ * reduce_min) DequantizeLinear values of the same per-tensor scale, zero
+ * point and 8-bit type, rewritten as those primitives on the 8-bit
+ * integers: bit-exact (src/passes/qdq_lift.c says why).  Every backend
+ * (it only removes float work).  *n_lifted: how many QuantizeLinear
+ * outputs were replaced.  FSL_ERR_NOMEM.
+ */
+fsl_status fsl_pass_qdq_lift(fsl_graph *g, int *n_lifted);
+
 #endif

@@ -35,49 +35,18 @@
  * with ONNX Runtime.
  */
 #include "passes/passes.h"
+#include "passes/quant_match.h"
 
 #include <math.h>
-
-/* One value of constant v when all its elements are equal (a per-tensor
- * parameter, perhaps broadcast by folding or by expand/reshape views);
- * false otherwise. */
-static bool const_single(const fsl_value *v, double *out) {
-  /* through broadcasts of it (fission keeps large ones as views) */
-  while (v && !v->data && v->producer && (v->producer->op == FSL_OP_expand || v->producer->op == FSL_OP_reshape) &&
-         v->producer->n_in >= 1)
-    v = v->producer->in[0];
-  return fsl_value_uniform_const(v, out);
-}
 
 static const fsl_value *through_reshapes(const fsl_value *v) {
   while (v && v->producer && v->producer->op == FSL_OP_reshape && v->producer->n_in >= 1) v = v->producer->in[0];
   return v;
 }
 
-/* The activation side: v = (float(xq) - zx) * sx (through reshapes; the
- * subtraction absent when zx is 0). */
-typedef struct act {
-  fsl_value *xq;
-  double zx, sx;
-} act;
-
-static bool match_act(const fsl_value *v, act *a) {
-  v = through_reshapes(v);
-  if (!v || !v->producer || v->producer->op != FSL_OP_mul || v->dtype != FSL_DT_F32) return false;
-  const fsl_node *m = v->producer;
-  if (m->n_in != 2 || !m->in[0] || !const_single(m->in[1], &a->sx) || !(a->sx > 0) || !isfinite(a->sx)) return false;
-  const fsl_value *d = m->in[0];
-  a->zx = 0;
-  if (d->producer && d->producer->op == FSL_OP_sub) {
-    const fsl_node *s = d->producer;
-    if (s->n_in != 2 || !s->in[0] || !const_single(s->in[1], &a->zx) || a->zx != floor(a->zx)) return false;
-    d = s->in[0];
-  }
-  if (!d->producer || d->producer->op != FSL_OP_cast || d->producer->n_in < 1 || !d->producer->in[0]) return false;
-  a->xq = d->producer->in[0];
-  if (a->xq->dtype != FSL_DT_U8 && a->xq->dtype != FSL_DT_I8) return false;
-  double lo = a->xq->dtype == FSL_DT_U8 ? 0 : -128, hi = a->xq->dtype == FSL_DT_U8 ? 255 : 127;
-  return a->zx >= lo && a->zx <= hi && fsl_value_numel(a->xq) == fsl_value_numel(v);
+/* The activation side: v = (float(xq) - zx) * sx, through reshapes. */
+static bool match_act(const fsl_value *v, fsl_dequant *a) {
+  return fsl_match_dequant(through_reshapes(v), a);
 }
 
 /* The ONNX node with id `id`, or NULL. */
@@ -152,47 +121,6 @@ static bool match_weights(const fsl_node *lin, const fsl_node *origin, wts *out)
   return true;
 }
 
-static fsl_value *new_const(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims, const void *data,
-                            size_t bytes) {
-  fsl_value *v = fsl_graph_add_value(g, NULL);
-  void *d = v ? fsl_arena_alloc(&g->arena, bytes ? bytes : 1) : NULL;
-  if (!d || !fsl_value_set_shape(v, rank, dims)) return NULL;
-  v->dtype = dt;
-  memcpy(d, data, bytes);
-  v->data = d;
-  return v;
-}
-
-static fsl_value *new_value(fsl_graph *g, fsl_dtype dt, int rank, const int64_t *dims) {
-  fsl_value *v = fsl_graph_add_value(g, NULL);
-  if (!v || !fsl_value_set_shape(v, rank, dims)) return NULL;
-  v->dtype = dt;
-  return v;
-}
-
-/* Appends node op(in) -> out with lin's origin; NULL on OOM. */
-static fsl_node *add(fsl_graph *g, fsl_op op, fsl_value **in, int n_in, fsl_value *out, fsl_attr *attrs, int n_attrs,
-                     const fsl_node *lin) {
-  fsl_node *n = fsl_graph_add_node(g, op, NULL, in, n_in, &out, 1, attrs, n_attrs);
-  if (n) {
-    n->origin = lin->origin;
-    n->origin_name = lin->origin_name;
-    n->origin_op = lin->origin_op;
-    n->domain = lin->domain;
-    n->op_type = fsl_op_get(op)->name;
-  }
-  return n;
-}
-
-/* An expand of constant c (rank `rank`, dims 1 or full) to dims. */
-static fsl_value *broadcast(fsl_graph *g, fsl_value *c, int rank, const int64_t *dims, const fsl_node *lin) {
-  fsl_attr *a = c ? fsl_arena_alloc(&g->arena, sizeof *a) : NULL;
-  fsl_value *e = a ? new_value(g, c->dtype, rank, dims) : NULL;
-  if (!e) return NULL;
-  *a = fsl_attr_make_ints(g, "shape", dims, rank);
-  return add(g, FSL_OP_expand, &c, 1, e, a, 1, lin) ? e : NULL;
-}
-
 static fsl_attr *cast_attr(fsl_graph *g, fsl_dtype to) {
   fsl_attr *a = fsl_arena_alloc(&g->arena, sizeof *a);
   if (a) *a = fsl_attr_make_int("to", to);
@@ -210,7 +138,7 @@ static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, fsl_status *st
   const int64_t *ld = NULL;
   for (int i = 0, n = fsl_attr_ints(lin, "lhs_dilation", &ld); i < n; i++)
     if (ld[i] != 1) return false; /* a ConvTranspose */
-  act a;
+  fsl_dequant a;
   if (!match_act(lin->in[0], &a)) return false;
   const fsl_value *w = lin->in[1];
   if (lin->op == FSL_OP_matmul && (w->rank != 2 || lin->in[0]->rank != 2)) return false;
@@ -224,48 +152,49 @@ static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, fsl_status *st
   const fsl_value *x = lin->in[0], *y = lin->out[0];
   int n0 = g->n_nodes;
   /* xi = int32(xq) [- zx], with x's dims */
-  fsl_value *xc = new_value(g, FSL_DT_I32, a.xq->rank, a.xq->dims);
+  fsl_value *xc = fsl_graph_new_value(g, FSL_DT_I32, a.q->rank, a.q->dims);
   fsl_value *xi = xc;
-  bool fine = xc && add(g, FSL_OP_cast, &a.xq, 1, xc, cast_attr(g, FSL_DT_I32), 1, lin);
-  if (fine && a.zx != 0) {
-    int32_t zv = (int32_t)a.zx;
+  bool fine = xc && fsl_graph_add_node_as(g, FSL_OP_cast, &a.q, 1, xc, cast_attr(g, FSL_DT_I32), 1, lin);
+  if (fine && a.zero != 0) {
+    int32_t zv = (int32_t)a.zero;
     int64_t ones[FSL_MAX_RANK];
-    for (int i = 0; i < a.xq->rank; i++) ones[i] = 1;
-    fsl_value *zc = broadcast(g, new_const(g, FSL_DT_I32, a.xq->rank, ones, &zv, sizeof zv), a.xq->rank, a.xq->dims, lin);
-    fsl_value *d = new_value(g, FSL_DT_I32, a.xq->rank, a.xq->dims);
-    fine = zc && d && add(g, FSL_OP_sub, (fsl_value *[]){xc, zc}, 2, d, NULL, 0, lin);
+    for (int i = 0; i < a.q->rank; i++) ones[i] = 1;
+    fsl_value *zc = fsl_graph_new_const(g, FSL_DT_I32, a.q->rank, ones, &zv, sizeof zv);
+    zc = fsl_graph_add_expand(g, zc, a.q->rank, a.q->dims, lin);
+    fsl_value *d = fsl_graph_new_value(g, FSL_DT_I32, a.q->rank, a.q->dims);
+    fine = zc && d && fsl_graph_add_node_as(g, FSL_OP_sub, (fsl_value *[]){xc, zc}, 2, d, NULL, 0, lin);
     xi = d;
   }
-  bool reshape = fine && (a.xq->rank != x->rank || memcmp(a.xq->dims, x->dims, sizeof(int64_t) * (size_t)x->rank));
+  bool reshape = fine && (a.q->rank != x->rank || memcmp(a.q->dims, x->dims, sizeof(int64_t) * (size_t)x->rank));
   if (reshape) {
     fsl_attr *at = fsl_arena_alloc(&g->arena, sizeof *at);
-    fsl_value *r = new_value(g, FSL_DT_I32, x->rank, x->dims);
+    fsl_value *r = fsl_graph_new_value(g, FSL_DT_I32, x->rank, x->dims);
     fine = at && r;
     if (fine) {
       *at = fsl_attr_make_ints(g, "shape", x->dims, x->rank);
-      fine = add(g, FSL_OP_reshape, &xi, 1, r, at, 1, lin) != NULL;
+      fine = fsl_graph_add_node_as(g, FSL_OP_reshape, &xi, 1, r, at, 1, lin) != NULL;
       xi = r;
     }
   }
   /* wi = int32(wq - zw), the int8 constant widened */
-  fsl_value *wq = fine ? new_const(g, FSL_DT_I8, w->rank, w->dims, ws.wq, (size_t)fsl_value_numel(w)) : NULL;
-  fsl_value *wi = wq ? new_value(g, FSL_DT_I32, w->rank, w->dims) : NULL;
-  fine = wi && add(g, FSL_OP_cast, &wq, 1, wi, cast_attr(g, FSL_DT_I32), 1, lin);
+  fsl_value *wq = fine ? fsl_graph_new_const(g, FSL_DT_I8, w->rank, w->dims, ws.wq, (size_t)fsl_value_numel(w)) : NULL;
+  fsl_value *wi = wq ? fsl_graph_new_value(g, FSL_DT_I32, w->rank, w->dims) : NULL;
+  fine = wi && fsl_graph_add_node_as(g, FSL_OP_cast, &wq, 1, wi, cast_attr(g, FSL_DT_I32), 1, lin);
   /* acc = the same op on the integers; y' = float(acc) * (sx * sw) */
-  fsl_value *acc = fine ? new_value(g, FSL_DT_I32, y->rank, y->dims) : NULL;
-  fine = acc && add(g, lin->op, (fsl_value *[]){xi, wi}, 2, acc, lin->attrs, lin->n_attrs, lin);
-  fsl_value *af = fine ? new_value(g, FSL_DT_F32, y->rank, y->dims) : NULL;
-  fine = af && add(g, FSL_OP_cast, &acc, 1, af, cast_attr(g, FSL_DT_F32), 1, lin);
+  fsl_value *acc = fine ? fsl_graph_new_value(g, FSL_DT_I32, y->rank, y->dims) : NULL;
+  fine = acc && fsl_graph_add_node_as(g, lin->op, (fsl_value *[]){xi, wi}, 2, acc, lin->attrs, lin->n_attrs, lin);
+  fsl_value *af = fine ? fsl_graph_new_value(g, FSL_DT_F32, y->rank, y->dims) : NULL;
+  fine = af && fsl_graph_add_node_as(g, FSL_OP_cast, &acc, 1, af, cast_attr(g, FSL_DT_F32), 1, lin);
   int64_t sdims[FSL_MAX_RANK];
   for (int i = 0; i < y->rank; i++) sdims[i] = 1;
   if (ws.n_scale > 1) sdims[lin->op == FSL_OP_conv ? 1 : y->rank - 1] = ws.n_scale;
   float *sc = fine ? malloc(sizeof(float) * (size_t)ws.n_scale) : NULL;
-  for (int64_t k = 0; sc && k < ws.n_scale; k++) sc[k] = (float)a.sx * ws.scale[k];
-  fsl_value *scv = sc ? broadcast(g, new_const(g, FSL_DT_F32, y->rank, sdims, sc, sizeof(float) * (size_t)ws.n_scale),
-                                  y->rank, y->dims, lin)
+  for (int64_t k = 0; sc && k < ws.n_scale; k++) sc[k] = (float)a.scale * ws.scale[k];
+  fsl_value *scv = sc ? fsl_graph_new_const(g, FSL_DT_F32, y->rank, sdims, sc, sizeof(float) * (size_t)ws.n_scale)
                       : NULL;
-  fsl_value *ny = scv ? new_value(g, FSL_DT_F32, y->rank, y->dims) : NULL;
-  fine = ny && add(g, FSL_OP_mul, (fsl_value *[]){af, scv}, 2, ny, NULL, 0, lin);
+  scv = scv ? fsl_graph_add_expand(g, scv, y->rank, y->dims, lin) : NULL;
+  fsl_value *ny = scv ? fsl_graph_new_value(g, FSL_DT_F32, y->rank, y->dims) : NULL;
+  fine = ny && fsl_graph_add_node_as(g, FSL_OP_mul, (fsl_value *[]){af, scv}, 2, ny, NULL, 0, lin);
   free(sc);
   free(ws.wq);
   free(ws.scale);
@@ -274,11 +203,7 @@ static bool rewrite(fsl_graph *g, const fsl_graph *onnx, int pos, fsl_status *st
     return false;
   }
   /* the new nodes (appended) go right after lin, in order; lin's readers read ny */
-  int added = g->n_nodes - n0;
-  fsl_node *tmp[8];
-  memcpy(tmp, g->nodes + n0, sizeof *tmp * (size_t)added);
-  memmove(g->nodes + pos + 1 + added, g->nodes + pos + 1, sizeof *g->nodes * (size_t)(n0 - pos - 1));
-  memcpy(g->nodes + pos + 1, tmp, sizeof *tmp * (size_t)added);
+  fsl_graph_move_tail_after(g, n0, pos);
   fsl_graph_replace_uses(g, lin->out[0], ny);
   return true;
 }
