@@ -6,9 +6,11 @@
  * Sigmoid, QuantizeLinear, DequantizeLinear, Mul with the dequantized
  * input, QuantizeLinear, some twenty primitives per element.  Every value
  * of such a chain is a function of the one 8-bit tensor x it starts from:
- * 256 possible inputs.  So where the chain holds a transcendental (a
- * primitive of cost >= LUT_MIN_COST in ops.def: exp, sigmoid, tanh, erf,
- * ...), the value the rest of the graph reads becomes a gather from a
+ * 256 possible inputs.  So where the chain costs at least LUT_MIN_COST
+ * on its heaviest path from x (the sum of the ops.def costs: one
+ * transcendental, exp, sigmoid, tanh, erf, ..., costs 16; QDQ's HardSwish,
+ * dequantize, x * clip(x / 6 + 0.5, 0, 1), quantize, about 17 primitives
+ * of cost 1 to 4), the value the rest of the graph reads becomes a gather from a
  * constant table of 256 entries indexed by x, the table computed here by
  * the reference interpreter on all 256 inputs: the same values, exactly,
  * that the chain would compute (ONNX Runtime's QLinearSigmoid and
@@ -28,13 +30,16 @@
 
 #include "eval/eval.h"
 
-#define LUT_MIN_COST 16  /* ops.def cost of a transcendental (exp, sigmoid, tanh, erf) */
+/* ops.def cost of one transcendental (exp, sigmoid, tanh, erf), or of a
+ * chain of some 16 arithmetic primitives: the summed cost from which a
+ * gather is cheaper (bench/results/lut-sum-ab.txt: hardswish chains) */
+#define LUT_MIN_COST 16
 #define LUT_N 256
 
 typedef struct lut_ctx {
   fsl_graph *g;
   const fsl_value **src; /* value id -> the 8-bit value it is a function of, or NULL */
-  int *cost;             /* value id -> the largest op cost on its paths from src */
+  int *cost;             /* value id -> the summed op cost of its heaviest path from src */
   int nv0;               /* values before the pass (the tables' ids) */
 } lut_ctx;
 
@@ -60,7 +65,7 @@ static const fsl_value *node_source(const lut_ctx *c, const fsl_node *n, int *co
   const fsl_value *y = n->out[0];
   if (y->dtype != FSL_DT_F32 && !is8(y->dtype)) return NULL;
   const fsl_value *x = NULL;
-  int k = fsl_op_get(n->op)->cost;
+  int k = 0;
   for (int i = 0; i < n->n_in; i++) {
     const fsl_value *a = n->in[i];
     if (!a) return NULL;
@@ -71,7 +76,7 @@ static const fsl_value *node_source(const lut_ctx *c, const fsl_node *n, int *co
     if (c->cost[a->id] > k) k = c->cost[a->id];
   }
   if (!x || !fsl_value_same_shape(y, x)) return NULL;
-  *cost = k;
+  *cost = k + fsl_op_get(n->op)->cost;
   return x;
 }
 

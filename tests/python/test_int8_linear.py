@@ -230,7 +230,8 @@ def _qdq_activation_model(tmp_path, act, xdt=np.uint8):
                   helper.make_node("DequantizeLinear", ["sq", "ss", "sz"], ["sd"]),
                   helper.make_node("Mul", ["xd", "sd"], ["a"])]
     else:
-        nodes += [helper.make_node("Sigmoid" if act == "sigmoid" else "Tanh", ["xd"], ["a"])]
+        op = {"sigmoid": "Sigmoid", "tanh": "Tanh", "hardswish": "HardSwish"}[act]
+        nodes += [helper.make_node(op, ["xd"], ["a"])]
     nodes += [helper.make_node("QuantizeLinear", ["a", "ys", "yz"], ["q"]),
               helper.make_node("DequantizeLinear", ["q", "ys", "yz"], ["qd"]),
               helper.make_node("Add", ["qd", "one"], ["a1"]),
@@ -240,15 +241,17 @@ def _qdq_activation_model(tmp_path, act, xdt=np.uint8):
     x = _int8(rng, (2, 8, 16, 16), xdt)
     path = _save(tmp_path, f"qdq_{act}", nodes, [helper.make_tensor_value_info("x", _tp(xdt), x.shape)],
                  [helper.make_tensor_value_info("qt", TensorProto.UINT8, None),
-                  helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+                  helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, opset=14)
     return path, {"x": x}
 
 
-@pytest.mark.parametrize("act,xdt", [("silu", np.uint8), ("sigmoid", np.int8), ("tanh", np.uint8)])
+@pytest.mark.parametrize("act,xdt", [("silu", np.uint8), ("sigmoid", np.int8), ("tanh", np.uint8),
+                                     ("hardswish", np.uint8)])
 @pytest.mark.parametrize("strategy", ["unfused", "optimal"])
 def test_qdq_activation_tables_exact(tmp_path, act, xdt, strategy):
     """passes/lut.c: an activation between 8-bit tensors becomes a 256-entry
-    table (plan["n_lut_tables"]), and its outputs equal the reference
+    table (plan["n_lut_tables"]): a transcendental, or HardSwish's chain of
+    some 17 arithmetic primitives, and its outputs equal the reference
     interpreter's evaluation of the chain bit for bit (every input value of
     x occurs, so every table entry is checked)."""
     path, feeds = _qdq_activation_model(tmp_path, act, xdt)
