@@ -48,7 +48,10 @@ void fsl_cg_red_acc_of(const fsl_dialect *d, const fsl_node *n, fsl_cg_red_acc *
     snprintf(a->init, CLEN, op == FSL_OP_reduce_sum ? "0" : "1");
     return;
   }
-  a->type = sg ? "int64_t" : "uint64_t";
+  /* max/min in the input's own type where no work-items exchange
+   * accumulators (the C dialect): 16 uint8 lanes per 128 bits instead of 2
+   * uint64 ones (a QDQ MaxPool on uint8, passes/qdq_lift.c) */
+  a->type = !d->group && dt != FSL_DT_BOOL ? fsl_cg_ctype(d, dt) : sg ? "int64_t" : "uint64_t";
   if (op == FSL_OP_reduce_max) {
     if (!sg) snprintf(a->init, CLEN, "0");
     else if (bits >= 64) snprintf(a->init, CLEN, "INT64_MIN");
