@@ -313,6 +313,15 @@ typedef struct fsl_plan {
  *  same plan over the same primitive graph. */
 uint64_t fsl_plan_hash(const fsl_plan *p);
 
+/** Moves the views of constants that a kernel of ks writes for other
+ *  kernels into each reader (a movement primitive whose inputs are all
+ *  constants, as long as the reader stays legal and of its kind under the
+ *  device's LINEAR `prologue` flags); the writer drops a view no kernel
+ *  reads any more, and leaves the set when that was all it computed
+ *  (constviews.c).  *n_sunk: readers that took a view.  Costs are not
+ *  updated.  FSL_ERR_NOMEM. */
+fsl_status fsl_plan_sink_const_views(const fsl_graph *g, unsigned prologue, fsl_kernel_set *ks, int *n_sunk);
+
 /** Builds the plan of a strategy for a primitive graph (analytic costs). */
 fsl_status fsl_plan_build(const fsl_graph *g, fsl_strategy s, const fsl_device *d, fsl_plan *out);
 

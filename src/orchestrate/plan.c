@@ -494,6 +494,9 @@ fsl_status fsl_plan_build_opt(const fsl_graph *g, fsl_strategy s, const fsl_devi
   } else {
     st = fsl_baseline(g, s, fsl_device_prologue(d), &out->kernels);
   }
+  /* fused plans recompute the constant broadcasts they read (unfused: one node per kernel) */
+  if (st == FSL_OK && s != FSL_STRATEGY_UNFUSED)
+    st = fsl_plan_sink_const_views(g, fsl_device_prologue(d), &out->kernels, NULL);
   if (st == FSL_OK) st = prof_kernels(&pf, out->kernels.k, out->kernels.n);
   if (st != FSL_OK) {
     prof_close(&pf);
