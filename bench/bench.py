@@ -211,6 +211,25 @@ def ort_inputs(path: Path, shapes: dict[str, tuple]):
     return out
 
 
+def time_runs(run, specs, repeats: int, warmup: int, seed: int, extra: dict) -> dict:
+    """A peer's timing loop: run(feeds) W warm-up then R timed times, each on
+    fresh random inputs drawn like fissile's (specs: ort_inputs); the
+    medians and every timed run, with `extra` merged in, or an error."""
+    rng = np.random.default_rng(seed)
+    times = []
+    try:
+        for r in range(warmup + repeats):
+            feeds = {n: random_like_fissile(s, d, rng) for n, s, d in specs}
+            t0 = time.perf_counter()
+            run(feeds)
+            dt = time.perf_counter() - t0
+            if r >= warmup:
+                times.append(dt)
+    except Exception as e:  # noqa: BLE001
+        return {"status": f"error: {' '.join(str(e).split())[:300]}"}
+    return {"status": "ok", "median_s": statistics.median(times), "min_s": min(times), "times_s": times, **extra}
+
+
 def time_ort(path: Path, shapes: dict, threads: int, repeats: int, warmup: int, seed: int = 0) -> dict:
     try:
         import onnxruntime as ort
@@ -228,21 +247,8 @@ def time_ort(path: Path, shapes: dict, threads: int, repeats: int, warmup: int, 
         session_s = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001
         return {"status": f"error: {str(e)[:300]}"}
-    specs = ort_inputs(path, shapes)
-    rng = np.random.default_rng(seed)
-    times = []
-    try:
-        for r in range(warmup + repeats):
-            feeds = {n: random_like_fissile(s, d, rng) for n, s, d in specs}
-            t0 = time.perf_counter()
-            sess.run(None, feeds)
-            dt = time.perf_counter() - t0
-            if r >= warmup:
-                times.append(dt)
-    except Exception as e:  # noqa: BLE001
-        return {"status": f"error: {str(e)[:300]}"}
-    return {"status": "ok", "median_s": statistics.median(times), "min_s": min(times), "times_s": times,
-            "session_s": session_s}
+    return time_runs(lambda feeds: sess.run(None, feeds), ort_inputs(path, shapes), repeats, warmup, seed,
+                     {"session_s": session_s})
 
 
 
@@ -290,22 +296,10 @@ def time_openvino(path: Path, shapes: dict, threads: int, repeats: int, warmup: 
         session_s = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 (the converter's failures are of every kind)
         return {"status": f"error: {' '.join(str(e).split())[:300]}"}
-    rng = np.random.default_rng(seed)
-    times = []
-    try:
-        for r in range(warmup + repeats):
-            feeds = {n: random_like_fissile(s, d, rng) for n, s, d in specs}
-            t0 = time.perf_counter()
-            # no copies in or out, like ORT's run (its outputs are views of
-            # the request's buffers, overwritten by the next run: unread here)
-            req.infer(feeds, share_inputs=True, share_outputs=True)
-            dt = time.perf_counter() - t0
-            if r >= warmup:
-                times.append(dt)
-    except Exception as e:  # noqa: BLE001
-        return {"status": f"error: {' '.join(str(e).split())[:300]}"}
-    return {"status": "ok", "median_s": statistics.median(times), "min_s": min(times), "times_s": times,
-            "session_s": session_s, "precision": prec}
+    # no copies in or out, like ORT's run (its outputs are views of the
+    # request's buffers, overwritten by the next run: unread here)
+    return time_runs(lambda feeds: req.infer(feeds, share_inputs=True, share_outputs=True), specs, repeats, warmup,
+                     seed, {"session_s": session_s, "precision": prec})
 
 
 # The peers: name -> (module that must import, timing function).
