@@ -14,9 +14,9 @@
  * scale of its output, 64x56x56 floats of one value, for the residual
  * add's kernel to read with a stride of 12 KiB per channel.
  *
- * So, once the strategy has chosen its kernels: every kernel that reads a
+ * So, once the strategy has chosen its kernels: the kernel that reads a
  * one-node view of constants (a movement primitive whose inputs are all
- * constants) written by another kernel takes the view in, when the kernel
+ * constants, read by one node) written by another kernel takes the view in, when the kernel
  * stays legal and of its kind for the device; the writer drops the view
  * once no kernel reads it (and drops out of the plan if the view was all
  * it computed).  The nodes, the kernels' other values and the execution
@@ -69,7 +69,10 @@ fsl_status fsl_plan_sink_const_views(const fsl_graph *g, unsigned prologue, fsl_
     for (int o = 0; st == FSL_OK && o < ks->k[i]->n_out; o++) {
       fsl_value *v = ks->k[i]->out[o];
       fsl_node *p = v->producer;
-      if (v->is_output || !p || !const_view_node(p)) continue;
+      /* one reader node (unshare's copies): a view read by several nodes
+       * would be written by every kernel that computes it for one of them
+       * (a kernel writes each value a node outside it reads) */
+      if (v->is_output || v->n_cons != 1 || !p || !const_view_node(p)) continue;
       bool all = true;
       for (int j = 0; st == FSL_OK && j < ks->n; j++) {
         if (j == i || !reads(ks->k[j], v)) continue;
@@ -85,7 +88,7 @@ fsl_status fsl_plan_sink_const_views(const fsl_graph *g, unsigned prologue, fsl_
         if (n_sunk) (*n_sunk)++;
       }
       if (st != FSL_OK || !all) continue;
-      /* no kernel reads v now: its writer drops the view */
+      /* no kernel reads v now (its one reader took it): its writer drops the view */
       fsl_kernel *k = ks->k[i], *nk = NULL;
       if (k->n_nodes == 1) {
         fsl_kernel_free(k);

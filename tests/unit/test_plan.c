@@ -234,6 +234,70 @@ static void test_verify_rejects(void **state) {
   fsl_graph_free(g);
 }
 
+/* fsl_plan_sink_const_views (constviews.c): y1 = x + x and y2 = exp(x) * e
+ * with e = expand(c), c a [1, 8] constant.  With e computed in y1's kernel
+ * (layout 0) or in a kernel of its own (layout 1) and written for y2's,
+ * y2's kernel takes the expand in: nobody writes or reads e any more, y1's
+ * kernel drops the expand and the kernel of its own leaves the plan.
+ * Every plan verifies and runs like the reference interpreter. */
+static void test_sink_const_views(void **state) {
+  (void)state;
+  fsl_graph *g = fsl_graph_new();
+  assert_non_null(g);
+  fsl_builder b = {.g = g, .fold = false};
+  int64_t dx[] = {4, 8}, dc[] = {1, 8};
+  fsl_value *x = input(g, "x", 2, dx);
+  set_origin(&b, 1, "add", "Add");
+  fsl_value *y1 = fsl_b_binary(&b, FSL_OP_add, x, x);
+  set_origin(&b, 2, "mul", "Mul");
+  fsl_value *e = fsl_b_expand(&b, const_f32(&b, 2, dc, 7), dx);
+  fsl_value *y2 = fsl_b_binary(&b, FSL_OP_mul, fsl_b_unary(&b, FSL_OP_exp, x), e);
+  assert_int_equal(fsl_graph_add_output(g, y1), FSL_OK);
+  finish(&b, y2);
+  int *topo = fsl_graph_topo_index(g);
+  assert_non_null(topo);
+  fsl_node *ne = e->producer, *n1 = y1->producer, *n2 = y2->producer, *nx = y2->producer->in[0]->producer;
+  for (int layout = 0; layout < 2; layout++) {
+    /* layout 0: {add, expand} {exp, mul}; layout 1: {expand} {add} {exp, mul} */
+    fsl_node *sets[3][2] = {{n1, ne}, {nx, n2}, {NULL, NULL}};
+    int sizes[3] = {2, 2, 0}, nk = 2;
+    if (layout == 1) {
+      sets[0][0] = ne, sizes[0] = 1;
+      sets[1][0] = n1, sizes[1] = 1;
+      sets[2][0] = nx, sets[2][1] = n2, sizes[2] = 2;
+      nk = 3;
+    }
+    fsl_plan p = {.g = g, .strategy = FSL_STRATEGY_GREEDY, .kernels = {.g = g}};
+    p.kernels.k = calloc(3, sizeof *p.kernels.k);
+    assert_non_null(p.kernels.k);
+    p.kernels.cap = 3;
+    for (int i = 0; i < nk; i++) {
+      assert_int_equal(fsl_kernel_make(g, topo, sets[i], sizes[i], &p.kernels.k[i], NULL), FSL_OK);
+      assert_non_null(p.kernels.k[i]);
+      p.kernels.k[i]->id = i;
+      p.kernels.n++;
+    }
+    assert_int_equal(fsl_plan_verify(&p), FSL_OK);
+    int sunk = -1;
+    assert_int_equal(fsl_plan_sink_const_views(g, 0, &p.kernels, &sunk), FSL_OK);
+    assert_int_equal(sunk, 1);
+    assert_int_equal(p.kernels.n, 2);
+    int holders = 0;
+    for (int i = 0; i < p.kernels.n; i++) {
+      const fsl_kernel *k = p.kernels.k[i];
+      for (int o = 0; o < k->n_out; o++) assert_ptr_not_equal(k->out[o], e); /* nobody writes e */
+      for (int m = 0; m < k->n_in; m++) assert_ptr_not_equal(k->in[m], e);   /* nor reads it */
+      for (int m = 0; m < k->n_nodes; m++) holders += k->nodes[m] == ne;
+    }
+    assert_int_equal(holders, 1); /* y2's kernel alone computes it */
+    assert_int_equal(fsl_plan_verify(&p), FSL_OK);
+    check_run(&p);
+    fsl_plan_free(&p);
+  }
+  free(topo);
+  fsl_graph_free(g);
+}
+
 /* ---- cost ---- */
 
 static void test_cost(void **state) {
@@ -672,6 +736,7 @@ int main(void) {
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_verify_rejects),
+      cmocka_unit_test(test_sink_const_views),
       cmocka_unit_test(test_region_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
