@@ -16,8 +16,8 @@
  *
  * So, once the strategy has chosen its kernels: the kernel that reads a
  * one-node view of constants (a movement primitive whose inputs are all
- * constants, read by one node) written by another kernel takes the view in, when the kernel
- * stays legal and of its kind for the device; the writer drops the view
+ * constants, read by one node) written by another kernel takes the view
+ * in, when the kernel stays legal and of its kind for the device; the writer drops the view
  * once no kernel reads it (and drops out of the plan if the view was all
  * it computed).  The nodes, the kernels' other values and the execution
  * order stay as they were; the costs are taken afterwards.
@@ -59,6 +59,13 @@ static fsl_status remake(fsl_kernel_ws *ws, const fsl_kernel *k, fsl_node *p, bo
   return st;
 }
 
+/* Puts nk in place of ks's kernel i (keeping its id). */
+static void replace_kernel(fsl_kernel_set *ks, int i, fsl_kernel *nk) {
+  nk->id = ks->k[i]->id;
+  fsl_kernel_free(ks->k[i]);
+  ks->k[i] = nk;
+}
+
 fsl_status fsl_plan_sink_const_views(const fsl_graph *g, unsigned prologue, fsl_kernel_set *ks, int *n_sunk) {
   if (n_sunk) *n_sunk = 0;
   int *topo = fsl_graph_topo_index(g);
@@ -82,9 +89,7 @@ fsl_status fsl_plan_sink_const_views(const fsl_graph *g, unsigned prologue, fsl_
           all = false;
           continue;
         }
-        nk->id = ks->k[j]->id;
-        fsl_kernel_free(ks->k[j]);
-        ks->k[j] = nk;
+        replace_kernel(ks, j, nk);
         if (n_sunk) (*n_sunk)++;
       }
       if (st != FSL_OK || !all) continue;
@@ -99,9 +104,7 @@ fsl_status fsl_plan_sink_const_views(const fsl_graph *g, unsigned prologue, fsl_
       }
       st = remake(ws, k, p, false, &nk);
       if (nk) {
-        nk->id = k->id;
-        fsl_kernel_free(k);
-        ks->k[i] = nk;
+        replace_kernel(ks, i, nk);
         o = -1; /* its outputs changed: scan them again */
       }
     }

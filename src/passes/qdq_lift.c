@@ -66,19 +66,20 @@ static bool same_params(const lift_ctx *c, const fsl_dequant *d) {
 
 static bool single_reader(const fsl_value *v) { return v->n_cons == 1 && !v->is_output; }
 
-/* A one-value constant operand (or view of one) of binary node n, its index. */
-static bool uniform_operand(const fsl_node *n, int i, double *c) {
-  return n->n_in == 2 && n->in[i] && fsl_value_uniform_view(n->in[i], c);
+/* The 8-bit value q when v = DQ(q) with the quantizer's parameters and v's shape (a leaf: Q(v) = q), else NULL. */
+static fsl_value *leaf(const lift_ctx *c, const fsl_value *v) {
+  fsl_dequant d;
+  return fsl_match_dequant(v, &d) && same_params(c, &d) && fsl_value_same_shape(d.q, v) ? d.q : NULL;
 }
 
 /* Whether float32 value v can be lifted: Q(v) computed by integer primitives. */
 static bool can_lift(const lift_ctx *c, const fsl_value *v, int depth) {
   if (depth > MAX_DEPTH || !v || v->id >= c->nv0 || v->dtype != FSL_DT_F32 || !fsl_value_has_shape(v)) return false;
-  fsl_dequant d;
-  if (fsl_match_dequant(v, &d) && same_params(c, &d) && fsl_value_same_shape(d.q, v)) return true;
+  if (leaf(c, v)) return true;
   const fsl_node *n = v->producer;
   if (!n || n->n_out != 1 || !single_reader(v)) return false;
   double k;
+  int w;
   switch (n->op) {
   case FSL_OP_reshape: case FSL_OP_permute: case FSL_OP_expand: case FSL_OP_slice: case FSL_OP_window:
   case FSL_OP_reduce_max: case FSL_OP_reduce_min:
@@ -91,8 +92,7 @@ static bool can_lift(const lift_ctx *c, const fsl_value *v, int depth) {
     return n->n_in > 0;
   case FSL_OP_max: case FSL_OP_min:
     if (n->n_in != 2) return false;
-    for (int i = 0; i < 2; i++)
-      if (uniform_operand(n, i, &k)) return !isnan(k) && can_lift(c, n->in[1 - i], depth + 1);
+    if (fsl_const_operand(n, &k, &w)) return !isnan(k) && can_lift(c, n->in[1 - w], depth + 1);
     return can_lift(c, n->in[0], depth + 1) && can_lift(c, n->in[1], depth + 1);
   default:
     return false;
@@ -113,8 +113,8 @@ static fsl_value *quantized_const(lift_ctx *c, const fsl_value *v, double k) {
 /* Builds Q(v) on the integers (can_lift(v) holds); NULL on OOM. */
 static fsl_value *lift(lift_ctx *c, const fsl_value *v) {
   if (c->memo[v->id]) return c->memo[v->id];
-  fsl_dequant d;
-  if (fsl_match_dequant(v, &d) && same_params(c, &d) && fsl_value_same_shape(d.q, v)) return c->memo[v->id] = d.q;
+  fsl_value *q = leaf(c, v);
+  if (q) return c->memo[v->id] = q;
   const fsl_node *n = v->producer;
   fsl_value *in[8], **ins = in;
   fsl_value *out = fsl_graph_new_value(c->g, c->q.dtype, v->rank, v->dims);
@@ -123,10 +123,7 @@ static fsl_value *lift(lift_ctx *c, const fsl_value *v) {
   if (n->n_in > 8 && !(ins = fsl_arena_alloc(&c->g->arena, sizeof *ins * (size_t)n->n_in))) return NULL;
   double k;
   int kept = -1; /* max/min: the operand that is a constant */
-  if (n->op == FSL_OP_max || n->op == FSL_OP_min) {
-    for (int i = 0; i < 2 && kept < 0; i++)
-      if (uniform_operand(n, i, &k)) kept = i;
-  }
+  if ((n->op == FSL_OP_max || n->op == FSL_OP_min) && !fsl_const_operand(n, &k, &kept)) kept = -1;
   for (int i = 0; i < n->n_in; i++) {
     ins[i] = i == kept ? quantized_const(c, v, k) : lift(c, n->in[i]);
     if (!ins[i]) return NULL;

@@ -13,9 +13,7 @@ static void range8(fsl_dtype dt, double *lo, double *hi) {
   *hi = dt == FSL_DT_U8 ? 255 : 127;
 }
 
-/* Binary node n's operand that is a one-value constant (or a view of
- * one): its index in *which, its value in *c (the first, if both are). */
-static bool const_operand(const fsl_node *n, double *c, int *which) {
+bool fsl_const_operand(const fsl_node *n, double *c, int *which) {
   if (n->n_in != 2 || !n->in[0] || !n->in[1]) return false;
   for (int i = 0; i < 2; i++)
     if (fsl_value_uniform_view(n->in[i], c)) {
@@ -54,14 +52,14 @@ bool fsl_match_quant(const fsl_value *y, fsl_quant *q) {
   range8(y->dtype, &lo, &hi);
   const fsl_value *v = y->producer->in[0];
   /* min(., hi), max(., lo): exactly the type's range */
-  if (!v || !v->producer || v->producer->op != FSL_OP_min || !const_operand(v->producer, &c, &w) || c != hi)
+  if (!v || !v->producer || v->producer->op != FSL_OP_min || !fsl_const_operand(v->producer, &c, &w) || c != hi)
     return false;
   v = v->producer->in[1 - w];
-  if (!v->producer || v->producer->op != FSL_OP_max || !const_operand(v->producer, &c, &w) || c != lo) return false;
+  if (!v->producer || v->producer->op != FSL_OP_max || !fsl_const_operand(v->producer, &c, &w) || c != lo) return false;
   v = v->producer->in[1 - w];
   q->zero = 0;
   if (v->producer && v->producer->op == FSL_OP_add) {
-    if (!const_operand(v->producer, &q->zero, &w) || q->zero != floor(q->zero) || q->zero < lo || q->zero > hi)
+    if (!fsl_const_operand(v->producer, &q->zero, &w) || q->zero != floor(q->zero) || q->zero < lo || q->zero > hi)
       return false;
     v = v->producer->in[1 - w];
   }
@@ -72,7 +70,7 @@ bool fsl_match_quant(const fsl_value *y, fsl_quant *q) {
   const fsl_node *m = v->producer;
   if (m->op == FSL_OP_div && m->n_in == 2 && m->in[0] && fsl_value_uniform_view(m->in[1], &q->scale)) {
     q->by_recip = false, q->x = m->in[0];
-  } else if (m->op == FSL_OP_mul && const_operand(m, &q->scale, &w)) {
+  } else if (m->op == FSL_OP_mul && fsl_const_operand(m, &q->scale, &w)) {
     q->by_recip = true, q->x = m->in[1 - w];
   } else {
     return false;

@@ -9,6 +9,11 @@
 
 #include "ir/ir.h"
 
+/** Binary node n's operand that is a one-value constant (or an
+ *  expand/reshape view of one): its index in *which, its value in *c (the
+ *  first, if both are); false when neither is. */
+bool fsl_const_operand(const fsl_node *n, double *c, int *which);
+
 /** A per-tensor dequantization v = (float(q) - zero) * scale. */
 typedef struct fsl_dequant {
   fsl_value *q;      /* uint8 or int8, v's shape */
